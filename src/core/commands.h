@@ -1,0 +1,100 @@
+// tollgate core: the write operations of the ledger as values, and what each one answers.
+//
+// A Command is what a caller asks for, already validated at the service boundary (amounts in
+// range, ids well-formed). A store applies a sequence of Commands in one transaction (group
+// commit) and answers a CommandResult for each: the Outcome, or the precise refusal.
+//
+// Thread safety: plain values.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <variant>
+
+#include "core/model.h"
+#include "core/result.h"
+
+namespace tollgate {
+
+struct CreateAccountCommand {
+  std::string account_id;
+  std::int64_t overdraft_limit = 0;
+  std::optional<std::int64_t> max_active_holds;
+};
+
+struct CreditCommand {
+  std::string account_id;
+  std::int64_t amount = 0;
+  std::string reference;  // unique over all credits and debits, ever
+};
+
+struct DebitCommand {
+  std::string account_id;
+  std::int64_t amount = 0;
+  std::string reference;
+  std::string reason;
+};
+
+struct ReserveCommand {
+  std::string account_id;
+  std::int64_t amount = 0;
+  std::string request_id;      // unique over all holds, ever
+  // The hold expires at now + ttl_ms. Unset: the server's default, filled in by the ledger before
+  // a store sees the command.
+  std::optional<std::int64_t> ttl_ms;
+  std::string metadata_json;   // a JSON object; empty means {}
+  std::string new_hold_id;     // the id the hold gets if this reservation creates it (set by the ledger)
+};
+
+struct CommitCommand {
+  std::string hold_id;
+  std::optional<std::int64_t> amount;  // unset: the whole hold
+  LateCommitPolicy late_commit = LateCommitPolicy::charge;  // set by the ledger from its configuration
+};
+
+struct ReleaseCommand {
+  std::string hold_id;
+};
+
+struct ExtendCommand {
+  std::string hold_id;
+  std::int64_t ttl_ms = 0;  // the hold expires at now + ttl_ms
+};
+
+// The reaper's pass: expire up to `max_holds` active holds whose deadline has passed.
+struct ExpireOverdueCommand {
+  std::int64_t max_holds = 0;
+};
+
+using Command = std::variant<CreateAccountCommand, CreditCommand, DebitCommand, ReserveCommand, CommitCommand,
+                             ReleaseCommand, ExtendCommand, ExpireOverdueCommand>;
+
+// --- outcomes ----------------------------------------------------------------------------------
+
+// `created` is true when the command changed something, false when it answered an earlier
+// identical request (idempotent replay): HTTP 201 versus 200 for creations.
+struct AccountOutcome {
+  Account account;
+  bool created = false;
+};
+
+struct TransferOutcome {  // credit and debit
+  Event event;            // the event the transfer wrote (the original one on a replay)
+  Account account;        // the account as it is now
+  bool created = false;
+};
+
+struct HoldOutcome {  // reserve, commit, release, extend
+  Hold hold;          // the hold as it is now
+  bool created = false;
+};
+
+struct ExpireOutcome {
+  std::int64_t expired = 0;  // holds expired by this pass
+};
+
+using Outcome = std::variant<AccountOutcome, TransferOutcome, HoldOutcome, ExpireOutcome>;
+using CommandResult = Result<Outcome>;
+
+}  // namespace tollgate

@@ -1,0 +1,45 @@
+// tollgate core: the invariants of design.md as functions that check an account and its events.
+//
+//   1. available + reserved + used == purchased
+//   2. reserved equals the sum of the active holds' amounts (and active_holds their count)
+//   3. available ≥ −overdraft_limit, reserved ≥ 0, used ≥ 0
+//   4. the account row equals the fold of its events
+//   5. every hold ends once; no event follows its terminal event — except that an `expired` hold may
+//      be followed by exactly one late_charged / late_forgiven (the late-commit policy's record)
+//
+// Each function returns the violations it found as human-readable strings; empty means clean.
+// Pure functions; thread-safe.
+#pragma once
+
+#include <cstdint>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "core/model.h"
+
+namespace tollgate::invariants {
+
+// Invariants 1 and 3 on one account row.
+std::vector<std::string> check_balances(const Account& account);
+
+// Invariant 2: `active_sum` / `active_count` are the sum and count of the account's holds whose
+// stored status is active.
+std::vector<std::string> check_active_holds(const Account& account, std::int64_t active_sum,
+                                            std::int64_t active_count);
+
+// The fold of one account's events, oldest first.
+struct Fold {
+  Balances balances;              // what the events add up to
+  std::int64_t active_holds = 0;  // holds reserved and not yet ended
+  std::int64_t last_event_id = 0;
+  std::vector<std::string> violations;  // problems inside the log itself (invariant 5, ids, *_after)
+};
+// Replays `events` (all of one account, in event_id order): checks that ids strictly increase,
+// that every event's *_after fields equal the running balances, and the hold life cycles.
+Fold fold_events(std::span<const Event> events);
+
+// Invariant 4 (and the fold's own findings): compares an account row with the fold of its events.
+std::vector<std::string> check_fold(const Account& account, const Fold& fold);
+
+}  // namespace tollgate::invariants

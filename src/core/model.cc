@@ -1,0 +1,70 @@
+#include "core/model.h"
+
+#include <array>
+#include <utility>
+
+namespace tollgate {
+namespace {
+
+template <typename E, std::size_t N>
+std::optional<E> parse_by_name(const std::array<std::pair<E, std::string_view>, N>& table, std::string_view name) {
+  for (const auto& [value, text] : table) {
+    if (text == name) return value;
+  }
+  return std::nullopt;
+}
+
+template <typename E, std::size_t N>
+std::string_view name_of(const std::array<std::pair<E, std::string_view>, N>& table, E value) {
+  for (const auto& [v, text] : table) {
+    if (v == value) return text;
+  }
+  return "";
+}
+
+constexpr std::array<std::pair<HoldStatus, std::string_view>, 4> kHoldStatuses{{
+    {HoldStatus::active, "active"},
+    {HoldStatus::committed, "committed"},
+    {HoldStatus::released, "released"},
+    {HoldStatus::expired, "expired"},
+}};
+
+constexpr std::array<std::pair<LateOutcome, std::string_view>, 2> kLateOutcomes{{
+    {LateOutcome::charged, "charged"},
+    {LateOutcome::forgiven, "forgiven"},
+}};
+
+constexpr std::array<std::pair<LateCommitPolicy, std::string_view>, 3> kLatePolicies{{
+    {LateCommitPolicy::charge, "charge"},
+    {LateCommitPolicy::forgive, "forgive"},
+    {LateCommitPolicy::reject, "reject"},
+}};
+
+constexpr std::array<std::pair<EventType, std::string_view>, 8> kEventTypes{{
+    {EventType::credited, "credited"},
+    {EventType::debited, "debited"},
+    {EventType::reserved, "reserved"},
+    {EventType::committed, "committed"},
+    {EventType::released, "released"},
+    {EventType::expired, "expired"},
+    {EventType::late_charged, "late_charged"},
+    {EventType::late_forgiven, "late_forgiven"},
+}};
+
+}  // namespace
+
+std::string_view hold_status_name(HoldStatus status) { return name_of(kHoldStatuses, status); }
+std::optional<HoldStatus> parse_hold_status(std::string_view name) { return parse_by_name(kHoldStatuses, name); }
+std::string_view late_outcome_name(LateOutcome outcome) { return name_of(kLateOutcomes, outcome); }
+std::optional<LateOutcome> parse_late_outcome(std::string_view name) {
+  if (name.empty()) return LateOutcome::none;
+  return parse_by_name(kLateOutcomes, name);
+}
+std::string_view late_commit_policy_name(LateCommitPolicy policy) { return name_of(kLatePolicies, policy); }
+std::optional<LateCommitPolicy> parse_late_commit_policy(std::string_view name) {
+  return parse_by_name(kLatePolicies, name);
+}
+std::string_view event_type_name(EventType type) { return name_of(kEventTypes, type); }
+std::optional<EventType> parse_event_type(std::string_view name) { return parse_by_name(kEventTypes, name); }
+
+}  // namespace tollgate

@@ -1,0 +1,97 @@
+// tollgate core: the ledger's nouns — accounts, holds, events — as plain values.
+//
+// These types carry no behaviour beyond naming; the rules that change them are in rules.h.
+// Times are milliseconds since the Unix epoch (UTC). Amounts and balances are int64 credits.
+//
+// Thread safety: plain values.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+
+namespace tollgate {
+
+// The four balances of an account. Invariant: available + reserved + used == purchased.
+struct Balances {
+  std::int64_t available = 0;
+  std::int64_t reserved = 0;
+  std::int64_t used = 0;
+  std::int64_t purchased = 0;  // credits minus debits
+
+  friend bool operator==(const Balances&, const Balances&) = default;
+};
+
+struct Account {
+  std::string account_id;
+  Balances balances;
+  std::int64_t overdraft_limit = 0;                 // available ≥ −overdraft_limit
+  std::optional<std::int64_t> max_active_holds;     // unset: no limit
+  std::int64_t active_holds = 0;                    // holds in state active
+  std::optional<std::int64_t> oldest_active_hold_age_ms;  // unset when there is no active hold
+  std::int64_t created_at_ms = 0;
+
+  friend bool operator==(const Account&, const Account&) = default;
+};
+
+enum class HoldStatus : std::uint8_t { active, committed, released, expired };
+
+// What happened to a commit that arrived after the hold expired (the late-commit policy's answer).
+enum class LateOutcome : std::uint8_t { none, charged, forgiven };
+
+enum class LateCommitPolicy : std::uint8_t { charge, forgive, reject };
+
+struct Hold {
+  std::string hold_id;
+  std::string account_id;
+  std::string request_id;
+  std::int64_t amount = 0;            // reserved when the hold was made
+  std::int64_t committed_amount = 0;  // moved to used (committed, or late-charged)
+  HoldStatus status = HoldStatus::active;
+  LateOutcome late_outcome = LateOutcome::none;
+  std::int64_t created_at_ms = 0;
+  std::int64_t expires_at_ms = 0;
+  std::optional<std::int64_t> closed_at_ms;  // set when the hold left `active`
+  std::string metadata_json = "{}";         // a JSON object, stored as given
+
+  friend bool operator==(const Hold&, const Hold&) = default;
+};
+
+enum class EventType : std::uint8_t {
+  credited,
+  debited,
+  reserved,
+  committed,
+  released,
+  expired,
+  late_charged,
+  late_forgiven,
+};
+
+struct Event {
+  std::int64_t event_id = 0;  // strictly increasing with commit order
+  std::string account_id;
+  EventType type = EventType::credited;
+  std::int64_t amount = 0;
+  std::optional<std::string> hold_id;
+  std::optional<std::string> job_id;
+  std::optional<std::string> reference;
+  std::int64_t at_ms = 0;
+  std::int64_t available_after = 0;
+  std::int64_t reserved_after = 0;
+  std::int64_t used_after = 0;
+
+  friend bool operator==(const Event&, const Event&) = default;
+};
+
+std::string_view hold_status_name(HoldStatus status);
+std::optional<HoldStatus> parse_hold_status(std::string_view name);
+std::string_view late_outcome_name(LateOutcome outcome);  // "" for none
+std::optional<LateOutcome> parse_late_outcome(std::string_view name);
+std::string_view late_commit_policy_name(LateCommitPolicy policy);
+std::optional<LateCommitPolicy> parse_late_commit_policy(std::string_view name);
+std::string_view event_type_name(EventType type);
+std::optional<EventType> parse_event_type(std::string_view name);
+
+}  // namespace tollgate

@@ -1,0 +1,132 @@
+// tollgate core: expected failures as values.
+//
+// Every operation that can fail because of what a caller asked for (a bad amount, an unknown hold,
+// not enough credits) returns a Result<T>: either the value or an Error with a precise, stable Code.
+// Bugs are not Errors: they are assertions (TG_ASSERT) and stop the process.
+//
+// Codes are chosen by what the caller should do next:
+//   - fix the request and do not retry:           invalid_request, not_found, idempotency_mismatch, conflict, overflow
+//   - wait for the state to change, then retry:   insufficient_credits, too_many_holds
+//   - the hold has ended; nothing to retry:       hold_committed, hold_released, hold_expired
+//   - retry the same request (same id) later:     overloaded, unavailable
+//   - report it:                                  internal
+// The string form of a Code (code_name) is the `code` field of the HTTP problem document: stable.
+//
+// Thread safety: plain values; safe to copy between threads.
+#pragma once
+
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <type_traits>
+#include <utility>
+#include <variant>
+
+namespace tollgate {
+
+// Assertions for programmer errors. Never fire on user input; always on, also in release builds,
+// because a ledger that continues after a broken invariant does more damage than one that stops.
+[[noreturn]] inline void assert_fail(const char* expr, const char* file, int line) {
+  std::fprintf(stderr, "tollgate: assertion failed: %s at %s:%d\n", expr, file, line);
+  std::abort();
+}
+#define TG_ASSERT(expr) ((expr) ? (void)0 : ::tollgate::assert_fail(#expr, __FILE__, __LINE__))
+
+enum class Code : std::uint8_t {
+  ok = 0,
+  invalid_request,       // malformed input: bad amount, bad id, amount > hold, ... (HTTP 400)
+  not_found,             // no such account / hold (HTTP 404)
+  conflict,              // exists already with other settings (HTTP 409)
+  idempotency_mismatch,  // same request id / reference, other parameters (HTTP 422)
+  insufficient_credits,  // not enough available credits (HTTP 409)
+  too_many_holds,        // max_active_holds reached (HTTP 409)
+  hold_committed,        // the hold is committed; it cannot be released or changed (HTTP 409)
+  hold_released,         // the hold is released; it cannot be committed or extended (HTTP 409)
+  hold_expired,          // the hold expired (late commit rejected, or extend) (HTTP 409)
+  overflow,              // a balance would leave the int64 range (HTTP 422)
+  overloaded,            // the write queue is full; retry later with the same id (HTTP 503)
+  unavailable,           // the database cannot be reached; nothing happened; retry (HTTP 503)
+  internal,              // a bug or corruption; the operation did not happen (HTTP 500)
+};
+
+constexpr std::string_view code_name(Code code) {
+  switch (code) {
+    case Code::ok: return "ok";
+    case Code::invalid_request: return "invalid_request";
+    case Code::not_found: return "not_found";
+    case Code::conflict: return "conflict";
+    case Code::idempotency_mismatch: return "idempotency_mismatch";
+    case Code::insufficient_credits: return "insufficient_credits";
+    case Code::too_many_holds: return "too_many_holds";
+    case Code::hold_committed: return "hold_committed";
+    case Code::hold_released: return "hold_released";
+    case Code::hold_expired: return "hold_expired";
+    case Code::overflow: return "overflow";
+    case Code::overloaded: return "overloaded";
+    case Code::unavailable: return "unavailable";
+    case Code::internal: return "internal";
+  }
+  return "internal";
+}
+
+// The message a kiosk can show as it is when a reservation finds no credits (api.md).
+inline constexpr std::string_view kInsufficientCreditsDetail =
+    "No credits available. Another device may be using this account right now.";
+
+struct Error {
+  Code code = Code::internal;
+  std::string detail;  // human-readable: names what was wrong
+  // For insufficient_credits: the account's available credits at the moment of the decision and
+  // the amount that was asked for.
+  std::optional<std::int64_t> available;
+  std::optional<std::int64_t> requested;
+
+  static Error make(Code code, std::string detail) {
+    TG_ASSERT(code != Code::ok);
+    return Error{code, std::move(detail), std::nullopt, std::nullopt};
+  }
+  static Error insufficient(std::int64_t available, std::int64_t requested) {
+    return Error{Code::insufficient_credits, std::string(kInsufficientCreditsDetail), available, requested};
+  }
+};
+
+inline Error invalid(std::string detail) { return Error::make(Code::invalid_request, std::move(detail)); }
+
+// Result<T>: a T or an Error. Access to the wrong alternative is a bug (asserted).
+template <typename T>
+class [[nodiscard]] Result {
+ public:
+  Result(T value) : v_(std::move(value)) {}         // NOLINT(google-explicit-constructor)
+  Result(Error error) : v_(std::move(error)) {}     // NOLINT(google-explicit-constructor)
+  // From anything a T can be made of (an alternative of a variant T, say).
+  template <typename U>
+    requires(!std::is_same_v<std::decay_t<U>, T> && !std::is_same_v<std::decay_t<U>, Error> &&
+             !std::is_same_v<std::decay_t<U>, Result> && std::is_constructible_v<T, U &&>)
+  Result(U&& value) : v_(std::in_place_index<0>, std::forward<U>(value)) {}  // NOLINT
+
+  bool ok() const { return v_.index() == 0; }
+  explicit operator bool() const { return ok(); }
+
+  const T& value() const& { TG_ASSERT(ok()); return std::get<0>(v_); }
+  T& value() & { TG_ASSERT(ok()); return std::get<0>(v_); }
+  T&& value() && { TG_ASSERT(ok()); return std::get<0>(std::move(v_)); }
+  const T* operator->() const { return &value(); }
+  T* operator->() { return &value(); }
+  const T& operator*() const& { return value(); }
+
+  const Error& error() const { TG_ASSERT(!ok()); return std::get<1>(v_); }
+  Code code() const { return ok() ? Code::ok : error().code; }
+
+ private:
+  std::variant<T, Error> v_;
+};
+
+// Status: a Result without a value.
+struct Ok {};
+using Status = Result<Ok>;
+inline Status ok_status() { return Ok{}; }
+
+}  // namespace tollgate

@@ -1,0 +1,179 @@
+#include "core/rules.h"
+
+#include <string>
+
+#include "core/checked.h"
+
+namespace tollgate::rules {
+namespace {
+
+Error overflow_error(std::string_view what) {
+  return Error::make(Code::overflow, std::string(what) + " would exceed the largest balance");
+}
+
+void assert_identity(const Balances& b) {
+  // The identity is checked after every movement: a movement that breaks it is a bug.
+  const auto sum = checked_add(b.available, b.reserved);
+  TG_ASSERT(sum.has_value());
+  const auto total = checked_add(*sum, b.used);
+  TG_ASSERT(total.has_value() && *total == b.purchased);
+}
+
+}  // namespace
+
+Result<Balances> credit(const Balances& before, std::int64_t amount) {
+  TG_ASSERT(amount_is_valid(amount));
+  const auto available = checked_add(before.available, amount);
+  const auto purchased = checked_add(before.purchased, amount);
+  if (!available || !purchased) return overflow_error("crediting " + std::to_string(amount));
+  Balances after = before;
+  after.available = *available;
+  after.purchased = *purchased;
+  assert_identity(after);
+  return after;
+}
+
+Result<Balances> debit(const Balances& before, std::int64_t amount) {
+  TG_ASSERT(amount_is_valid(amount));
+  if (before.available < amount) return Error::insufficient(before.available, amount);
+  Balances after = before;
+  after.available -= amount;  // cannot overflow: available ≥ amount > 0
+  after.purchased -= amount;  // purchased ≥ available (reserved, used ≥ 0)
+  assert_identity(after);
+  return after;
+}
+
+Result<Balances> reserve(const Account& before, std::int64_t amount) {
+  TG_ASSERT(amount_is_valid(amount));
+  TG_ASSERT(before.overdraft_limit >= 0);
+  if (before.max_active_holds && before.active_holds >= *before.max_active_holds) {
+    return Error::make(Code::too_many_holds,
+                       "account " + before.account_id + " has " + std::to_string(before.active_holds) +
+                           " active holds, the most it may have");
+  }
+  const auto available_after = checked_sub(before.balances.available, amount);
+  if (!available_after || *available_after < -before.overdraft_limit) {
+    return Error::insufficient(before.balances.available, amount);
+  }
+  const auto reserved_after = checked_add(before.balances.reserved, amount);
+  if (!reserved_after) return overflow_error("reserving " + std::to_string(amount));
+  Balances after = before.balances;
+  after.available = *available_after;
+  after.reserved = *reserved_after;
+  assert_identity(after);
+  return after;
+}
+
+Balances commit(const Balances& before, std::int64_t held, std::int64_t committed) {
+  TG_ASSERT(held >= 1 && committed >= 0 && committed <= held);
+  TG_ASSERT(before.reserved >= held);
+  Balances after = before;
+  after.reserved -= held;
+  const auto used = checked_add(before.used, committed);
+  const auto available = checked_add(before.available, held - committed);
+  // used + available ≤ purchased − reserved, so neither can overflow while the identity holds.
+  TG_ASSERT(used && available);
+  after.used = *used;
+  after.available = *available;
+  assert_identity(after);
+  return after;
+}
+
+Balances release(const Balances& before, std::int64_t held) { return commit(before, held, 0); }
+
+Result<Balances> late_charge(const Account& before, std::int64_t amount) {
+  TG_ASSERT(amount_is_valid(amount));
+  const auto available_after = checked_sub(before.balances.available, amount);
+  if (!available_after || *available_after < -before.overdraft_limit) {
+    return Error::insufficient(before.balances.available, amount);
+  }
+  const auto used_after = checked_add(before.balances.used, amount);
+  if (!used_after) return overflow_error("charging " + std::to_string(amount));
+  Balances after = before.balances;
+  after.available = *available_after;
+  after.used = *used_after;
+  assert_identity(after);
+  return after;
+}
+
+HoldStatus effective_status(const Hold& hold, std::int64_t now_ms) {
+  return is_overdue(hold, now_ms) ? HoldStatus::expired : hold.status;
+}
+
+Result<CommitPlan> plan_commit(const Hold& hold, std::optional<std::int64_t> amount,
+                               LateCommitPolicy policy, std::int64_t now_ms) {
+  TG_ASSERT(!is_overdue(hold, now_ms));
+  if (amount) {
+    if (auto s = check_amount(*amount); !s) return s.error();
+    if (*amount > hold.amount) {
+      return invalid("amount " + std::to_string(*amount) + " is more than the hold's " +
+                     std::to_string(hold.amount));
+    }
+  }
+  const std::int64_t wanted = amount.value_or(hold.amount);
+  switch (hold.status) {
+    case HoldStatus::active:
+      return CommitPlan{CommitAction::commit, wanted};
+    case HoldStatus::committed:
+      if (wanted == hold.committed_amount) return CommitPlan{CommitAction::replay, wanted};
+      return Error::make(Code::hold_committed, "hold " + hold.hold_id + " is already committed with " +
+                                                   std::to_string(hold.committed_amount));
+    case HoldStatus::released:
+      return Error::make(Code::hold_released, "hold " + hold.hold_id + " was released");
+    case HoldStatus::expired:
+      switch (hold.late_outcome) {
+        case LateOutcome::charged:
+          if (wanted == hold.committed_amount) return CommitPlan{CommitAction::replay, wanted};
+          return Error::make(Code::hold_committed, "hold " + hold.hold_id + " expired and was late-charged " +
+                                                       std::to_string(hold.committed_amount));
+        case LateOutcome::forgiven:
+          // Forgiven is final: nothing was charged and nothing will be, whatever is asked again.
+          return CommitPlan{CommitAction::replay, 0};
+        case LateOutcome::none:
+          break;
+      }
+      switch (policy) {
+        case LateCommitPolicy::reject:
+          return Error::make(Code::hold_expired, "hold " + hold.hold_id + " expired before it was committed");
+        case LateCommitPolicy::forgive:
+          return CommitPlan{CommitAction::late_forgive, wanted};
+        case LateCommitPolicy::charge:
+          return CommitPlan{CommitAction::late_charge, wanted};
+      }
+  }
+  TG_ASSERT(false && "unreachable hold status");
+}
+
+Result<ReleaseAction> plan_release(const Hold& hold, std::int64_t now_ms) {
+  TG_ASSERT(!is_overdue(hold, now_ms));
+  switch (hold.status) {
+    case HoldStatus::active:
+      return ReleaseAction::release;
+    case HoldStatus::released:
+      return ReleaseAction::replay;
+    case HoldStatus::committed:
+      return Error::make(Code::hold_committed, "hold " + hold.hold_id + " is committed");
+    case HoldStatus::expired:
+      if (hold.late_outcome == LateOutcome::charged) {
+        return Error::make(Code::hold_committed, "hold " + hold.hold_id + " expired and was late-charged");
+      }
+      return ReleaseAction::replay;  // its credits are back in available already
+  }
+  TG_ASSERT(false && "unreachable hold status");
+}
+
+Status plan_extend(const Hold& hold, std::int64_t now_ms) {
+  switch (effective_status(hold, now_ms)) {
+    case HoldStatus::active:
+      return ok_status();
+    case HoldStatus::committed:
+      return Error::make(Code::hold_committed, "hold " + hold.hold_id + " is committed");
+    case HoldStatus::released:
+      return Error::make(Code::hold_released, "hold " + hold.hold_id + " was released");
+    case HoldStatus::expired:
+      return Error::make(Code::hold_expired, "hold " + hold.hold_id + " has expired");
+  }
+  TG_ASSERT(false && "unreachable hold status");
+}
+
+}  // namespace tollgate::rules

@@ -1,0 +1,73 @@
+// tollgate core: the rules of the ledger as pure functions (no I/O, no clock, no threads).
+//
+// Every store applies these rules: SQL carries them out as single conditional writes, and these
+// functions decide what a refusal means and what a hold's state machine allows. The tests check the
+// rules exhaustively, so the stores only have to be faithful to them.
+//
+// The hold state machine:   active → committed | released | expired   (terminal states never change)
+// A commit of an expired hold goes through the late-commit policy: the hold stays `expired` and
+// records a late outcome (charged or forgiven) once.
+//
+// Thread safety: pure functions.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+
+#include "core/model.h"
+#include "core/result.h"
+
+namespace tollgate::rules {
+
+// --- balances -------------------------------------------------------------------------------
+// Each returns the balances after the movement, or the precise refusal. `amount` is already valid.
+
+// purchased credits: available += amount, purchased += amount. Refusal: overflow.
+Result<Balances> credit(const Balances& before, std::int64_t amount);
+// removes available credits: available −= amount, purchased −= amount. A debit never uses the
+// overdraft: it needs `available ≥ amount`. Refusal: insufficient_credits.
+Result<Balances> debit(const Balances& before, std::int64_t amount);
+// available → reserved. Needs available − amount ≥ −overdraft_limit and, when max_active_holds is
+// set, active_holds < max_active_holds. Refusals: too_many_holds (checked first), insufficient_credits.
+Result<Balances> reserve(const Account& before, std::int64_t amount);
+// A hold of `held` ends committed with `committed` (≤ held) used; the rest returns to available.
+Balances commit(const Balances& before, std::int64_t held, std::int64_t committed);
+// A hold of `held` returns to available (release and expiry move the same way).
+Balances release(const Balances& before, std::int64_t held);
+// A late charge takes `amount` straight from available to used, under the same condition as a
+// reservation (available − amount ≥ −overdraft_limit). Refusal: insufficient_credits.
+Result<Balances> late_charge(const Account& before, std::int64_t amount);
+
+// --- the hold state machine ------------------------------------------------------------------
+
+// The status a reader sees: an active hold past its deadline is already expired, reaper or not.
+HoldStatus effective_status(const Hold& hold, std::int64_t now_ms);
+inline bool is_overdue(const Hold& hold, std::int64_t now_ms) {
+  return hold.status == HoldStatus::active && now_ms >= hold.expires_at_ms;
+}
+
+enum class CommitAction : std::uint8_t {
+  commit,       // active: move `amount` to used, the rest back to available
+  replay,       // already settled the same way: answer the hold as it is, move nothing
+  late_charge,  // expired, policy charge: charge `amount` if available, otherwise forgive it
+  late_forgive, // expired, policy forgive: record the forgiveness, move nothing
+};
+struct CommitPlan {
+  CommitAction action = CommitAction::commit;
+  std::int64_t amount = 0;  // the amount to commit (commit, late_charge, late_forgive)
+};
+// `hold` must not be overdue-but-active (the store expires it first; asserted).
+// `amount` unset means the whole hold. Refusals: invalid_request (amount > hold, or amount
+// invalid), hold_released, hold_committed (already committed with another amount), hold_expired
+// (policy reject).
+Result<CommitPlan> plan_commit(const Hold& hold, std::optional<std::int64_t> amount,
+                               LateCommitPolicy policy, std::int64_t now_ms);
+
+enum class ReleaseAction : std::uint8_t { release, replay };
+// Refusal: hold_committed (committed, or late-charged). Released or expired → replay.
+Result<ReleaseAction> plan_release(const Hold& hold, std::int64_t now_ms);
+
+// Refusals: hold_committed, hold_released, hold_expired (also when overdue).
+Status plan_extend(const Hold& hold, std::int64_t now_ms);
+
+}  // namespace tollgate::rules

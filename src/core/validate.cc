@@ -1,0 +1,89 @@
+#include "core/validate.h"
+
+#include <string>
+
+#include "core/checked.h"
+#include "core/limits.h"
+
+namespace tollgate {
+namespace {
+
+Status check_ttl(std::int64_t ttl_ms, const ValidationLimits& v) {
+  if (ttl_ms < limits::kHoldTtlMsMin || ttl_ms > v.hold_ttl_ms_max) {
+    return invalid("ttl_ms must be from " + std::to_string(limits::kHoldTtlMsMin) + " to " +
+                   std::to_string(v.hold_ttl_ms_max) + ", got " + std::to_string(ttl_ms));
+  }
+  return ok_status();
+}
+
+Status check_text(const std::string& text, std::size_t max, std::string_view field) {
+  if (text.size() > max) return invalid(std::string(field) + " is longer than " + std::to_string(max) + " bytes");
+  return ok_status();
+}
+
+#define TG_TRY(expr)                 \
+  do {                               \
+    if (auto s_ = (expr); !s_) return s_; \
+  } while (0)
+
+Status check(const CreateAccountCommand& c, const ValidationLimits&) {
+  TG_TRY(check_id(c.account_id, "account_id"));
+  if (c.overdraft_limit < 0 || c.overdraft_limit > limits::kOverdraftLimitMax) {
+    return invalid("overdraft_limit must be from 0 to 9007199254740991, got " + std::to_string(c.overdraft_limit));
+  }
+  if (c.max_active_holds && (*c.max_active_holds < 1 || *c.max_active_holds > limits::kMaxActiveHoldsMax)) {
+    return invalid("max_active_holds must be from 1 to " + std::to_string(limits::kMaxActiveHoldsMax) + ", got " +
+                   std::to_string(*c.max_active_holds));
+  }
+  return ok_status();
+}
+
+Status check(const CreditCommand& c, const ValidationLimits&) {
+  TG_TRY(check_id(c.account_id, "account_id"));
+  TG_TRY(check_amount(c.amount));
+  return check_id(c.reference, "reference");
+}
+
+Status check(const DebitCommand& c, const ValidationLimits&) {
+  TG_TRY(check_id(c.account_id, "account_id"));
+  TG_TRY(check_amount(c.amount));
+  TG_TRY(check_id(c.reference, "reference"));
+  return check_text(c.reason, limits::kReasonLengthMax, "reason");
+}
+
+Status check(const ReserveCommand& c, const ValidationLimits& v) {
+  TG_TRY(check_id(c.account_id, "account_id"));
+  TG_TRY(check_amount(c.amount));
+  TG_TRY(check_id(c.request_id, "request_id"));
+  if (c.ttl_ms) TG_TRY(check_ttl(*c.ttl_ms, v));
+  return check_text(c.metadata_json, limits::kMetadataBytesMax, "metadata");
+}
+
+Status check(const CommitCommand& c, const ValidationLimits&) {
+  TG_TRY(check_id(c.hold_id, "hold_id"));
+  if (c.amount) TG_TRY(check_amount(*c.amount));
+  return ok_status();
+}
+
+Status check(const ReleaseCommand& c, const ValidationLimits&) {
+  TG_TRY(check_id(c.hold_id, "hold_id"));
+  return ok_status();
+}
+
+Status check(const ExtendCommand& c, const ValidationLimits& v) {
+  TG_TRY(check_id(c.hold_id, "hold_id"));
+  return check_ttl(c.ttl_ms, v);
+}
+
+Status check(const ExpireOverdueCommand& c, const ValidationLimits&) {
+  if (c.max_holds < 1) return invalid("max_holds must be at least 1");
+  return ok_status();
+}
+
+}  // namespace
+
+Status validate(const Command& command, const ValidationLimits& limits) {
+  return std::visit([&](const auto& c) { return check(c, limits); }, command);
+}
+
+}  // namespace tollgate

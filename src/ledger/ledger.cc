@@ -1,0 +1,178 @@
+#include "ledger/ledger.h"
+
+#include "core/checked.h"
+
+#include <cstdio>
+#include <semaphore>
+
+namespace tollgate {
+namespace {
+
+template <typename T>
+Result<T> as(CommandResult r) {
+  if (!r) return r.error();
+  auto* v = std::get_if<T>(&r.value());
+  TG_ASSERT(v != nullptr);  // each command answers its own outcome type
+  return std::move(*v);
+}
+
+std::uint64_t seed_from(std::uint64_t seed) {
+  if (seed != 0) return seed;
+  std::random_device rd;
+  return (static_cast<std::uint64_t>(rd()) << 32) ^ rd();
+}
+
+}  // namespace
+
+Status validate(const LedgerOptions& o) {
+  if (o.hold_ttl_ms_max < limits::kHoldTtlMsMin || o.hold_ttl_ms_max > limits::kHoldTtlMsMax) {
+    return invalid("hold_ttl_max_ms must be from 1 to " + std::to_string(limits::kHoldTtlMsMax));
+  }
+  if (o.hold_ttl_ms_default < limits::kHoldTtlMsMin || o.hold_ttl_ms_default > o.hold_ttl_ms_max) {
+    return invalid("hold_ttl_ms must be from 1 to hold_ttl_max_ms (" + std::to_string(o.hold_ttl_ms_max) + ")");
+  }
+  if (o.reaper_interval_ms < 0 || o.reaper_interval_ms > 3'600'000) {
+    return invalid("reaper_interval_ms must be from 0 to 3600000");
+  }
+  if (o.reaper_batch_max < 1 || o.reaper_batch_max > 100'000) return invalid("reaper batch must be from 1 to 100000");
+  if (o.group_commit.batch_max < 1 || o.group_commit.queue_max < o.group_commit.batch_max) {
+    return invalid("the write queue must hold at least one batch");
+  }
+  return ok_status();
+}
+
+Ledger::Ledger(Store& store, const Clock& clock, LedgerOptions options)
+    : store_(store),
+      clock_(clock),
+      options_(options),
+      validation_{options.hold_ttl_ms_max},
+      committer_(store, options.group_commit),
+      ids_(seed_from(options.id_seed)) {
+  TG_ASSERT(validate(options_).ok());
+  if (options_.reaper_interval_ms > 0) reaper_ = std::thread([this] { reaper_loop(); });
+}
+
+Ledger::~Ledger() { stop(); }
+
+void Ledger::stop() {
+  std::call_once(stopped_, [this] {
+    {
+      std::lock_guard lock(reaper_mu_);
+      reaper_stopping_ = true;
+    }
+    reaper_wake_.notify_all();
+    if (reaper_.joinable()) reaper_.join();
+    committer_.stop();
+  });
+}
+
+std::string Ledger::next_hold_id() {
+  std::uint64_t hi, lo;
+  {
+    std::lock_guard lock(ids_mu_);
+    hi = ids_();
+    lo = ids_();
+  }
+  char buf[40];
+  std::snprintf(buf, sizeof buf, "hold_%016llx%016llx", static_cast<unsigned long long>(hi),
+                static_cast<unsigned long long>(lo));
+  return buf;
+}
+
+void Ledger::submit(Command command, Callback done) {
+  if (auto s = validate(command, validation_); !s) {
+    done(s.error());
+    return;
+  }
+  if (auto* r = std::get_if<ReserveCommand>(&command)) {
+    if (!r->ttl_ms) r->ttl_ms = options_.hold_ttl_ms_default;
+    r->new_hold_id = next_hold_id();
+  } else if (auto* c = std::get_if<CommitCommand>(&command)) {
+    c->late_commit = options_.late_commit;
+  }
+  committer_.submit(std::move(command), std::move(done));
+}
+
+CommandResult Ledger::run(Command command) {
+  if (auto s = validate(command, validation_); !s) return s.error();
+  std::binary_semaphore ready(0);
+  std::optional<CommandResult> out;
+  submit(std::move(command), [&](CommandResult r) {
+    out.emplace(std::move(r));
+    ready.release();
+  });
+  ready.acquire();
+  return std::move(*out);
+}
+
+Result<AccountOutcome> Ledger::create_account(CreateAccountCommand c) { return as<AccountOutcome>(run(std::move(c))); }
+Result<TransferOutcome> Ledger::credit(CreditCommand c) { return as<TransferOutcome>(run(std::move(c))); }
+Result<TransferOutcome> Ledger::debit(DebitCommand c) { return as<TransferOutcome>(run(std::move(c))); }
+Result<HoldOutcome> Ledger::reserve(ReserveCommand c) { return as<HoldOutcome>(run(std::move(c))); }
+Result<HoldOutcome> Ledger::commit(CommitCommand c) { return as<HoldOutcome>(run(std::move(c))); }
+Result<HoldOutcome> Ledger::release(ReleaseCommand c) { return as<HoldOutcome>(run(std::move(c))); }
+Result<HoldOutcome> Ledger::extend(ExtendCommand c) { return as<HoldOutcome>(run(std::move(c))); }
+
+Result<Account> Ledger::get_account(std::string_view account_id) {
+  if (auto s = check_id(account_id, "account_id"); !s) return s.error();
+  return store_.get_account(account_id);
+}
+
+Result<Hold> Ledger::get_hold(std::string_view hold_id) {
+  if (auto s = check_id(hold_id, "hold_id"); !s) return s.error();
+  return store_.get_hold(hold_id);
+}
+
+Result<std::vector<Hold>> Ledger::list_holds(const HoldFilter& filter) {
+  if (filter.account_id) {
+    if (auto s = check_id(*filter.account_id, "account_id"); !s) return s.error();
+  }
+  return store_.list_holds(filter);
+}
+
+Result<EventPage> Ledger::read_events(std::string_view account_id, std::int64_t after, std::int64_t limit) {
+  if (auto s = check_id(account_id, "account_id"); !s) return s.error();
+  return store_.read_events(account_id, after, limit);
+}
+
+Result<AuditReport> Ledger::audit(std::optional<std::string_view> account_id) {
+  if (account_id) {
+    if (auto s = check_id(*account_id, "account_id"); !s) return s.error();
+  }
+  return store_.audit(account_id);
+}
+
+Result<std::int64_t> Ledger::reap_once() {
+  constexpr int kPassesMax = 100;  // bounds one run; the next run continues
+  std::int64_t total = 0;
+  for (int pass = 0; pass < kPassesMax; ++pass) {
+    CommandResult r = committer_.submit_and_wait(ExpireOverdueCommand{options_.reaper_batch_max});
+    if (!r) return r.error();
+    const std::int64_t expired = std::get<ExpireOutcome>(r.value()).expired;
+    total += expired;
+    if (expired < options_.reaper_batch_max) break;
+  }
+  reaper_last_run_ms_.store(clock_.now_ms(), std::memory_order_release);
+  return total;
+}
+
+std::optional<std::int64_t> Ledger::reaper_last_run_ms() const {
+  const std::int64_t t = reaper_last_run_ms_.load(std::memory_order_acquire);
+  if (t < 0) return std::nullopt;
+  return t;
+}
+
+void Ledger::reaper_loop() {
+  std::unique_lock lock(reaper_mu_);
+  while (!reaper_stopping_) {
+    lock.unlock();
+    if (auto r = reap_once(); !r) {
+      std::fprintf(stderr, "tollgate: reaper: %s\n", r.error().detail.c_str());
+    }
+    lock.lock();
+    reaper_wake_.wait_for(lock, std::chrono::milliseconds(options_.reaper_interval_ms),
+                          [&] { return reaper_stopping_; });
+  }
+}
+
+}  // namespace tollgate

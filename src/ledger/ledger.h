@@ -1,0 +1,111 @@
+// tollgate ledger: the service — validate, group-commit, read, reap.
+//
+// Ledger is what the HTTP edge, the CLI's server and the tests call. It validates every command at
+// the boundary (bad input: invalid_request, nothing reaches the store), fills in what the server
+// decides (a new hold's id, the default TTL, the late-commit policy), and queues writes to the
+// group committer. Reads go straight to the store. A background reaper expires overdue holds.
+//
+// Thread safety: every method may be called from any thread.
+#pragma once
+
+#include <atomic>
+#include <condition_variable>
+#include <cstdint>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <random>
+#include <string>
+#include <thread>
+
+#include "core/clock.h"
+#include "core/commands.h"
+#include "core/validate.h"
+#include "ledger/group_commit.h"
+#include "store/store.h"
+
+namespace tollgate {
+
+struct LedgerOptions {
+  std::int64_t hold_ttl_ms_default = limits::kHoldTtlMsDefault;
+  std::int64_t hold_ttl_ms_max = limits::kHoldTtlMsMaxDefault;
+  LateCommitPolicy late_commit = LateCommitPolicy::charge;
+  GroupCommitOptions group_commit;
+  // The reaper runs every reaper_interval_ms; 0 starts no reaper thread (tests call reap_once()).
+  std::int64_t reaper_interval_ms = 1000;
+  std::int64_t reaper_batch_max = limits::kReaperBatchMaxDefault;
+  // Seed of the hold-id generator; 0 seeds from the operating system.
+  std::uint64_t id_seed = 0;
+};
+
+// Checks options against each other; invalid_request names the bad one.
+Status validate(const LedgerOptions& options);
+
+class Ledger {
+ public:
+  using Callback = GroupCommitter::Callback;
+
+  // `store` and `clock` must outlive the ledger. `clock` times the reaper's runs (readiness).
+  // The options must pass validate(options) (asserted).
+  Ledger(Store& store, const Clock& clock, LedgerOptions options);
+  ~Ledger();  // stop()
+
+  // Validates `command`, completes it (hold id, default TTL, late-commit policy) and queues it;
+  // `done` is called once, after the batch holding it is durable (or at once when refused).
+  void submit(Command command, Callback done);
+  // The same, blocking the calling thread.
+  CommandResult run(Command command);
+
+  // Typed conveniences over run().
+  Result<AccountOutcome> create_account(CreateAccountCommand command);
+  Result<TransferOutcome> credit(CreditCommand command);
+  Result<TransferOutcome> debit(DebitCommand command);
+  Result<HoldOutcome> reserve(ReserveCommand command);
+  Result<HoldOutcome> commit(CommitCommand command);
+  Result<HoldOutcome> release(ReleaseCommand command);
+  Result<HoldOutcome> extend(ExtendCommand command);
+
+  // Reads (the store's effective view).
+  Result<Account> get_account(std::string_view account_id);
+  Result<Hold> get_hold(std::string_view hold_id);
+  Result<std::vector<Hold>> list_holds(const HoldFilter& filter);
+  Result<EventPage> read_events(std::string_view account_id, std::int64_t after, std::int64_t limit);
+  Result<AuditReport> audit(std::optional<std::string_view> account_id);
+
+  // One reaper run: expires overdue holds in passes of reaper_batch_max until a pass finds fewer
+  // (at most 100 passes). Returns how many holds it expired.
+  Result<std::int64_t> reap_once();
+  // When the reaper last finished a run (clock ms), or nullopt if it has not yet.
+  std::optional<std::int64_t> reaper_last_run_ms() const;
+
+  // Stops the reaper, writes what is queued, and refuses further writes with `unavailable`.
+  void stop();
+
+  const LedgerOptions& options() const { return options_; }
+  Store& store() { return store_; }
+  GroupCommitter& committer() { return committer_; }
+
+ private:
+  std::string next_hold_id();
+  void reaper_loop();
+
+  // Constant after construction.
+  Store& store_;
+  const Clock& clock_;
+  const LedgerOptions options_;
+  const ValidationLimits validation_;
+
+  GroupCommitter committer_;
+
+  std::mutex ids_mu_;
+  std::mt19937_64 ids_;  // protected by ids_mu_
+
+  std::atomic<std::int64_t> reaper_last_run_ms_{-1};
+  std::mutex reaper_mu_;
+  std::condition_variable reaper_wake_;
+  bool reaper_stopping_ = false;  // protected by reaper_mu_
+  std::once_flag stopped_;
+  std::thread reaper_;  // last: started when everything above exists
+};
+
+}  // namespace tollgate

@@ -1,0 +1,73 @@
+// tollgate store/sqlite: the embedded store — one SQLite file, one writer, many readers.
+//
+// Opened in WAL mode with synchronous=FULL (a commit is on disk before apply() returns), a busy
+// time-out and foreign keys on. apply() runs on one writer connection inside BEGIN IMMEDIATE … COMMIT;
+// reads use a small pool of reader connections that see the last committed state without blocking
+// the writer. The schema is versioned and migrated at open().
+//
+// One process owns the file for writing: run one `tollgate serve` per SQLite database (for many
+// instances, use PostgreSQL). A second writer process would wait on the busy time-out, not corrupt.
+//
+// Thread safety: as Store — apply() from one thread at a time; reads from any thread.
+#pragma once
+
+#include <condition_variable>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include "core/clock.h"
+#include "store/store.h"
+
+namespace tollgate {
+
+namespace sqlite {
+class Conn;
+}
+
+struct SqliteOptions {
+  std::string path;             // the database file; created when missing
+  int busy_timeout_ms = 5000;   // how long a statement waits for a lock held by another process
+  int readers_max = 4;          // reader connections kept open
+  int cache_size_kib = 64 * 1024;
+};
+
+class SqliteStore final : public Store {
+ public:
+  // The schema version this binary writes and expects.
+  static constexpr int kSchemaVersion = 1;
+
+  // Opens or creates the database and migrates its schema. `clock` must outlive the store.
+  static Result<std::unique_ptr<SqliteStore>> open(const SqliteOptions& options, const Clock& clock);
+  ~SqliteStore() override;
+
+  Status apply(std::span<const Command> commands, std::vector<CommandResult>& results) override;
+  Result<Account> get_account(std::string_view account_id) override;
+  Result<Hold> get_hold(std::string_view hold_id) override;
+  Result<std::vector<Hold>> list_holds(const HoldFilter& filter) override;
+  Result<EventPage> read_events(std::string_view account_id, std::int64_t after, std::int64_t limit) override;
+  Result<AuditReport> audit(std::optional<std::string_view> account_id) override;
+  Status ping() override;
+  std::int64_t now_ms() override { return clock_.now_ms(); }
+
+ private:
+  class ReaderLease;
+  SqliteStore(SqliteOptions options, const Clock& clock, std::unique_ptr<sqlite::Conn> writer);
+  ReaderLease lease_reader();
+  template <typename F>
+  auto read(F&& body) -> decltype(body(std::declval<sqlite::Conn&>()));
+
+  // Constant after construction.
+  const SqliteOptions options_;
+  const Clock& clock_;
+  // Used only by the thread in apply().
+  std::unique_ptr<sqlite::Conn> writer_;
+  // Reader pool, protected by readers_mu_.
+  std::mutex readers_mu_;
+  std::condition_variable readers_cv_;
+  std::vector<std::unique_ptr<sqlite::Conn>> readers_idle_;
+  int readers_open_ = 0;
+};
+
+}  // namespace tollgate

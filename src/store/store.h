@@ -1,0 +1,83 @@
+// tollgate store: the one interface every storage backend implements.
+//
+// A Store keeps accounts, holds, credits/debits and the append-only event log durably. Writes come
+// in batches (group commit): apply() takes commands in order, applies each with the effects of the
+// ones before it visible, and commits all of them in ONE durable transaction (a single flush).
+// A command that is refused (insufficient credits, unknown hold, …) answers its error and changes
+// nothing; it does not undo the others in its batch. apply() returns only after the commit is
+// durable (SQLite WAL + synchronous=FULL; PostgreSQL synchronous_commit=on).
+//
+// Rules every implementation follows (checked by tests/store/conformance):
+//   - a state change and its event are written in the same transaction;
+//   - the reservation is one conditional write (UPDATE … WHERE available − amount ≥ −overdraft …),
+//     never read-then-write;
+//   - event_id increases strictly with commit order;
+//   - reads show an active hold past its deadline as expired (and its amount as available), whether
+//     or not the reaper has run;
+//   - time is the store's clock (now_ms): injected for SQLite, the database's for a shared database.
+//
+// Thread safety: apply() must be called by one thread at a time per Store (the group committer's
+// writer). Every read may be called from any thread, concurrently with apply().
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <span>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "core/commands.h"
+#include "core/model.h"
+#include "core/result.h"
+
+namespace tollgate {
+
+struct HoldFilter {
+  std::optional<std::string> account_id;
+  std::optional<HoldStatus> status;  // compared with the effective status
+  std::int64_t limit = 100;          // 1..limits::kHoldsPageMax
+};
+
+struct EventPage {
+  std::vector<Event> events;
+  std::int64_t next_after = 0;  // pass as `after` to read on; equals `after` when nothing was read
+};
+
+struct AuditViolation {
+  std::string account_id;
+  std::string message;
+};
+
+struct AuditReport {
+  std::int64_t accounts_checked = 0;
+  std::vector<AuditViolation> violations;
+};
+
+class Store {
+ public:
+  virtual ~Store() = default;
+
+  // Applies `commands` in order in one durable transaction; `results` gets one entry per command.
+  // Returns an error (unavailable, internal) only when the transaction as a whole could not commit:
+  // then nothing of the batch happened and `results` must be ignored.
+  virtual Status apply(std::span<const Command> commands, std::vector<CommandResult>& results) = 0;
+
+  // Reads. Each answers from one consistent snapshot.
+  virtual Result<Account> get_account(std::string_view account_id) = 0;
+  virtual Result<Hold> get_hold(std::string_view hold_id) = 0;
+  virtual Result<std::vector<Hold>> list_holds(const HoldFilter& filter) = 0;  // newest first
+  // Events of one account with event_id > after, oldest first, at most `limit`.
+  // not_found if the account does not exist.
+  virtual Result<EventPage> read_events(std::string_view account_id, std::int64_t after, std::int64_t limit) = 0;
+  // Recomputes every account (or one) from its events and compares it with its row and its holds.
+  virtual Result<AuditReport> audit(std::optional<std::string_view> account_id) = 0;
+
+  // The database answers and its schema is the one this binary expects.
+  virtual Status ping() = 0;
+  // The store's notion of now (ms since the epoch): every expiry decision uses it.
+  virtual std::int64_t now_ms() = 0;
+};
+
+}  // namespace tollgate
