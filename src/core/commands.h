@@ -44,7 +44,10 @@ struct ReserveCommand {
   // a store sees the command.
   std::optional<std::int64_t> ttl_ms;
   std::string metadata_json;   // a JSON object; empty means {}
-  std::string new_hold_id;     // the id the hold gets if this reservation creates it (set by the ledger)
+  // The random part of the new hold's id (set by the ledger). A hold id is
+  // "hold_<sequence>_<random part>": the store's sequence keeps ids increasing (cheap to index),
+  // the random part keeps them unguessable.
+  std::string hold_id_random;
 };
 
 struct CommitCommand {
@@ -62,13 +65,27 @@ struct ExtendCommand {
   std::int64_t ttl_ms = 0;  // the hold expires at now + ttl_ms
 };
 
+// Creates an API key (admin, or for an account that must exist). key_id and the secret's hash are
+// made by the caller (the HTTP edge), the secret itself never reaches the store.
+struct CreateKeyCommand {
+  std::string key_id;
+  std::optional<std::string> account_id;  // unset: an admin key
+  std::string secret_sha256;
+};
+
+// Revokes a key; revoking again answers the key as it is (created=false).
+struct RevokeKeyCommand {
+  std::string key_id;
+};
+
 // The reaper's pass: expire up to `max_holds` active holds whose deadline has passed.
 struct ExpireOverdueCommand {
   std::int64_t max_holds = 0;
 };
 
 using Command = std::variant<CreateAccountCommand, CreditCommand, DebitCommand, ReserveCommand, CommitCommand,
-                             ReleaseCommand, ExtendCommand, ExpireOverdueCommand>;
+                             ReleaseCommand, ExtendCommand, ExpireOverdueCommand, CreateKeyCommand,
+                             RevokeKeyCommand>;
 
 // --- outcomes ----------------------------------------------------------------------------------
 
@@ -94,7 +111,12 @@ struct ExpireOutcome {
   std::int64_t expired = 0;  // holds expired by this pass
 };
 
-using Outcome = std::variant<AccountOutcome, TransferOutcome, HoldOutcome, ExpireOutcome>;
+struct KeyOutcome {
+  ApiKey key;
+  bool created = false;
+};
+
+using Outcome = std::variant<AccountOutcome, TransferOutcome, HoldOutcome, ExpireOutcome, KeyOutcome>;
 using CommandResult = Result<Outcome>;
 
 }  // namespace tollgate

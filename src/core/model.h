@@ -85,6 +85,18 @@ struct Event {
   friend bool operator==(const Event&, const Event&) = default;
 };
 
+// An API key. The secret is never stored: only its SHA-256 (hex). An admin key has no account_id;
+// an account key may only touch its own account.
+struct ApiKey {
+  std::string key_id;
+  std::optional<std::string> account_id;  // unset: an admin key
+  std::string secret_sha256;              // hex
+  std::int64_t created_at_ms = 0;
+  std::optional<std::int64_t> revoked_at_ms;
+
+  friend bool operator==(const ApiKey&, const ApiKey&) = default;
+};
+
 std::string_view hold_status_name(HoldStatus status);
 std::optional<HoldStatus> parse_hold_status(std::string_view name);
 std::string_view late_outcome_name(LateOutcome outcome);  // "" for none

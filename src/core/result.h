@@ -10,6 +10,7 @@
 //   - the hold has ended; nothing to retry:       hold_committed, hold_released, hold_expired
 //   - retry the same request (same id) later:     overloaded, unavailable
 //   - report it:                                  internal
+//   - bring a valid key:                          unauthorized, forbidden
 // The string form of a Code (code_name) is the `code` field of the HTTP problem document: stable.
 //
 // Thread safety: plain values; safe to copy between threads.
@@ -50,6 +51,8 @@ enum class Code : std::uint8_t {
   overloaded,            // the write queue is full; retry later with the same id (HTTP 503)
   unavailable,           // the database cannot be reached; nothing happened; retry (HTTP 503)
   internal,              // a bug or corruption; the operation did not happen (HTTP 500)
+  unauthorized,          // no key, or a key that is unknown or revoked (HTTP 401)
+  forbidden,             // an account key on an admin call (HTTP 403)
 };
 
 constexpr std::string_view code_name(Code code) {
@@ -68,6 +71,8 @@ constexpr std::string_view code_name(Code code) {
     case Code::overloaded: return "overloaded";
     case Code::unavailable: return "unavailable";
     case Code::internal: return "internal";
+    case Code::unauthorized: return "unauthorized";
+    case Code::forbidden: return "forbidden";
   }
   return "internal";
 }

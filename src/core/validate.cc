@@ -80,6 +80,15 @@ Status check(const ExpireOverdueCommand& c, const ValidationLimits&) {
   return ok_status();
 }
 
+Status check(const CreateKeyCommand& c, const ValidationLimits&) {
+  TG_TRY(check_id(c.key_id, "key_id"));
+  if (c.account_id) TG_TRY(check_id(*c.account_id, "account_id"));
+  if (c.secret_sha256.size() != 64) return invalid("secret_sha256 must be 64 hex digits");
+  return ok_status();
+}
+
+Status check(const RevokeKeyCommand& c, const ValidationLimits&) { return check_id(c.key_id, "key_id"); }
+
 }  // namespace
 
 Status validate(const Command& command, const ValidationLimits& limits) {

@@ -3,6 +3,8 @@
 
 #include <cstdio>
 
+#include "app/serve.h"
+#include "config/config.h"
 #include "core/version.h"
 
 int main(int argc, char** argv) {
@@ -13,6 +15,22 @@ int main(int argc, char** argv) {
   auto* version = app.add_subcommand("version", "print the version");
   version->callback([] { std::printf("tollgate %s\n", tollgate::kVersion); });
 
+  tollgate::ConfigOverrides overrides;
+  auto* serve = app.add_subcommand("serve", "run the HTTP server (embedded SQLite store by default)");
+  serve->add_option("--config", overrides.config_file, "TOML configuration file");
+  serve->add_option("--listen", overrides.listen, "HOST:PORT to listen on (overrides the configuration)");
+  serve->add_option("--database", overrides.database, "sqlite:PATH (overrides the configuration)");
+  int exit_code = 0;
+  serve->callback([&] {
+    auto config = tollgate::load_config(overrides);
+    if (!config) {
+      std::fprintf(stderr, "tollgate: configuration: %s\n", config.error().detail.c_str());
+      exit_code = 2;
+      return;
+    }
+    exit_code = tollgate::app::serve(*config);
+  });
+
   CLI11_PARSE(app, argc, argv);
-  return 0;
+  return exit_code;
 }

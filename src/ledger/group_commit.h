@@ -2,11 +2,12 @@
 //
 // Callers on any thread submit() commands. One writer thread takes every command waiting at that
 // moment (at most batch_max), hands them to Store::apply() — one transaction, in submission order,
-// each seeing the effects of the ones before it — and only after the commit is durable answers each
-// caller. The queue is bounded: when queue_max commands wait already, submit() answers `overloaded`
-// at once instead of waiting.
+// each seeing the effects of the ones before it — and only after the commit is durable are the
+// callers answered. A completion thread runs the callbacks of a committed batch while the writer
+// already applies the next one. The queue is bounded: when queue_max commands wait already,
+// submit() answers `overloaded` at once instead of waiting.
 //
-// Thread safety: submit() and run()/stop() may be called from any thread. Callbacks run on the writer
+// Thread safety: every method may be called from any thread. Callbacks run on the completion
 // thread (keep them short: hand the result to another thread), or on the caller's thread for an
 // immediate `overloaded` / `unavailable` answer.
 #pragma once
@@ -18,6 +19,7 @@
 #include <deque>
 #include <functional>
 #include <mutex>
+#include <optional>
 #include <thread>
 #include <vector>
 
@@ -39,11 +41,27 @@ struct GroupCommitStats {
   std::uint64_t failed_batches = 0;   // transactions that did not commit (every caller got the error)
 };
 
+// Calls `submit(callback)` and blocks (without spinning) until the callback delivered the result.
+template <typename Submit>
+CommandResult wait_for_result(Submit&& submit) {
+  std::mutex mu;
+  std::condition_variable cv;
+  std::optional<CommandResult> out;
+  submit([&](CommandResult r) {
+    std::lock_guard lock(mu);
+    out.emplace(std::move(r));
+    cv.notify_one();  // under the lock: `cv` lives on the waiter's stack
+  });
+  std::unique_lock lock(mu);
+  cv.wait(lock, [&] { return out.has_value(); });
+  return std::move(*out);
+}
+
 class GroupCommitter {
  public:
   using Callback = std::function<void(CommandResult)>;
 
-  // Starts the writer thread. `store` must outlive this object.
+  // Starts the writer and completion threads. `store` must outlive this object.
   GroupCommitter(Store& store, GroupCommitOptions options);
   ~GroupCommitter();  // stop()
   GroupCommitter(const GroupCommitter&) = delete;
@@ -54,7 +72,8 @@ class GroupCommitter {
   // Blocks the calling thread until the command is durable or refused.
   CommandResult submit_and_wait(Command command);
 
-  // Applies what is queued, then ends the writer. Later submissions answer `unavailable`.
+  // Applies and answers what is queued, then ends both threads. Later submissions answer
+  // `unavailable`.
   void stop();
 
   GroupCommitStats stats() const;
@@ -65,7 +84,13 @@ class GroupCommitter {
     Command command;
     Callback done;
   };
+  struct Finished {  // a batch whose transaction ended, waiting for its callbacks to run
+    std::vector<Callback> callbacks;
+    std::vector<CommandResult> results;  // empty when the whole batch failed
+    std::optional<Error> batch_error;
+  };
   void writer_loop();
+  void completion_loop();
 
   // Constant after construction.
   Store& store_;
@@ -76,9 +101,18 @@ class GroupCommitter {
   std::deque<Pending> queue_;  // protected by mu_
   bool stopping_ = false;      // protected by mu_
 
+  // The hand-off from the writer to the completion thread: at most kFinishedMax batches wait, so
+  // a slow callback slows the writer instead of growing memory.
+  static constexpr std::size_t kFinishedMax = 4;
+  std::mutex finished_mu_;
+  std::condition_variable finished_cv_;
+  std::deque<Finished> finished_;  // protected by finished_mu_
+  bool writer_done_ = false;       // protected by finished_mu_
+
   std::atomic<std::uint64_t> batches_{0}, commands_{0}, overloaded_{0}, failed_batches_{0};
   std::once_flag joined_;
-  std::thread writer_;  // last: started after everything above exists
+  std::thread completer_;  // started after everything above exists
+  std::thread writer_;
 };
 
 }  // namespace tollgate

@@ -3,7 +3,6 @@
 #include "core/checked.h"
 
 #include <cstdio>
-#include <semaphore>
 
 namespace tollgate {
 namespace {
@@ -66,16 +65,14 @@ void Ledger::stop() {
   });
 }
 
-std::string Ledger::next_hold_id() {
-  std::uint64_t hi, lo;
+std::string Ledger::next_hold_id_random() {
+  std::uint64_t random;
   {
     std::lock_guard lock(ids_mu_);
-    hi = ids_();
-    lo = ids_();
+    random = ids_();
   }
-  char buf[40];
-  std::snprintf(buf, sizeof buf, "hold_%016llx%016llx", static_cast<unsigned long long>(hi),
-                static_cast<unsigned long long>(lo));
+  char buf[24];
+  std::snprintf(buf, sizeof buf, "%016llx", static_cast<unsigned long long>(random));
   return buf;
 }
 
@@ -86,7 +83,7 @@ void Ledger::submit(Command command, Callback done) {
   }
   if (auto* r = std::get_if<ReserveCommand>(&command)) {
     if (!r->ttl_ms) r->ttl_ms = options_.hold_ttl_ms_default;
-    r->new_hold_id = next_hold_id();
+    r->hold_id_random = next_hold_id_random();
   } else if (auto* c = std::get_if<CommitCommand>(&command)) {
     c->late_commit = options_.late_commit;
   }
@@ -94,15 +91,7 @@ void Ledger::submit(Command command, Callback done) {
 }
 
 CommandResult Ledger::run(Command command) {
-  if (auto s = validate(command, validation_); !s) return s.error();
-  std::binary_semaphore ready(0);
-  std::optional<CommandResult> out;
-  submit(std::move(command), [&](CommandResult r) {
-    out.emplace(std::move(r));
-    ready.release();
-  });
-  ready.acquire();
-  return std::move(*out);
+  return wait_for_result([&](Callback done) { submit(std::move(command), std::move(done)); });
 }
 
 Result<AccountOutcome> Ledger::create_account(CreateAccountCommand c) { return as<AccountOutcome>(run(std::move(c))); }
@@ -150,6 +139,7 @@ Result<std::int64_t> Ledger::reap_once() {
     if (!r) return r.error();
     const std::int64_t expired = std::get<ExpireOutcome>(r.value()).expired;
     total += expired;
+    reaper_expired_.fetch_add(static_cast<std::uint64_t>(expired), std::memory_order_relaxed);
     if (expired < options_.reaper_batch_max) break;
   }
   reaper_last_run_ms_.store(clock_.now_ms(), std::memory_order_release);

@@ -75,6 +75,8 @@ class Ledger {
   // One reaper run: expires overdue holds in passes of reaper_batch_max until a pass finds fewer
   // (at most 100 passes). Returns how many holds it expired.
   Result<std::int64_t> reap_once();
+  // Holds the reaper expired since start.
+  std::uint64_t holds_expired_by_reaper() const { return reaper_expired_.load(std::memory_order_relaxed); }
   // When the reaper last finished a run (clock ms), or nullopt if it has not yet.
   std::optional<std::int64_t> reaper_last_run_ms() const;
 
@@ -86,7 +88,7 @@ class Ledger {
   GroupCommitter& committer() { return committer_; }
 
  private:
-  std::string next_hold_id();
+  std::string next_hold_id_random();
   void reaper_loop();
 
   // Constant after construction.
@@ -101,6 +103,7 @@ class Ledger {
   std::mt19937_64 ids_;  // protected by ids_mu_
 
   std::atomic<std::int64_t> reaper_last_run_ms_{-1};
+  std::atomic<std::uint64_t> reaper_expired_{0};
   std::mutex reaper_mu_;
   std::condition_variable reaper_wake_;
   bool reaper_stopping_ = false;  // protected by reaper_mu_

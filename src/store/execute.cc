@@ -1,6 +1,7 @@
 // The ledger's write operations, once for every backend (see transaction.h).
 #include <string>
 
+#include "core/checked.h"
 #include "core/limits.h"
 #include "core/rules.h"
 #include "store/transaction.h"
@@ -52,6 +53,14 @@ Hold expire_hold(Transaction& tx, Hold hold, std::int64_t now_ms) {
   return hold;
 }
 
+// No caller waits on a zombie: expires the account's overdue holds, so that a conditional write
+// refused on the stored row can be tried once more against what readers see. True if any expired.
+bool expire_overdue_of(Transaction& tx, std::string_view account_id, std::int64_t now_ms) {
+  const auto overdue = tx.overdue_holds(account_id, now_ms, limits::kReaperBatchMaxDefault);
+  for (const Hold& h : overdue) expire_hold(tx, h, now_ms);
+  return !overdue.empty();
+}
+
 // Loads a hold for a state change, expiring it first when it is overdue, so that the rules only
 // ever see stored states.
 std::optional<Hold> load_hold_for_change(Transaction& tx, std::string_view hold_id, std::int64_t now_ms) {
@@ -91,8 +100,11 @@ CommandResult transfer(Transaction& tx, const TransferCommand& c, EventType kind
     TG_ASSERT(event.has_value());
     return TransferOutcome{std::move(*event), must_view(tx, c.account_id, now_ms), false};
   }
-  const std::optional<Balances> after = kind == EventType::credited ? tx.credit_if_fits(c.account_id, c.amount)
-                                                                    : tx.debit_if_available(c.account_id, c.amount);
+  std::optional<Balances> after = kind == EventType::credited ? tx.credit_if_fits(c.account_id, c.amount)
+                                                              : tx.debit_if_available(c.account_id, c.amount);
+  if (!after && kind == EventType::debited && expire_overdue_of(tx, c.account_id, now_ms)) {
+    after = tx.debit_if_available(c.account_id, c.amount);
+  }
   if (!after) {
     auto row = tx.account_row(c.account_id);
     if (!row) return account_not_found(c.account_id);
@@ -118,13 +130,10 @@ CommandResult reserve(Transaction& tx, const ReserveCommand& c, std::int64_t now
     }
     return HoldOutcome{hold_view(std::move(*existing), now_ms), false};
   }
-  TG_ASSERT(c.ttl_ms.has_value() && !c.new_hold_id.empty());
+  TG_ASSERT(c.ttl_ms.has_value());
   std::optional<Balances> after = tx.reserve_if_available(c.account_id, c.amount);
-  if (!after) {
-    // No caller waits on a zombie: expire this account's overdue holds, then try once more.
-    const auto overdue = tx.overdue_holds(c.account_id, now_ms, limits::kReaperBatchMaxDefault);
-    for (const Hold& h : overdue) expire_hold(tx, h, now_ms);
-    if (!overdue.empty()) after = tx.reserve_if_available(c.account_id, c.amount);
+  if (!after && expire_overdue_of(tx, c.account_id, now_ms)) {
+    after = tx.reserve_if_available(c.account_id, c.amount);
   }
   if (!after) {
     auto row = tx.account_row(c.account_id);
@@ -134,7 +143,6 @@ CommandResult reserve(Transaction& tx, const ReserveCommand& c, std::int64_t now
     return refusal.error();
   }
   Hold hold;
-  hold.hold_id = c.new_hold_id;
   hold.account_id = c.account_id;
   hold.request_id = c.request_id;
   hold.amount = c.amount;
@@ -142,12 +150,33 @@ CommandResult reserve(Transaction& tx, const ReserveCommand& c, std::int64_t now
   hold.created_at_ms = now_ms;
   hold.expires_at_ms = now_ms + *c.ttl_ms;
   hold.metadata_json = c.metadata_json.empty() ? "{}" : c.metadata_json;
-  tx.insert_hold(hold);
+  hold.hold_id = tx.insert_hold(hold, c.hold_id_random);
   tx.append_event(hold_event(hold, EventType::reserved, c.amount, *after, now_ms));
   return HoldOutcome{std::move(hold), true};
 }
 
+// Commit and release of an active hold: one conditional UPDATE of the hold, then its balances and
+// event. Returns nullopt (nothing written) when the hold is not simply active; the slow path then
+// explains or applies the rules.
+std::optional<Hold> end_active(Transaction& tx, std::string_view hold_id, HoldStatus status,
+                               std::optional<std::int64_t> committed, EventType type, std::int64_t now_ms) {
+  auto hold = tx.end_active_hold(hold_id, status, committed, now_ms);
+  if (!hold) return std::nullopt;
+  const std::int64_t used = status == HoldStatus::committed ? committed.value_or(hold->amount) : 0;
+  const Balances after = tx.end_hold_balances(hold->account_id, hold->amount, used);
+  tx.append_event(hold_event(*hold, type, type == EventType::released ? hold->amount : used, after, now_ms));
+  hold->status = status;
+  hold->committed_amount = used;
+  hold->closed_at_ms = now_ms;
+  return hold;
+}
+
 CommandResult commit(Transaction& tx, const CommitCommand& c, std::int64_t now_ms) {
+  if (!c.amount || amount_is_valid(*c.amount)) {
+    if (auto done = end_active(tx, c.hold_id, HoldStatus::committed, c.amount, EventType::committed, now_ms)) {
+      return HoldOutcome{std::move(*done), true};
+    }
+  }
   auto hold = load_hold_for_change(tx, c.hold_id, now_ms);
   if (!hold) return hold_not_found(c.hold_id);
   auto plan = rules::plan_commit(*hold, c.amount, c.late_commit, now_ms);
@@ -155,23 +184,22 @@ CommandResult commit(Transaction& tx, const CommitCommand& c, std::int64_t now_m
   switch (plan->action) {
     case rules::CommitAction::replay:
       return HoldOutcome{std::move(*hold), false};
-    case rules::CommitAction::commit: {
-      tx.end_hold(hold->hold_id, HoldStatus::committed, plan->amount, now_ms);
-      const Balances after = tx.end_hold_balances(hold->account_id, hold->amount, plan->amount);
-      tx.append_event(hold_event(*hold, EventType::committed, plan->amount, after, now_ms));
-      hold->status = HoldStatus::committed;
-      hold->committed_amount = plan->amount;
-      hold->closed_at_ms = now_ms;
-      return HoldOutcome{std::move(*hold), true};
-    }
-    case rules::CommitAction::late_charge:
-      if (auto after = tx.late_charge_if_available(hold->account_id, plan->amount)) {
+    case rules::CommitAction::commit:
+      // An active, not overdue hold with an amount it covers: end_active() committed it.
+      TG_ASSERT(false && "the fast path commits every committable hold");
+    case rules::CommitAction::late_charge: {
+      auto after = tx.late_charge_if_available(hold->account_id, plan->amount);
+      if (!after && expire_overdue_of(tx, hold->account_id, now_ms)) {
+        after = tx.late_charge_if_available(hold->account_id, plan->amount);
+      }
+      if (after) {
         tx.settle_late(hold->hold_id, LateOutcome::charged, plan->amount);
         tx.append_event(hold_event(*hold, EventType::late_charged, plan->amount, *after, now_ms));
         hold->late_outcome = LateOutcome::charged;
         hold->committed_amount = plan->amount;
         return HoldOutcome{std::move(*hold), true};
       }
+    }
       [[fallthrough]];  // not enough available: the result is forgiven
     case rules::CommitAction::late_forgive: {
       auto row = tx.account_row(hold->account_id);
@@ -186,17 +214,16 @@ CommandResult commit(Transaction& tx, const CommitCommand& c, std::int64_t now_m
 }
 
 CommandResult release(Transaction& tx, const ReleaseCommand& c, std::int64_t now_ms) {
+  if (auto done = end_active(tx, c.hold_id, HoldStatus::released, 0, EventType::released, now_ms)) {
+    return HoldOutcome{std::move(*done), true};
+  }
   auto hold = load_hold_for_change(tx, c.hold_id, now_ms);
   if (!hold) return hold_not_found(c.hold_id);
   auto action = rules::plan_release(*hold, now_ms);
   if (!action) return action.error();
-  if (*action == rules::ReleaseAction::replay) return HoldOutcome{std::move(*hold), false};
-  tx.end_hold(hold->hold_id, HoldStatus::released, 0, now_ms);
-  const Balances after = tx.end_hold_balances(hold->account_id, hold->amount, 0);
-  tx.append_event(hold_event(*hold, EventType::released, hold->amount, after, now_ms));
-  hold->status = HoldStatus::released;
-  hold->closed_at_ms = now_ms;
-  return HoldOutcome{std::move(*hold), true};
+  // An active, not overdue hold: end_active() released it.
+  TG_ASSERT(*action == rules::ReleaseAction::replay);
+  return HoldOutcome{std::move(*hold), false};
 }
 
 CommandResult extend(Transaction& tx, const ExtendCommand& c, std::int64_t now_ms) {
@@ -216,6 +243,28 @@ CommandResult expire_overdue(Transaction& tx, const ExpireOverdueCommand& c, std
     ++expired;
   }
   return ExpireOutcome{expired};
+}
+
+CommandResult create_key(Transaction& tx, const CreateKeyCommand& c, std::int64_t now_ms) {
+  if (auto existing = tx.key_by_id(c.key_id)) {
+    if (existing->account_id != c.account_id || existing->secret_sha256 != c.secret_sha256) {
+      return Error::make(Code::conflict, "key " + c.key_id + " exists");
+    }
+    return KeyOutcome{std::move(*existing), false};
+  }
+  if (c.account_id && !tx.account_row(*c.account_id)) return account_not_found(*c.account_id);
+  ApiKey key{c.key_id, c.account_id, c.secret_sha256, now_ms, std::nullopt};
+  tx.insert_key(key);
+  return KeyOutcome{std::move(key), true};
+}
+
+CommandResult revoke_key(Transaction& tx, const RevokeKeyCommand& c, std::int64_t now_ms) {
+  auto key = tx.key_by_id(c.key_id);
+  if (!key) return Error::make(Code::not_found, "key " + c.key_id + " does not exist");
+  if (key->revoked_at_ms) return KeyOutcome{std::move(*key), false};
+  tx.revoke_key(c.key_id, now_ms);
+  key->revoked_at_ms = now_ms;
+  return KeyOutcome{std::move(*key), true};
 }
 
 }  // namespace
@@ -240,6 +289,8 @@ CommandResult execute(Transaction& tx, const Command& command, std::int64_t now_
         if constexpr (std::is_same_v<T, ReleaseCommand>) return release(tx, c, now_ms);
         if constexpr (std::is_same_v<T, ExtendCommand>) return extend(tx, c, now_ms);
         if constexpr (std::is_same_v<T, ExpireOverdueCommand>) return expire_overdue(tx, c, now_ms);
+        if constexpr (std::is_same_v<T, CreateKeyCommand>) return create_key(tx, c, now_ms);
+        if constexpr (std::is_same_v<T, RevokeKeyCommand>) return revoke_key(tx, c, now_ms);
       },
       command);
 }

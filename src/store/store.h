@@ -45,6 +45,13 @@ struct EventPage {
   std::int64_t next_after = 0;  // pass as `after` to read on; equals `after` when nothing was read
 };
 
+// Figures for metrics and readiness, from one snapshot.
+struct LedgerStats {
+  std::int64_t active_holds = 0;                         // not yet overdue
+  std::optional<std::int64_t> oldest_active_hold_age_ms;  // unset when there is none
+  std::int64_t accounts = 0;
+};
+
 struct AuditViolation {
   std::string account_id;
   std::string message;
@@ -73,6 +80,13 @@ class Store {
   virtual Result<EventPage> read_events(std::string_view account_id, std::int64_t after, std::int64_t limit) = 0;
   // Recomputes every account (or one) from its events and compares it with its row and its holds.
   virtual Result<AuditReport> audit(std::optional<std::string_view> account_id) = 0;
+
+  virtual Result<LedgerStats> stats() = 0;
+
+  // The API key whose secret hashes to `secret_sha256` (revoked ones too), or nullopt.
+  virtual Result<std::optional<ApiKey>> find_key(std::string_view secret_sha256) = 0;
+  // Whether any admin key is stored (a first start generates one when none is configured).
+  virtual Result<bool> has_admin_key() = 0;
 
   // The database answers and its schema is the one this binary expects.
   virtual Status ping() = 0;

@@ -4,8 +4,9 @@
 // A backend implements Transaction (a handful of SQL statements); execute() turns each Command into
 // calls on it, following core/rules.h. Every store thereby applies the same logic: lookups for
 // idempotency first, then one conditional write, then the row and its event. Expected refusals are
-// decided before the first write of a command, so a refused command has written nothing and cannot
-// undo the others in its batch.
+// decided before the first write of a command, so a refused command cannot undo the others in its
+// batch. The one write a refused command may make is the expiry of overdue holds it found (their
+// `expired` events): the reaper's work, done early so that no caller waits on a zombie.
 //
 // Primitives throw (a backend-specific exception) on unexpected database failures; the backend's
 // apply() catches it and rolls the whole batch back.
@@ -61,7 +62,14 @@ class Transaction {
 
   // --- plain writes ---
   virtual void insert_account(const Account& account) = 0;
-  virtual void insert_hold(const Hold& hold) = 0;
+  // Inserts a new active hold and returns its id, "hold_<sequence>_<random>" where the sequence
+  // is the store's (strictly increasing) and `random` is given.
+  virtual std::string insert_hold(const Hold& hold, std::string_view random) = 0;
+  // The fast path of commit and release, ONE statement: ends the hold if it is active, not overdue
+  // at now_ms, and holds at least `committed` (unset: the whole hold is committed). Returns the
+  // hold as it was before; nullopt (nothing written) when any condition refused.
+  virtual std::optional<Hold> end_active_hold(std::string_view hold_id, HoldStatus status,
+                                              std::optional<std::int64_t> committed, std::int64_t now_ms) = 0;
   // active → status; asserts that exactly one active row changed.
   virtual void end_hold(std::string_view hold_id, HoldStatus status, std::int64_t committed_amount,
                         std::int64_t closed_at_ms) = 0;
@@ -71,6 +79,11 @@ class Transaction {
   virtual void insert_transfer(const Transfer& transfer) = 0;
   // Appends an event; returns it with its event_id.
   virtual Event append_event(Event event) = 0;
+
+  // API keys.
+  virtual std::optional<ApiKey> key_by_id(std::string_view key_id) = 0;
+  virtual void insert_key(const ApiKey& key) = 0;
+  virtual void revoke_key(std::string_view key_id, std::int64_t revoked_at_ms) = 0;
 
   // The effective view of an account (overdue holds counted as available, oldest active age).
   virtual std::optional<Account> account_view(std::string_view account_id, std::int64_t now_ms) = 0;

@@ -8,6 +8,7 @@
 #include <filesystem>
 #include <functional>
 #include <memory>
+#include <ostream>
 #include <string>
 #include <vector>
 
@@ -35,6 +36,9 @@ struct StoreBackend {
   // Opens a fresh, empty store whose time is `clock`. The returned store owns whatever it needs.
   std::function<std::unique_ptr<Store>(const Clock& clock)> open_fresh;
 };
+
+// gtest prints a parameter with this instead of its bytes.
+inline void PrintTo(const StoreBackend& backend, std::ostream* out) { *out << backend.name; }
 
 // Every backend available to this test run.
 std::vector<StoreBackend> all_backends();

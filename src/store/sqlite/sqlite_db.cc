@@ -67,10 +67,8 @@ bool Stmt::step() {
   fail(db_, rc, std::string("step '") + sqlite3_sql(stmt_) + "'");
 }
 
-void Stmt::reset() {
-  sqlite3_reset(stmt_);
-  sqlite3_clear_bindings(stmt_);
-}
+// Bindings are not cleared: every use of a statement binds all of its parameters again.
+void Stmt::reset() { sqlite3_reset(stmt_); }
 
 std::optional<std::int64_t> Stmt::optional_int64(int column) const {
   if (is_null(column)) return std::nullopt;

@@ -1,7 +1,8 @@
 #include "store/sqlite/sqlite_store.h"
 
 #include <limits>
-#include <unordered_set>
+#include <chrono>
+#include <cstdio>
 
 #include "core/invariants.h"
 #include "core/limits.h"
@@ -39,7 +40,7 @@ CREATE TABLE accounts (
 
 CREATE TABLE holds (
   seq              INTEGER PRIMARY KEY,           -- creation order (newest first = seq DESC)
-  hold_id          TEXT    NOT NULL UNIQUE,
+  hold_id          TEXT    NOT NULL,              -- 'hold_<seq>_<random>': found by seq, checked whole
   account_id       TEXT    NOT NULL REFERENCES accounts(account_id),
   request_id       TEXT    NOT NULL UNIQUE,
   amount           INTEGER NOT NULL CHECK (amount >= 1),
@@ -85,11 +86,37 @@ CREATE TRIGGER events_are_never_updated BEFORE UPDATE ON events
 CREATE TRIGGER events_are_never_deleted BEFORE DELETE ON events
   BEGIN SELECT RAISE(ABORT, 'events are append-only'); END;
 )sql",
+    // 2: API keys (only the SHA-256 of a secret is stored)
+    R"sql(
+CREATE TABLE api_keys (
+  key_id         TEXT    PRIMARY KEY,
+  account_id     TEXT    REFERENCES accounts(account_id),   -- NULL: an admin key
+  secret_sha256  TEXT    NOT NULL UNIQUE,
+  created_at_ms  INTEGER NOT NULL,
+  revoked_at_ms  INTEGER
+) WITHOUT ROWID;
+)sql",
 };
 constexpr int kMigrationCount = static_cast<int>(std::size(kMigrations));
 static_assert(kMigrationCount == SqliteStore::kSchemaVersion);
 
 constexpr std::int64_t kMax = std::numeric_limits<std::int64_t>::max();
+
+// The sequence number inside a hold id "hold_<seq>_<random>"; nullopt when it has none (then no
+// hold has that id). Lookups use the seq (the primary key) and compare the whole id.
+std::optional<std::int64_t> hold_seq(std::string_view hold_id) {
+  constexpr std::string_view prefix = "hold_";
+  if (hold_id.substr(0, prefix.size()) != prefix) return std::nullopt;
+  std::int64_t seq = 0;
+  std::size_t i = prefix.size();
+  if (i >= hold_id.size()) return std::nullopt;
+  for (; i < hold_id.size() && hold_id[i] != '_'; ++i) {
+    const char c = hold_id[i];
+    if (c < '0' || c > '9' || seq > (kMax - 9) / 10) return std::nullopt;
+    seq = seq * 10 + (c - '0');
+  }
+  return seq;
+}
 
 // --- row mapping ----------------------------------------------------------------------------------
 constexpr const char* kHoldColumns =
@@ -175,6 +202,15 @@ std::optional<Account> account_view(Conn& db, std::string_view account_id, std::
   return a;
 }
 
+std::optional<Hold> hold_by_id(Conn& db, std::string_view hold_id) {
+  static const std::string sql = std::string("SELECT ") + kHoldColumns + " FROM holds WHERE seq = ?1 AND hold_id = ?2";
+  const auto seq = hold_seq(hold_id);
+  if (!seq) return std::nullopt;
+  Query q(db.stmt(sql.c_str()), *seq, hold_id);
+  if (!q.step()) return std::nullopt;
+  return read_hold(q.row());
+}
+
 std::optional<Balances> returning_balances(Query& q) {
   if (!q.step()) return std::nullopt;
   Balances b{q->int64(0), q->int64(1), q->int64(2), q->int64(3)};
@@ -182,10 +218,23 @@ std::optional<Balances> returning_balances(Query& q) {
   return b;
 }
 
+constexpr const char* kKeyColumns = "key_id, account_id, secret_sha256, created_at_ms, revoked_at_ms";
+
+ApiKey read_key(Stmt& s) {
+  return ApiKey{s.text(0), s.optional_text(1), s.text(2), s.int64(3), s.optional_int64(4)};
+}
+
 #define TG_RETURNING " RETURNING available, reserved, used, purchased"
 
 // --- the write transaction on the writer connection ------------------------------------------------
 class SqliteTransaction final : public Transaction {
+  // Ids of holds this transaction read: they are well formed.
+  static std::int64_t must_seq(std::string_view hold_id) {
+    const auto seq = hold_seq(hold_id);
+    TG_ASSERT(seq.has_value());
+    return *seq;
+  }
+
  public:
   explicit SqliteTransaction(Conn& db) : db_(db) {}
 
@@ -196,12 +245,7 @@ class SqliteTransaction final : public Transaction {
     return tollgate::account_view(db_, account_id, now_ms);
   }
 
-  std::optional<Hold> hold_by_id(std::string_view hold_id) override {
-    static const std::string sql = std::string("SELECT ") + kHoldColumns + " FROM holds WHERE hold_id = ?";
-    Query q(db_.stmt(sql.c_str()), hold_id);
-    if (!q.step()) return std::nullopt;
-    return read_hold(q.row());
-  }
+  std::optional<Hold> hold_by_id(std::string_view hold_id) override { return tollgate::hold_by_id(db_, hold_id); }
 
   std::optional<Hold> hold_by_request(std::string_view request_id) override {
     static const std::string sql = std::string("SELECT ") + kHoldColumns + " FROM holds WHERE request_id = ?";
@@ -297,35 +341,60 @@ class SqliteTransaction final : public Transaction {
     q.step();
   }
 
-  void insert_hold(const Hold& h) override {
-    Query q(db_.stmt("INSERT INTO holds (hold_id, account_id, request_id, amount, committed_amount, status, "
-                     "created_at_ms, expires_at_ms, metadata) VALUES (?1, ?2, ?3, ?4, 0, 'active', ?5, ?6, ?7)"),
-            h.hold_id, h.account_id, h.request_id, h.amount, h.created_at_ms, h.expires_at_ms, h.metadata_json);
-    q.step();
+  std::string insert_hold(const Hold& h, std::string_view random) override {
+    // One writer holds the write lock, so max(seq) + 1 is this hold's seq; max(rowid) is one
+    // B-tree descent. The id is made in the same statement, from the seq it gets.
+    Query q(db_.stmt("INSERT INTO holds (seq, hold_id, account_id, request_id, amount, committed_amount, status, "
+                     "created_at_ms, expires_at_ms, metadata) "
+                     "SELECT s, 'hold_' || s || (CASE WHEN ?1 = '' THEN '' ELSE '_' || ?1 END), "
+                     "?2, ?3, ?4, 0, 'active', ?5, ?6, ?7 FROM (SELECT coalesce(max(seq), 0) + 1 AS s FROM holds) "
+                     "RETURNING hold_id"),
+            random, h.account_id, h.request_id, h.amount, h.created_at_ms, h.expires_at_ms, h.metadata_json);
+    TG_ASSERT(q.step());
+    return q->text(0);
+  }
+
+  std::optional<Hold> end_active_hold(std::string_view hold_id, HoldStatus status, std::optional<std::int64_t> committed,
+                                      std::int64_t now_ms) override {
+    TG_ASSERT(status == HoldStatus::committed || status == HoldStatus::released);
+    static const std::string sql =
+        std::string("UPDATE holds SET status = ?3, committed_amount = coalesce(?4, amount), closed_at_ms = ?5 "
+                    "WHERE seq = ?1 AND hold_id = ?2 AND status = 'active' AND expires_at_ms > ?5 "
+                    "AND amount >= coalesce(?4, amount) RETURNING ") +
+        kHoldColumns;
+    const auto seq = hold_seq(hold_id);
+    if (!seq) return std::nullopt;
+    Query q(db_.stmt(sql.c_str()), *seq, hold_id, hold_status_name(status), committed, now_ms);
+    if (!q.step()) return std::nullopt;
+    Hold before = read_hold(q.row());
+    before.status = HoldStatus::active;  // RETURNING shows the row after the update
+    before.committed_amount = 0;
+    before.closed_at_ms.reset();
+    return before;
   }
 
   void end_hold(std::string_view hold_id, HoldStatus status, std::int64_t committed_amount,
                 std::int64_t closed_at_ms) override {
     TG_ASSERT(status != HoldStatus::active);
-    Query q(db_.stmt("UPDATE holds SET status = ?2, committed_amount = ?3, closed_at_ms = ?4 "
-                     "WHERE hold_id = ?1 AND status = 'active'"),
-            hold_id, hold_status_name(status), committed_amount, closed_at_ms);
+    Query q(db_.stmt("UPDATE holds SET status = ?3, committed_amount = ?4, closed_at_ms = ?5 "
+                     "WHERE seq = ?1 AND hold_id = ?2 AND status = 'active'"),
+            must_seq(hold_id), hold_id, hold_status_name(status), committed_amount, closed_at_ms);
     q.step();
     TG_ASSERT(db_.changes() == 1);
   }
 
   void settle_late(std::string_view hold_id, LateOutcome outcome, std::int64_t committed_amount) override {
     TG_ASSERT(outcome != LateOutcome::none);
-    Query q(db_.stmt("UPDATE holds SET late_outcome = ?2, committed_amount = ?3 "
-                     "WHERE hold_id = ?1 AND status = 'expired' AND late_outcome IS NULL"),
-            hold_id, late_outcome_name(outcome), committed_amount);
+    Query q(db_.stmt("UPDATE holds SET late_outcome = ?3, committed_amount = ?4 "
+                     "WHERE seq = ?1 AND hold_id = ?2 AND status = 'expired' AND late_outcome IS NULL"),
+            must_seq(hold_id), hold_id, late_outcome_name(outcome), committed_amount);
     q.step();
     TG_ASSERT(db_.changes() == 1);
   }
 
   void set_hold_expiry(std::string_view hold_id, std::int64_t expires_at_ms) override {
-    Query q(db_.stmt("UPDATE holds SET expires_at_ms = ?2 WHERE hold_id = ?1 AND status = 'active'"), hold_id,
-            expires_at_ms);
+    Query q(db_.stmt("UPDATE holds SET expires_at_ms = ?3 WHERE seq = ?1 AND hold_id = ?2 AND status = 'active'"),
+            must_seq(hold_id), hold_id, expires_at_ms);
     q.step();
     TG_ASSERT(db_.changes() == 1);
   }
@@ -335,6 +404,26 @@ class SqliteTransaction final : public Transaction {
                      "VALUES (?1, ?2, ?3, ?4, ?5, ?6)"),
             t.reference, t.account_id, event_type_name(t.kind), t.amount, t.reason, t.event_id);
     q.step();
+  }
+
+  std::optional<ApiKey> key_by_id(std::string_view key_id) override {
+    static const std::string sql = std::string("SELECT ") + kKeyColumns + " FROM api_keys WHERE key_id = ?1";
+    Query q(db_.stmt(sql.c_str()), key_id);
+    if (!q.step()) return std::nullopt;
+    return read_key(q.row());
+  }
+
+  void insert_key(const ApiKey& k) override {
+    Query q(db_.stmt("INSERT INTO api_keys (key_id, account_id, secret_sha256, created_at_ms) VALUES (?1, ?2, ?3, ?4)"),
+            k.key_id, k.account_id, k.secret_sha256, k.created_at_ms);
+    q.step();
+  }
+
+  void revoke_key(std::string_view key_id, std::int64_t revoked_at_ms) override {
+    Query q(db_.stmt("UPDATE api_keys SET revoked_at_ms = ?2 WHERE key_id = ?1 AND revoked_at_ms IS NULL"), key_id,
+            revoked_at_ms);
+    q.step();
+    TG_ASSERT(db_.changes() == 1);
   }
 
   Event append_event(Event e) override {
@@ -430,9 +519,42 @@ auto SqliteStore::read(F&& body) -> decltype(body(std::declval<sqlite::Conn&>())
 
 // --- open / migrate -------------------------------------------------------------------------------
 SqliteStore::SqliteStore(SqliteOptions options, const Clock& clock, std::unique_ptr<sqlite::Conn> writer)
-    : options_(std::move(options)), clock_(clock), writer_(std::move(writer)) {}
+    : options_(std::move(options)), clock_(clock), writer_(std::move(writer)) {
+  if (options_.checkpoint_interval_ms > 0) checkpointer_ = std::thread([this] { checkpoint_loop(); });
+}
 
-SqliteStore::~SqliteStore() = default;
+SqliteStore::~SqliteStore() {
+  {
+    std::lock_guard lock(checkpoint_mu_);
+    checkpoint_stopping_ = true;
+  }
+  checkpoint_cv_.notify_all();
+  if (checkpointer_.joinable()) checkpointer_.join();
+}
+
+void SqliteStore::checkpoint_loop() {
+  std::unique_ptr<Conn> conn;
+  std::unique_lock lock(checkpoint_mu_);
+  while (!checkpoint_cv_.wait_for(lock, std::chrono::milliseconds(options_.checkpoint_interval_ms),
+                                  [&] { return checkpoint_stopping_; })) {
+    lock.unlock();
+    try {
+      if (!conn) {
+        sqlite::OpenOptions open;
+        open.busy_timeout_ms = 0;  // a passive checkpoint never waits
+        open.cache_size_kib = 1024;
+        conn = std::make_unique<Conn>(options_.path, open);
+      }
+      // PASSIVE: copies what it can without blocking the writer or readers; with
+      // synchronous=FULL it syncs the database file, off the commit path.
+      sqlite3_wal_checkpoint_v2(conn->raw(), nullptr, SQLITE_CHECKPOINT_PASSIVE, nullptr, nullptr);
+    } catch (const SqlError& e) {
+      std::fprintf(stderr, "tollgate: sqlite checkpointer: %s\n", e.what());
+      conn.reset();
+    }
+    lock.lock();
+  }
+}
 
 Result<std::unique_ptr<SqliteStore>> SqliteStore::open(const SqliteOptions& options, const Clock& clock) {
   if (options.path.empty()) return invalid("the SQLite database path is empty");
@@ -442,6 +564,11 @@ Result<std::unique_ptr<SqliteStore>> SqliteStore::open(const SqliteOptions& opti
     open.busy_timeout_ms = options.busy_timeout_ms;
     open.cache_size_kib = options.cache_size_kib;
     auto writer = std::make_unique<Conn>(options.path, open);
+    if (options.checkpoint_interval_ms > 0) {
+      const std::string pages = "PRAGMA wal_autocheckpoint=" + std::to_string(options.wal_autocheckpoint_pages);
+      writer->exec(pages.c_str());
+    }
+    writer->exec("PRAGMA journal_size_limit=67108864");  // truncate a WAL that grew past 64 MiB once reset
     {
       Query mode(writer->stmt("PRAGMA journal_mode"));
       if (!mode.step() || mode->text(0) != "wal") {
@@ -525,10 +652,9 @@ Result<Account> SqliteStore::get_account(std::string_view account_id) {
 Result<Hold> SqliteStore::get_hold(std::string_view hold_id) {
   const std::int64_t now = clock_.now_ms();
   return read([&](Conn& db) -> Result<Hold> {
-    static const std::string sql = std::string("SELECT ") + kHoldColumns + " FROM holds WHERE hold_id = ?";
-    Query q(db.stmt(sql.c_str()), hold_id);
-    if (!q.step()) return Error::make(Code::not_found, "hold " + std::string(hold_id) + " does not exist");
-    return hold_view(read_hold(q.row()), now);
+    auto hold = hold_by_id(db, hold_id);
+    if (!hold) return Error::make(Code::not_found, "hold " + std::string(hold_id) + " does not exist");
+    return hold_view(std::move(*hold), now);
   });
 }
 
@@ -607,6 +733,39 @@ Result<AuditReport> SqliteStore::audit(std::optional<std::string_view> account_i
       ++report.accounts_checked;
     }
     return report;
+  });
+}
+
+Result<std::optional<ApiKey>> SqliteStore::find_key(std::string_view secret_sha256) {
+  return read([&](Conn& db) -> Result<std::optional<ApiKey>> {
+    static const std::string sql = std::string("SELECT ") + kKeyColumns + " FROM api_keys WHERE secret_sha256 = ?1";
+    Query q(db.stmt(sql.c_str()), secret_sha256);
+    if (!q.step()) return std::optional<ApiKey>();
+    return std::optional<ApiKey>(read_key(q.row()));
+  });
+}
+
+Result<LedgerStats> SqliteStore::stats() {
+  const std::int64_t now = clock_.now_ms();
+  return read([&](Conn& db) -> Result<LedgerStats> {
+    LedgerStats out;
+    Query holds(db.stmt("SELECT count(*), min(created_at_ms) FROM holds WHERE status = 'active' AND expires_at_ms > ?1"),
+                now);
+    TG_ASSERT(holds.step());
+    out.active_holds = holds->int64(0);
+    if (auto oldest = holds->optional_int64(1)) out.oldest_active_hold_age_ms = std::max<std::int64_t>(0, now - *oldest);
+    Query accounts(db.stmt("SELECT count(*) FROM accounts"));
+    TG_ASSERT(accounts.step());
+    out.accounts = accounts->int64(0);
+    return out;
+  });
+}
+
+Result<bool> SqliteStore::has_admin_key() {
+  return read([&](Conn& db) -> Result<bool> {
+    Query q(db.stmt("SELECT EXISTS (SELECT 1 FROM api_keys WHERE account_id IS NULL AND revoked_at_ms IS NULL)"));
+    TG_ASSERT(q.step());
+    return q->int64(0) != 0;
   });
 }
 

@@ -1,0 +1,75 @@
+// tollgate config: the server's configuration (api.md, "Configuration").
+//
+// Sources, later ones winning: built-in defaults, the TOML file (`--config FILE`), TOLLGATE_*
+// environment variables, then the command-line flags `--listen` and `--database`. Every key of the
+// file is known: an unknown key, a wrong type or an out-of-range value is an error whose message
+// names the key and the file's line ("tollgate.toml:7: hold_ttl_ms must be …"), and start-up stops.
+//
+// Thread safety: plain values.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <optional>
+#include <string>
+
+#include "core/model.h"
+#include "core/result.h"
+
+namespace tollgate {
+
+struct ProviderConfig {
+  std::string url;
+  std::optional<std::string> status_url;  // with "{id}" where the job's client_request_id goes
+  std::int64_t timeout_ms = 60'000;
+  std::int64_t expected_duration_ms = 20'000;  // timeout_ms and hold_ttl_ms must be ≥ 3 × this
+  std::int64_t max_attempts = 3;
+};
+
+enum class RateLimitStore : std::uint8_t { shared, local };
+
+struct RateLimitConfig {
+  std::int64_t limit = 0;
+  std::int64_t period_ms = 0;
+  RateLimitStore store = RateLimitStore::shared;
+};
+
+struct ServerConfig {
+  std::string listen = "127.0.0.1:8080";
+  std::string database = "sqlite:tollgate.db";
+  std::optional<std::string> admin_key;  // unset: generated at first start and printed once
+  std::int64_t hold_ttl_ms = 300'000;
+  std::int64_t hold_ttl_max_ms = 3'600'000;
+  LateCommitPolicy late_commit = LateCommitPolicy::charge;
+  std::int64_t reaper_interval_ms = 1'000;
+  std::map<std::string, ProviderConfig> providers;
+  std::map<std::string, RateLimitConfig> ratelimits;
+};
+
+struct ConfigOverrides {
+  std::optional<std::string> config_file;  // --config
+  std::optional<std::string> listen;       // --listen
+  std::optional<std::string> database;     // --database
+};
+
+// Looks up an environment variable; injected so tests need not touch the process environment.
+using EnvLookup = std::optional<std::string> (*)(const char* name);
+std::optional<std::string> process_env(const char* name);
+
+// Loads and validates the configuration. invalid_request names the key (and line, for the file).
+Result<ServerConfig> load_config(const ConfigOverrides& overrides, EnvLookup env = &process_env);
+// Parses TOML text (for tests); `source_name` is used in messages.
+Result<ServerConfig> parse_config(std::string_view toml_text, std::string_view source_name);
+// Checks values against each other (TTLs, providers' durations); used by both of the above.
+Status validate_config(const ServerConfig& config);
+
+// "sqlite:PATH" → PATH; nullopt when the database is not a SQLite one.
+std::optional<std::string> sqlite_path(const std::string& database);
+// host and port of a "HOST:PORT" listen address.
+struct ListenAddress {
+  std::string host;
+  std::uint16_t port = 0;
+};
+Result<ListenAddress> parse_listen(const std::string& listen);
+
+}  // namespace tollgate

@@ -1,0 +1,75 @@
+// tollgate http: the v1 API — routes, authorization, the mapping of results to HTTP.
+//
+// The edge stays thin: it parses a request (strictly), authorizes it, turns it into a ledger
+// Command or read, and maps the Result to a JSON answer or an RFC 9457 problem document. It knows
+// nothing about sockets (server.h) and nothing about SQL (the ledger and the store).
+//
+// Thread safety: handle() may be called from any thread; `reply` is called exactly once, on the
+// thread that `dispatch` runs work on.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <optional>
+#include <string>
+
+#include "config/config.h"
+#include "core/clock.h"
+#include "http/auth.h"
+#include "http/metrics.h"
+#include "ledger/ledger.h"
+
+namespace tollgate::http {
+
+struct Request {
+  std::string method;  // "GET", "POST", "DELETE", …
+  std::string target;  // path and query
+  std::string authorization;
+  std::string content_type;
+  std::string body;
+};
+
+struct Response {
+  unsigned status = 200;
+  std::string content_type = "application/json";
+  std::string body;
+  std::optional<int> retry_after_s;  // sets Retry-After
+  std::string allow;                 // sets Allow (405)
+  std::string route = "unmatched";   // the route template, for metrics and logs
+  std::string code;                  // the problem code, for logs ("" when successful)
+};
+
+using Reply = std::function<void(Response)>;
+// Runs `work` on the thread that owns the request's connection.
+using Dispatch = std::function<void(std::function<void()>)>;
+
+// RFC 9457 problem document for an error.
+Response problem(const Error& error);
+Response problem(unsigned status, std::string_view code, std::string detail);
+unsigned http_status(Code code);
+
+struct ApiOptions {
+  std::string openapi_json;                  // served at /openapi.json
+  std::function<std::string()> render_metrics;  // the body of GET /metrics
+  std::int64_t reaper_interval_ms = 1000;    // readiness: the reaper ran within 3 × this
+};
+
+class Api {
+ public:
+  // Everything passed in must outlive the Api.
+  Api(Ledger& ledger, Authenticator& auth, Metrics& metrics, const Clock& clock, ApiOptions options);
+
+  void handle(Request request, Reply reply, Dispatch dispatch);
+
+  // The route templates this API serves ("GET /v1/holds/{hold_id}"), for the OpenAPI check.
+  static const std::vector<std::string>& route_templates();
+
+ private:
+  Ledger& ledger_;
+  Authenticator& auth_;
+  Metrics& metrics_;
+  const Clock& clock_;
+  const ApiOptions options_;
+};
+
+}  // namespace tollgate::http

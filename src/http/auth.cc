@@ -1,0 +1,121 @@
+#include "http/auth.h"
+
+#include <openssl/crypto.h>
+#include <openssl/evp.h>
+#include <openssl/rand.h>
+
+#include <array>
+
+namespace tollgate::http {
+namespace {
+
+constexpr std::size_t kCacheEntriesMax = 100'000;
+
+std::array<unsigned char, 32> random_bytes() {
+  std::array<unsigned char, 32> out{};
+  TG_ASSERT(RAND_bytes(out.data(), static_cast<int>(out.size())) == 1);  // the OS CSPRNG
+  return out;
+}
+
+Error unauthorized(std::string detail) { return Error::make(Code::unauthorized, std::move(detail)); }
+
+}  // namespace
+
+std::string sha256_hex(std::string_view data) {
+  unsigned char digest[EVP_MAX_MD_SIZE];
+  unsigned int length = 0;
+  TG_ASSERT(EVP_Digest(data.data(), data.size(), digest, &length, EVP_sha256(), nullptr) == 1);
+  static constexpr char kHex[] = "0123456789abcdef";
+  std::string out;
+  out.reserve(length * 2);
+  for (unsigned int i = 0; i < length; ++i) {
+    out.push_back(kHex[digest[i] >> 4]);
+    out.push_back(kHex[digest[i] & 0xf]);
+  }
+  return out;
+}
+
+bool constant_time_equal(std::string_view a, std::string_view b) {
+  if (a.size() != b.size()) return false;
+  return CRYPTO_memcmp(a.data(), b.data(), a.size()) == 0;
+}
+
+std::string new_secret() {
+  static constexpr char kAlphabet[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_";
+  const auto bytes = random_bytes();
+  std::string out = "tgk_";
+  // base64url without padding: 32 bytes → 43 characters.
+  std::uint32_t buffer = 0;
+  int bits = 0;
+  for (unsigned char b : bytes) {
+    buffer = (buffer << 8) | b;
+    bits += 8;
+    while (bits >= 6) {
+      bits -= 6;
+      out.push_back(kAlphabet[(buffer >> bits) & 0x3f]);
+    }
+  }
+  if (bits > 0) out.push_back(kAlphabet[(buffer << (6 - bits)) & 0x3f]);
+  return out;
+}
+
+std::string new_key_id() {
+  const auto bytes = random_bytes();
+  static constexpr char kHex[] = "0123456789abcdef";
+  std::string out = "key_";
+  for (int i = 0; i < 8; ++i) {
+    out.push_back(kHex[bytes[i] >> 4]);
+    out.push_back(kHex[bytes[i] & 0xf]);
+  }
+  return out;
+}
+
+Authenticator::Authenticator(Store& store, const Clock& clock, std::optional<std::string> admin_key)
+    : store_(store), clock_(clock), admin_sha256_(admin_key ? std::optional(sha256_hex(*admin_key)) : std::nullopt) {}
+
+Result<Principal> Authenticator::authenticate(std::string_view header) {
+  constexpr std::string_view kBearer = "Bearer ";
+  if (header.empty()) return unauthorized("an Authorization: Bearer <key> header is required");
+  if (header.substr(0, kBearer.size()) != kBearer || header.size() == kBearer.size() || header.size() > 512) {
+    return unauthorized("the Authorization header must be 'Bearer <key>'");
+  }
+  const std::string hash = sha256_hex(header.substr(kBearer.size()));
+  if (admin_sha256_ && constant_time_equal(hash, *admin_sha256_)) return Principal{true, std::nullopt, "admin"};
+
+  const std::int64_t now = clock_.now_ms();
+  {
+    std::lock_guard lock(mu_);
+    auto it = cache_.find(hash);
+    if (it != cache_.end() && now - it->second.fetched_at_ms < kCacheMs) {
+      if (!it->second.principal) return unauthorized("this key was revoked");
+      return *it->second.principal;
+    }
+  }
+  auto found = store_.find_key(hash);
+  if (!found) return found.error();
+  if (!found.value() || !constant_time_equal(found.value()->secret_sha256, hash)) return unauthorized("unknown key");
+  const ApiKey& key = *found.value();
+  Cached entry;
+  entry.fetched_at_ms = now;
+  if (!key.revoked_at_ms) entry.principal = Principal{!key.account_id.has_value(), key.account_id, key.key_id};
+  {
+    std::lock_guard lock(mu_);
+    if (cache_.size() >= kCacheEntriesMax) cache_.clear();  // bounded; refilled from the database
+    cache_[hash] = entry;
+  }
+  if (!entry.principal) return unauthorized("this key was revoked");
+  return *entry.principal;
+}
+
+void Authenticator::forget(std::string_view key_id) {
+  std::lock_guard lock(mu_);
+  for (auto it = cache_.begin(); it != cache_.end();) {
+    if (it->second.principal && it->second.principal->key_id == key_id) {
+      it = cache_.erase(it);
+    } else {
+      ++it;
+    }
+  }
+}
+
+}  // namespace tollgate::http

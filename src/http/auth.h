@@ -1,0 +1,67 @@
+// tollgate http: API keys — who is calling.
+//
+// `Authorization: Bearer <secret>`. The admin key (from the configuration, or generated at the
+// first start) may do everything; an account key only touches its own account. Secrets are
+// 32 random bytes from the operating system; only their SHA-256 is stored, and hashes are
+// compared in constant time. A key found in the database is cached for at most kCacheMs, so a
+// revocation on another instance takes effect within that time (at once on this instance).
+//
+// Thread safety: Authenticator is safe to call from any thread.
+#pragma once
+
+#include <cstdint>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <unordered_map>
+
+#include "core/clock.h"
+#include "core/result.h"
+#include "store/store.h"
+
+namespace tollgate::http {
+
+struct Principal {
+  bool admin = false;
+  std::optional<std::string> account_id;  // set for an account key
+  std::string key_id;
+
+  // May this caller see `account_id`? (An account key sees only its own; anything else is 404.)
+  bool may_see(std::string_view account) const { return admin || (account_id && *account_id == account); }
+};
+
+std::string sha256_hex(std::string_view data);
+bool constant_time_equal(std::string_view a, std::string_view b);
+// A new secret: "tgk_" + 43 characters of base64url (32 random bytes).
+std::string new_secret();
+// A new key id: "key_" + 16 hex digits.
+std::string new_key_id();
+
+class Authenticator {
+ public:
+  static constexpr std::int64_t kCacheMs = 1000;
+
+  // `admin_key`: the configured admin secret, if any. Store and clock must outlive this.
+  Authenticator(Store& store, const Clock& clock, std::optional<std::string> admin_key);
+
+  // Resolves the Authorization header. unauthorized when missing, malformed, unknown or revoked;
+  // unavailable when the database cannot be asked.
+  Result<Principal> authenticate(std::string_view authorization_header);
+  // Drops a revoked key from the cache at once.
+  void forget(std::string_view key_id);
+
+ private:
+  struct Cached {
+    std::optional<Principal> principal;  // unset: revoked
+    std::int64_t fetched_at_ms = 0;
+  };
+  Store& store_;
+  const Clock& clock_;
+  const std::optional<std::string> admin_sha256_;  // constant after construction
+
+  std::mutex mu_;
+  std::unordered_map<std::string, Cached> cache_;  // secret hash → key; protected by mu_
+};
+
+}  // namespace tollgate::http

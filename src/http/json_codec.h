@@ -1,0 +1,62 @@
+// tollgate http: strict JSON in, canonical JSON out (Boost.JSON).
+//
+// Reading is strict, so that a typo never silently changes what happens: a body must be a JSON
+// object; an unknown field, a wrong type, a fractional or out-of-range amount is an invalid_request
+// whose detail names the field. Amounts must be JSON integers (1.0, "1" and 1e3 are refused).
+//
+// Thread safety: stateless functions; a FieldReader belongs to one thread.
+#pragma once
+
+#include <boost/json.hpp>
+
+#include <cstdint>
+#include <initializer_list>
+#include <optional>
+#include <set>
+#include <string>
+#include <string_view>
+
+#include "core/model.h"
+#include "core/result.h"
+#include "store/store.h"
+
+namespace tollgate::http {
+
+namespace json = boost::json;
+
+// Parses a request body into an object. An empty body is an empty object.
+Result<json::object> parse_object(std::string_view body);
+
+// Reads the fields of one request object; finish() refuses every field that was not read.
+class FieldReader {
+ public:
+  explicit FieldReader(const json::object& object) : object_(object) {}
+
+  // An integer in [min, max]; `what` describes the range in the error.
+  Result<std::optional<std::int64_t>> integer(std::string_view key, std::int64_t min, std::int64_t max);
+  Result<std::int64_t> required_integer(std::string_view key, std::int64_t min, std::int64_t max);
+  // An amount of credits: an integer from 1 to 2^53 − 1.
+  Result<std::int64_t> amount(std::string_view key);
+  Result<std::optional<std::int64_t>> optional_amount(std::string_view key);
+  Result<std::optional<std::string>> string(std::string_view key, std::size_t max_bytes);
+  Result<std::string> required_string(std::string_view key, std::size_t max_bytes);
+  // A client-chosen id: 1–128 of [A-Za-z0-9._:@-].
+  Result<std::string> id(std::string_view key);
+  // A JSON object, returned serialized; unset when absent.
+  Result<std::optional<std::string>> object(std::string_view key, std::size_t max_bytes);
+  Status finish() const;
+
+ private:
+  const json::value* find(std::string_view key);
+  const json::object& object_;
+  std::set<std::string, std::less<>> read_;
+};
+
+json::object to_json(const Account& account);
+json::object to_json(const Hold& hold);
+json::object to_json(const Event& event);
+json::object to_json(const AuditReport& report);
+
+
+
+}  // namespace tollgate::http

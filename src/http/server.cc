@@ -1,0 +1,303 @@
+#include "http/server.h"
+
+#include <boost/asio.hpp>
+#include <boost/beast/core.hpp>
+#include <boost/beast/http.hpp>
+
+#include <chrono>
+#include <cstdio>
+#include <list>
+#include <mutex>
+#include <random>
+#include <thread>
+#include <vector>
+
+namespace tollgate::http {
+namespace {
+
+namespace asio = boost::asio;
+namespace beast = boost::beast;
+namespace bhttp = boost::beast::http;
+using tcp = asio::ip::tcp;
+using SteadyClock = std::chrono::steady_clock;
+
+std::string new_request_id() {
+  thread_local std::mt19937_64 rng(std::random_device{}());
+  char buf[20];
+  std::snprintf(buf, sizeof buf, "%016llx", static_cast<unsigned long long>(rng()));
+  return buf;
+}
+
+bool request_id_is_valid(std::string_view id) {
+  if (id.empty() || id.size() > 128) return false;
+  for (char c : id) {
+    if (c <= ' ' || c > '~' || c == '"' || c == '\\') return false;
+  }
+  return true;
+}
+
+// One JSON line per request on stderr, through a buffer flushed at least every 200 ms.
+class RequestLog {
+ public:
+  void write(const std::string& line) {
+    std::lock_guard lock(mu_);
+    buffer_ += line;
+    buffer_ += '\n';
+    if (buffer_.size() > 64 * 1024) flush_locked();
+  }
+  void flush() {
+    std::lock_guard lock(mu_);
+    flush_locked();
+  }
+
+ private:
+  void flush_locked() {
+    if (buffer_.empty()) return;
+    std::fwrite(buffer_.data(), 1, buffer_.size(), stderr);
+    std::fflush(stderr);
+    buffer_.clear();
+  }
+  std::mutex mu_;
+  std::string buffer_;  // protected by mu_
+};
+
+}  // namespace
+
+struct Session;
+
+struct HttpServer::Impl {
+  Impl(Api& api, Metrics& metrics, ServerLimits limits)
+      : api(api), metrics(metrics), limits(limits), acceptor(io), signals(io, SIGTERM, SIGINT), log_timer(io) {}
+
+  Api& api;
+  Metrics& metrics;
+  const ServerLimits limits;
+  asio::io_context io;
+  tcp::acceptor acceptor;
+  asio::signal_set signals;
+  asio::steady_timer log_timer;
+  RequestLog log;
+  std::atomic<bool> stopping{false};
+  std::atomic<std::size_t> connections{0};
+
+  std::mutex sessions_mu;
+  std::list<std::weak_ptr<Session>> sessions;  // protected by sessions_mu
+
+  void accept();
+  void begin_shutdown();
+  void schedule_log_flush();
+};
+
+struct Session : std::enable_shared_from_this<Session> {
+  Session(HttpServer::Impl& server, tcp::socket socket) : server(server), stream(std::move(socket)) {}
+  ~Session() { server.connections.fetch_sub(1, std::memory_order_relaxed); }
+
+  HttpServer::Impl& server;
+  beast::tcp_stream stream;
+  beast::flat_buffer buffer;
+  std::optional<bhttp::request_parser<bhttp::string_body>> parser;
+  std::list<std::weak_ptr<Session>>::iterator registration;
+  bool busy = false;  // a request is being handled or answered (touched on the strand only)
+
+  void start() { asio::dispatch(stream.get_executor(), [self = shared_from_this()] { self->read_head(); }); }
+
+  void read_head() {
+    if (server.stopping.load()) return close();
+    parser.emplace();
+    parser->header_limit(static_cast<std::uint32_t>(server.limits.header_bytes_max));
+    parser->body_limit(server.limits.body_bytes_max);
+    stream.expires_after(std::chrono::milliseconds(server.limits.idle_timeout_ms));
+    bhttp::async_read_header(stream, buffer, *parser,
+                             [self = shared_from_this()](beast::error_code ec, std::size_t) { self->on_head(ec); });
+  }
+
+  void on_head(beast::error_code ec) {
+    if (ec) return on_read_error(ec);
+    busy = true;
+    stream.expires_after(std::chrono::milliseconds(server.limits.request_timeout_ms));
+    bhttp::async_read(stream, buffer, *parser,
+                      [self = shared_from_this()](beast::error_code ec2, std::size_t) { self->on_body(ec2); });
+  }
+
+  void on_read_error(beast::error_code ec) {
+    if (ec == bhttp::error::body_limit) {
+      return answer_and_close(problem(413, "payload_too_large",
+                                      "the body is larger than " + std::to_string(server.limits.body_bytes_max) + " bytes"));
+    }
+    if (ec == bhttp::error::header_limit) {
+      return answer_and_close(problem(431, "invalid_request", "the request head is too large"));
+    }
+    if (ec == bhttp::error::end_of_stream || ec == beast::error::timeout || ec == asio::error::operation_aborted ||
+        ec == asio::error::connection_reset || ec == asio::error::eof) {
+      return close();
+    }
+    if (ec.category() == beast::error_code(bhttp::error::bad_target).category()) {
+      // Any other parse error of the HTTP layer: the request is malformed.
+      return answer_and_close(problem(400, "invalid_request", "malformed HTTP request: " + ec.message()));
+    }
+    close();
+  }
+
+  void on_body(beast::error_code ec) {
+    if (ec) return on_read_error(ec);
+    stream.expires_never();  // the answer may wait on a durable commit; the server bounds that
+    auto req = parser->release();
+    Request request;
+    request.method = std::string(req.method_string());
+    request.target = std::string(req.target());
+    request.authorization = std::string(req[bhttp::field::authorization]);
+    request.content_type = std::string(req[bhttp::field::content_type]);
+    request.body = std::move(req.body());
+    std::string request_id(req["X-Request-Id"]);
+    if (!request_id_is_valid(request_id)) request_id = new_request_id();
+    const bool keep_alive = req.keep_alive();
+    const unsigned version = req.version();
+    const auto started = SteadyClock::now();
+    auto self = shared_from_this();
+    // The work guard keeps the I/O threads running until this request is answered, also while
+    // the ledger holds it and during a graceful shutdown.
+    auto guard = std::make_shared<asio::executor_work_guard<asio::io_context::executor_type>>(server.io.get_executor());
+    Dispatch dispatch = [self](std::function<void()> work) { asio::post(self->stream.get_executor(), std::move(work)); };
+    Reply reply = [self, guard, keep_alive, version, started, request_id, method = request.method](Response r) {
+      asio::dispatch(self->stream.get_executor(), [self, guard, keep_alive, version, started, request_id, method,
+                                                   r = std::move(r)]() mutable {
+        self->write(std::move(r), keep_alive, version, started, request_id, method);
+      });
+    };
+    server.api.handle(std::move(request), std::move(reply), std::move(dispatch));
+  }
+
+  void write(Response r, bool keep_alive, unsigned version, SteadyClock::time_point started, const std::string& request_id,
+             const std::string& method) {
+    const double seconds = std::chrono::duration<double>(SteadyClock::now() - started).count();
+    server.metrics.observe_request(r.route, r.status, seconds);
+    char line[512];
+    std::snprintf(line, sizeof line,
+                  "{\"level\":\"info\",\"msg\":\"request\",\"request_id\":\"%s\",\"method\":\"%s\",\"route\":\"%s\","
+                  "\"status\":%u,\"code\":\"%s\",\"duration_ms\":%.3f}",
+                  request_id.c_str(), method.c_str(), r.route.c_str(), r.status, r.code.c_str(), seconds * 1000);
+    server.log.write(line);
+
+    auto res = std::make_shared<bhttp::response<bhttp::string_body>>(static_cast<bhttp::status>(r.status), version);
+    res->set(bhttp::field::server, "tollgate");
+    res->set(bhttp::field::content_type, r.content_type);
+    res->set("X-Request-Id", request_id);
+    if (r.retry_after_s) res->set(bhttp::field::retry_after, std::to_string(*r.retry_after_s));
+    if (!r.allow.empty()) res->set(bhttp::field::allow, r.allow);
+    const bool keep = keep_alive && !server.stopping.load();
+    res->keep_alive(keep);
+    res->body() = std::move(r.body);
+    res->prepare_payload();
+    stream.expires_after(std::chrono::milliseconds(server.limits.request_timeout_ms));
+    bhttp::async_write(stream, *res, [self = shared_from_this(), res, keep](beast::error_code ec, std::size_t) {
+      self->busy = false;
+      if (ec || !keep) return self->close();
+      self->read_head();
+    });
+  }
+
+  void answer_and_close(Response r) {
+    busy = true;
+    parser.reset();
+    write(std::move(r), false, 11, SteadyClock::now(), new_request_id(), "-");
+  }
+
+  void close() {
+    beast::error_code ignored;
+    stream.socket().shutdown(tcp::socket::shutdown_both, ignored);
+    stream.close();
+  }
+
+  // On shutdown: an idle connection closes now; a busy one closes after its answer.
+  void stop_if_idle() {
+    asio::dispatch(stream.get_executor(), [self = shared_from_this()] {
+      if (!self->busy) self->stream.cancel();
+    });
+  }
+};
+
+void HttpServer::Impl::accept() {
+  acceptor.async_accept(asio::make_strand(io), [this](beast::error_code ec, tcp::socket socket) {
+    if (ec) {
+      if (stopping.load() || ec == asio::error::operation_aborted) return;
+      return accept();
+    }
+    if (connections.load() >= limits.connections_max) {
+      metrics.connections_rejected.fetch_add(1, std::memory_order_relaxed);
+      beast::error_code ignored;
+      socket.close(ignored);
+      return accept();
+    }
+    connections.fetch_add(1, std::memory_order_relaxed);
+    socket.set_option(tcp::no_delay(true));
+    auto session = std::make_shared<Session>(*this, std::move(socket));
+    {
+      std::lock_guard lock(sessions_mu);
+      // Forget sessions that ended, then remember this one (bounded by connections_max).
+      for (auto it = sessions.begin(); it != sessions.end();) it = it->expired() ? sessions.erase(it) : std::next(it);
+      sessions.push_back(session);
+    }
+    session->start();
+    accept();
+  });
+}
+
+void HttpServer::Impl::begin_shutdown() {
+  if (stopping.exchange(true)) return;
+  asio::post(io, [this] {
+    beast::error_code ignored;
+    acceptor.close(ignored);
+    signals.cancel(ignored);
+    log_timer.cancel();
+    std::lock_guard lock(sessions_mu);
+    for (auto& weak : sessions) {
+      if (auto s = weak.lock()) s->stop_if_idle();
+    }
+  });
+}
+
+void HttpServer::Impl::schedule_log_flush() {
+  log_timer.expires_after(std::chrono::milliseconds(200));
+  log_timer.async_wait([this](beast::error_code ec) {
+    log.flush();
+    if (!ec && !stopping.load()) schedule_log_flush();
+  });
+}
+
+HttpServer::HttpServer(Api& api, Metrics& metrics, ServerLimits limits)
+    : impl_(std::make_unique<Impl>(api, metrics, limits)) {}
+
+HttpServer::~HttpServer() = default;
+
+Result<std::uint16_t> HttpServer::listen(const std::string& host, std::uint16_t port) {
+  beast::error_code ec;
+  const auto address = asio::ip::make_address(host == "localhost" ? "127.0.0.1" : host, ec);
+  if (ec) return invalid("listen: " + host + " is not an IP address");
+  tcp::endpoint endpoint(address, port);
+  auto& a = impl_->acceptor;
+  a.open(endpoint.protocol(), ec);
+  if (!ec) a.set_option(asio::socket_base::reuse_address(true), ec);
+  if (!ec) a.bind(endpoint, ec);
+  if (!ec) a.listen(asio::socket_base::max_listen_connections, ec);
+  if (ec) return Error::make(Code::unavailable, "listen on " + host + ":" + std::to_string(port) + ": " + ec.message());
+  return a.local_endpoint().port();
+}
+
+void HttpServer::run() {
+  impl_->signals.async_wait([this](beast::error_code ec, int) {
+    if (!ec) impl_->begin_shutdown();
+  });
+  impl_->accept();
+  impl_->schedule_log_flush();
+  std::vector<std::thread> threads;
+  for (int i = 1; i < impl_->limits.threads; ++i) threads.emplace_back([this] { impl_->io.run(); });
+  impl_->io.run();
+  for (auto& t : threads) t.join();
+  impl_->log.flush();
+}
+
+void HttpServer::shutdown() { impl_->begin_shutdown(); }
+
+std::size_t HttpServer::open_connections() const { return impl_->connections.load(); }
+
+}  // namespace tollgate::http

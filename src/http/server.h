@@ -1,0 +1,54 @@
+// tollgate http: the transport — an asynchronous HTTP/1.1 server on Boost.Beast.
+//
+// Keep-alive connections on a few I/O threads; no thread waits on a client or on the database.
+// Every bound is explicit: the number of open connections, the header and body sizes (a body over
+// 64 KiB answers 413), and the time a client may take to send a request's head and body — a
+// stalled or half-sent request is closed when its time is up and never holds up another.
+// Graceful shutdown (SIGTERM, SIGINT or shutdown()): stop accepting, close idle connections,
+// finish the requests in flight, then run() returns.
+//
+// Thread safety: listen() before run(); shutdown() from any thread.
+#pragma once
+
+#include <atomic>
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <string>
+
+#include "core/result.h"
+#include "http/api.h"
+
+namespace tollgate::http {
+
+struct ServerLimits {
+  std::size_t body_bytes_max = 64 * 1024;
+  std::size_t header_bytes_max = 16 * 1024;
+  std::int64_t idle_timeout_ms = 30'000;     // a kept-alive connection waits this long for its next request
+  std::int64_t request_timeout_ms = 10'000;  // from a request's first byte to its last
+  std::size_t connections_max = 4096;
+  int threads = 2;
+};
+
+class HttpServer {
+ public:
+  HttpServer(Api& api, Metrics& metrics, ServerLimits limits);
+  ~HttpServer();
+  HttpServer(const HttpServer&) = delete;
+  HttpServer& operator=(const HttpServer&) = delete;
+
+  // Binds and listens; returns the bound port (useful with port 0).
+  Result<std::uint16_t> listen(const std::string& host, std::uint16_t port);
+  // Serves until a graceful shutdown completes (SIGTERM/SIGINT or shutdown()).
+  void run();
+  void shutdown();
+
+  std::size_t open_connections() const;
+
+  struct Impl;  // the transport's state (server.cc)
+
+ private:
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace tollgate::http
