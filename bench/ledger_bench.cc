@@ -1,0 +1,881 @@
+// tollgate bench: durable reserve+commit lifecycles per second, in-process.
+//
+// Workloads (each one a "cell": one implementation × one account layout × one caller count, on a
+// fresh database, a short warm-up, then a fixed wall-time window):
+//
+//   tollgate hot      every caller on ONE account; SqliteStore (WAL, synchronous=FULL) + Ledger with
+//                     group commit, reaper off. A caller loops: Ledger::reserve(1, unique request_id)
+//                     then Ledger::commit(that hold). One lifecycle = both calls, both durable.
+//   tollgate spread   the same on 10,000 accounts; each caller picks an account at random
+//                     (std::mt19937_64, fixed seed per caller).
+//   baseline hot      the textbook approach on the same SQLite settings (WAL, synchronous=FULL,
+//                     busy_timeout, same cache_size): raw sqlite3, one connection per caller,
+//                     one durable autocommit transaction per statement:
+//                       UPDATE accounts SET available = available - 1, reserved = reserved + 1
+//                         WHERE id = ? AND available >= 1
+//                       UPDATE accounts SET reserved = reserved - 1, used = used + 1 WHERE id = ?
+//                     retrying SQLITE_BUSY.
+//   baseline spread   the same on 10,000 accounts, random account per lifecycle.
+//
+// Callers: 1, 8 and 64 threads (--callers). Each lifecycle is timed (both calls) for p50/p99.
+// The table also shows the mean latency by Little's law (callers / rate) and the fewest and most
+// lifecycles one caller completed: the baseline's busy handler starves callers for seconds, which
+// percentiles of completed lifecycles hide.
+// A lifecycle is counted for the rate when it completes inside the measurement window.
+// After each cell the database is verified: tollgate — audit() clean, sum(used) equals every
+// lifecycle completed (warm-up and tail included), nothing reserved; baseline — the same sums.
+// A failed verification (or any refused call) makes the program exit 1.
+//
+// Output: a table, then as the LAST line one JSON object: bench, tollgate_lifecycles_per_s and
+// baseline_lifecycles_per_s (hot account, 64 callers — or the largest caller count run), ratio,
+// spread_* figures, p50_us/p99_us (tollgate hot 64), and a "cells" array with every figure.
+//
+// Options:
+//   --seconds S        measurement window per cell (default 3)
+//   --warmup S         warm-up before each window (default 0.5)
+//   --callers LIST     comma-separated caller counts (default 1,8,64)
+//   --workloads LIST   hot,spread (default both)
+//   --impls LIST       tollgate,baseline (default both)
+//   --accounts N       accounts of the spread workload (default 10000)
+//   --quick            CI smoke: 0.3 s windows, 0.05 s warm-up, 1,000 spread accounts
+//   --dir PATH         where the database files go (default: a new temp folder on a real disk)
+//   --keep             keep the database files
+//   --allow-tmpfs      run even if --dir is on tmpfs/ramfs (numbers are then not durable ones)
+#include <sqlite3.h>
+#include <sys/statfs.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <cinttypes>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <filesystem>
+#include <functional>
+#include <latch>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <random>
+#include <sstream>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "core/clock.h"
+#include "ledger/ledger.h"
+#include "store/sqlite/sqlite_store.h"
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+namespace fs = std::filesystem;
+
+// --- options ------------------------------------------------------------------------------------
+struct Options {
+  double seconds = 3.0;
+  double warmup = 0.5;
+  std::vector<int> callers{1, 8, 64};
+  bool hot = true, spread = true;
+  bool tollgate = true, baseline = true;
+  int accounts = 10'000;
+  bool quick = false;
+  std::string dir;
+  bool keep = false;
+  bool allow_tmpfs = false;
+  bool async_callers = true;  // --caller-mode async (default) | threads
+};
+
+constexpr const char* kUsage =
+    "usage: ledger_bench [options]\n"
+    "  --seconds S        measurement window per cell (default 3)\n"
+    "  --warmup S         warm-up before each window (default 0.5)\n"
+    "  --callers LIST     comma-separated caller counts (default 1,8,64)\n"
+    "  --workloads LIST   hot,spread (default both)\n"
+    "  --impls LIST       tollgate,baseline (default both)\n"
+    "  --accounts N       accounts of the spread workload (default 10000)\n"
+    "  --quick            CI smoke: 0.3 s windows, 0.05 s warm-up, 1,000 spread accounts\n"
+    "  --dir PATH         where the database files go (default: a new temp folder on a real disk)\n"
+    "  --keep             keep the database files\n"
+    "  --allow-tmpfs      run even if the folder is on tmpfs/ramfs (numbers are then not durable ones)\n"
+    "  --caller-mode M    tollgate callers: async (default; each caller is a chain of callbacks, as the\n"
+    "                     HTTP server uses the ledger) or threads (each caller a blocking OS thread)\n";
+
+[[noreturn]] void usage(const char* why) {
+  std::fprintf(stderr, "ledger_bench: %s\n%s", why, kUsage);
+  std::exit(2);
+}
+
+std::vector<std::string> split(const std::string& s) {
+  std::vector<std::string> out;
+  std::stringstream in(s);
+  std::string item;
+  while (std::getline(in, item, ',')) {
+    if (!item.empty()) out.push_back(item);
+  }
+  return out;
+}
+
+Options parse(int argc, char** argv) {
+  Options o;
+  bool seconds_set = false, warmup_set = false, accounts_set = false;
+  for (int i = 1; i < argc; ++i) {
+    const std::string a = argv[i];
+    auto value = [&]() -> std::string {
+      if (i + 1 >= argc) usage(("missing value after " + a).c_str());
+      return argv[++i];
+    };
+    try {
+      if (a == "--seconds") {
+        o.seconds = std::stod(value());
+        seconds_set = true;
+      } else if (a == "--warmup") {
+        o.warmup = std::stod(value());
+        warmup_set = true;
+      } else if (a == "--callers") {
+        o.callers.clear();
+        for (auto& c : split(value())) o.callers.push_back(std::stoi(c));
+      } else if (a == "--workloads") {
+        o.hot = o.spread = false;
+        for (auto& w : split(value())) {
+          if (w == "hot") o.hot = true;
+          else if (w == "spread") o.spread = true;
+          else usage(("unknown workload " + w).c_str());
+        }
+      } else if (a == "--impls") {
+        o.tollgate = o.baseline = false;
+        for (auto& w : split(value())) {
+          if (w == "tollgate") o.tollgate = true;
+          else if (w == "baseline") o.baseline = true;
+          else usage(("unknown implementation " + w).c_str());
+        }
+      } else if (a == "--accounts") {
+        o.accounts = std::stoi(value());
+        accounts_set = true;
+      } else if (a == "--quick") {
+        o.quick = true;
+      } else if (a == "--dir") {
+        o.dir = value();
+      } else if (a == "--caller-mode") {
+        const std::string m = value();
+        if (m == "async") o.async_callers = true;
+        else if (m == "threads") o.async_callers = false;
+        else usage(("unknown caller mode " + m).c_str());
+      } else if (a == "--keep") {
+        o.keep = true;
+      } else if (a == "--allow-tmpfs") {
+        o.allow_tmpfs = true;
+      } else if (a == "-h" || a == "--help") {
+        std::printf("ledger_bench: durable reserve+commit lifecycles per second, tollgate vs baseline\n%s", kUsage);
+        std::exit(0);
+      } else {
+        usage(("unknown option " + a).c_str());
+      }
+    } catch (const std::logic_error&) {
+      usage(("bad value for " + a).c_str());
+    }
+  }
+  if (o.quick) {
+    if (!seconds_set) o.seconds = 0.3;
+    if (!warmup_set) o.warmup = 0.05;
+    if (!accounts_set) o.accounts = 1'000;
+  }
+  if (o.seconds <= 0 || o.warmup < 0) usage("--seconds must be > 0 and --warmup >= 0");
+  if (o.callers.empty()) usage("--callers is empty");
+  for (int c : o.callers) {
+    if (c < 1 || c > 4096) usage("a caller count must be from 1 to 4096");
+  }
+  if (o.accounts < 1) usage("--accounts must be at least 1");
+  if (!(o.hot || o.spread) || !(o.tollgate || o.baseline)) usage("nothing to run");
+  return o;
+}
+
+// --- where the files go ------------------------------------------------------------------------
+struct FsInfo {
+  std::string type;
+  bool memory = false;  // tmpfs / ramfs: not durable
+};
+
+FsInfo fs_info(const std::string& path) {
+  struct statfs s {};
+  if (statfs(path.c_str(), &s) != 0) return {"unknown", false};
+  const auto magic = static_cast<unsigned long>(s.f_type);
+  switch (magic) {
+    case 0xEF53UL: return {"ext4", false};  // also ext2/ext3
+    case 0x58465342UL: return {"xfs", false};
+    case 0x9123683EUL: return {"btrfs", false};
+    case 0x2FC12FC1UL: return {"zfs", false};
+    case 0x794C7630UL: return {"overlayfs", false};
+    case 0x6969UL: return {"nfs", false};
+    case 0xF2F52010UL: return {"f2fs", false};
+    case 0x01021994UL: return {"tmpfs", true};
+    case 0x858458F6UL: return {"ramfs", true};
+    default: {
+      char buf[32];
+      std::snprintf(buf, sizeof buf, "0x%lx", magic);
+      return {buf, false};
+    }
+  }
+}
+
+// The folder for this run: --dir, or a new temp folder under the first of $TMPDIR, /var/tmp, /tmp
+// and the current folder that is on a real disk.
+std::string pick_dir(const Options& o, bool& created) {
+  created = false;
+  if (!o.dir.empty()) {
+    fs::path existing = fs::absolute(o.dir);
+    while (!existing.empty() && !fs::exists(existing)) existing = existing.parent_path();
+    if (fs_info(existing.string()).memory && !o.allow_tmpfs) {
+      std::fprintf(stderr, "ledger_bench: %s is on %s: commits would not be durable; pass another --dir\n",
+                   o.dir.c_str(), fs_info(existing.string()).type.c_str());
+      std::exit(2);
+    }
+    fs::create_directories(o.dir);
+    return fs::absolute(o.dir).string();
+  }
+  std::vector<std::string> bases;
+  if (const char* t = std::getenv("TMPDIR"); t && *t) bases.emplace_back(t);
+  bases.emplace_back("/var/tmp");
+  bases.emplace_back("/tmp");
+  bases.push_back(fs::current_path().string());
+  for (const auto& base : bases) {
+    std::error_code ec;
+    if (!fs::is_directory(base, ec) || fs_info(base).memory || access(base.c_str(), W_OK) != 0) continue;
+    std::string templ = (fs::path(base) / "tollgate-bench-XXXXXX").string();
+    if (mkdtemp(templ.data()) == nullptr) continue;
+    created = true;
+    return templ;
+  }
+  std::fprintf(stderr, "ledger_bench: no writable folder on a real disk; pass --dir\n");
+  std::exit(2);
+}
+
+void remove_db(const std::string& path) {
+  std::error_code ec;
+  for (const char* suffix : {"", "-wal", "-shm", "-journal"}) fs::remove(path + suffix, ec);
+}
+
+// --- figures ------------------------------------------------------------------------------------
+struct Cell {
+  std::string impl;      // tollgate | baseline
+  std::string workload;  // hot | spread
+  int callers = 0;
+  std::int64_t accounts = 0;
+  double window_s = 0;
+  std::int64_t measured = 0;  // lifecycles completed inside the window
+  std::int64_t total = 0;     // every lifecycle completed (warm-up and tail too)
+  double per_s = 0;
+  double p50_us = 0, p90_us = 0, p99_us = 0, max_us = 0;
+  // Closed loop: mean latency by Little's law (callers / rate). It counts the callers that starve,
+  // which the percentiles of completed lifecycles under-weigh (a caller stuck for seconds adds one
+  // sample; a lucky one adds thousands).
+  double mean_us = 0;
+  std::int64_t caller_min = 0, caller_max = 0;  // lifecycles one caller completed in the window
+  // tollgate: group-commit batches and commands during the window; baseline: SQLITE_BUSY retries.
+  std::uint64_t batches = 0, commands = 0, busy_retries = 0;
+  bool verified = false;
+  std::string failure;
+};
+
+struct alignas(64) CallerStats {
+  std::int64_t measured = 0;
+  std::int64_t total = 0;
+  std::uint64_t busy = 0;
+  std::vector<std::int64_t> latency_ns;  // of measured lifecycles
+  std::string failure;
+};
+
+enum Phase : int { kWarmup = 0, kMeasure = 1, kStop = 2 };
+
+double percentile_us(const std::vector<std::int64_t>& sorted, double p) {
+  if (sorted.empty()) return 0;
+  auto rank = static_cast<std::size_t>(p * static_cast<double>(sorted.size()));
+  if (rank >= sorted.size()) rank = sorted.size() - 1;
+  return static_cast<double>(sorted[rank]) / 1000.0;
+}
+
+void summarize(Cell& cell, int callers, std::vector<CallerStats>& stats, double window_s);
+
+// Runs `callers` threads of body(index, stats, phase) through warm-up and window; fills the cell.
+template <typename Body>
+void drive(const Options& o, Cell& cell, int callers, Body&& body, const std::function<void()>& at_window_start,
+           const std::function<void()>& at_window_end) {
+  std::vector<CallerStats> stats(static_cast<std::size_t>(callers));
+  std::atomic<int> phase{kWarmup};
+  std::latch ready(callers + 1);
+  std::vector<std::thread> threads;
+  threads.reserve(static_cast<std::size_t>(callers));
+  for (int t = 0; t < callers; ++t) {
+    threads.emplace_back([&, t] {
+      CallerStats& s = stats[static_cast<std::size_t>(t)];
+      s.latency_ns.reserve(1 << 16);
+      ready.arrive_and_wait();
+      body(t, s, phase);
+    });
+  }
+  ready.arrive_and_wait();
+  std::this_thread::sleep_for(std::chrono::duration<double>(o.warmup));
+  at_window_start();
+  const auto t0 = Clock::now();
+  phase.store(kMeasure, std::memory_order_release);
+  std::this_thread::sleep_for(std::chrono::duration<double>(o.seconds));
+  phase.store(kStop, std::memory_order_release);
+  const auto t1 = Clock::now();
+  at_window_end();
+  for (auto& th : threads) th.join();
+  summarize(cell, callers, stats, std::chrono::duration<double>(t1 - t0).count());
+}
+
+void summarize(Cell& cell, int callers, std::vector<CallerStats>& stats, double window_s) {
+  cell.window_s = window_s;
+  std::vector<std::int64_t> all;
+  cell.caller_min = stats.front().measured;
+  cell.caller_max = stats.front().measured;
+  for (auto& s : stats) {
+    cell.caller_min = std::min(cell.caller_min, s.measured);
+    cell.caller_max = std::max(cell.caller_max, s.measured);
+    cell.measured += s.measured;
+    cell.total += s.total;
+    cell.busy_retries += s.busy;
+    all.insert(all.end(), s.latency_ns.begin(), s.latency_ns.end());
+    if (!s.failure.empty() && cell.failure.empty()) cell.failure = s.failure;
+  }
+  std::sort(all.begin(), all.end());
+  cell.per_s = static_cast<double>(cell.measured) / cell.window_s;
+  cell.mean_us = cell.per_s > 0 ? 1e6 * callers / cell.per_s : 0;
+  cell.p50_us = percentile_us(all, 0.50);
+  cell.p90_us = percentile_us(all, 0.90);
+  cell.p99_us = percentile_us(all, 0.99);
+  cell.max_us = all.empty() ? 0 : static_cast<double>(all.back()) / 1000.0;
+}
+
+// The same as drive(), but a caller is a chain of callbacks instead of a thread: start(index,
+// stats, phase, done) begins a caller's first lifecycle and must call done() once that caller
+// stopped (after its last lifecycle). No thread blocks per caller: this is how the HTTP server
+// drives the ledger.
+template <typename Start>
+void drive_async(const Options& o, Cell& cell, int callers, Start&& start, const std::function<void()>& at_window_start,
+                 const std::function<void()>& at_window_end) {
+  std::vector<CallerStats> stats(static_cast<std::size_t>(callers));
+  std::atomic<int> phase{kWarmup};
+  std::latch stopped(callers);
+  for (int t = 0; t < callers; ++t) {
+    stats[static_cast<std::size_t>(t)].latency_ns.reserve(1 << 16);
+    start(t, stats[static_cast<std::size_t>(t)], phase, [&stopped] { stopped.count_down(); });
+  }
+  std::this_thread::sleep_for(std::chrono::duration<double>(o.warmup));
+  at_window_start();
+  const auto t0 = Clock::now();
+  phase.store(kMeasure, std::memory_order_release);
+  std::this_thread::sleep_for(std::chrono::duration<double>(o.seconds));
+  phase.store(kStop, std::memory_order_release);
+  const auto t1 = Clock::now();
+  at_window_end();
+  stopped.wait();
+  summarize(cell, callers, stats, std::chrono::duration<double>(t1 - t0).count());
+}
+
+// Books one completed lifecycle by the phase at its end.
+void book(CallerStats& s, std::atomic<int>& phase, Clock::time_point start) {
+  const auto end = Clock::now();
+  ++s.total;
+  if (phase.load(std::memory_order_acquire) == kMeasure) {
+    ++s.measured;
+    s.latency_ns.push_back(std::chrono::duration_cast<std::chrono::nanoseconds>(end - start).count());
+  }
+}
+
+// Times one lifecycle and books it by the phase at its end.
+template <typename F>
+bool timed(CallerStats& s, std::atomic<int>& phase, F&& lifecycle) {
+  const auto start = Clock::now();
+  if (!lifecycle()) return false;
+  book(s, phase, start);
+  return true;
+}
+
+std::string account_name(int i) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "acct-%05d", i);
+  return buf;
+}
+
+constexpr std::int64_t kCreditPerAccount = 1'000'000'000'000;  // far more than any run uses
+constexpr std::uint64_t kSeed = 0x7011'6a7e'5eedULL;
+
+// --- tollgate ------------------------------------------------------------------------------------
+// Submits `commands` through the group committer (in chunks that fit its queue) and waits for all.
+bool run_all(tollgate::Ledger& ledger, std::vector<tollgate::Command> commands, std::string& failure) {
+  constexpr std::size_t kChunk = 4096;
+  for (std::size_t at = 0; at < commands.size(); at += kChunk) {
+    const std::size_t n = std::min(kChunk, commands.size() - at);
+    std::latch done(static_cast<std::ptrdiff_t>(n));
+    std::mutex mu;
+    for (std::size_t i = 0; i < n; ++i) {
+      ledger.submit(std::move(commands[at + i]), [&](tollgate::CommandResult r) {
+        if (!r) {
+          std::lock_guard lock(mu);
+          if (failure.empty()) failure = "setup: " + r.error().detail;
+        }
+        done.count_down();
+      });
+    }
+    done.wait();
+    if (!failure.empty()) return false;
+  }
+  return true;
+}
+
+Cell run_tollgate(const Options& o, const std::string& dir, bool hot, int callers) {
+  Cell cell;
+  cell.impl = o.async_callers ? "tollgate" : "tollgate-threads";
+  cell.workload = hot ? "hot" : "spread";
+  cell.callers = callers;
+  cell.accounts = hot ? 1 : o.accounts;
+  const std::string path = dir + "/tollgate-" + cell.workload + "-" + std::to_string(callers) + ".db";
+  remove_db(path);
+
+  tollgate::SystemClock clock;
+  tollgate::SqliteOptions so;
+  so.path = path;
+  auto opened = tollgate::SqliteStore::open(so, clock);
+  if (!opened) {
+    cell.failure = "open: " + opened.error().detail;
+    return cell;
+  }
+  std::unique_ptr<tollgate::SqliteStore> store = std::move(opened.value());
+  {
+    tollgate::LedgerOptions lo;
+    lo.reaper_interval_ms = 0;
+    lo.id_seed = kSeed;
+    tollgate::Ledger ledger(*store, clock, lo);
+
+    std::vector<std::string> ids;
+    for (std::int64_t i = 0; i < cell.accounts; ++i) ids.push_back(hot ? "hot" : account_name(static_cast<int>(i)));
+    std::vector<tollgate::Command> setup;
+    for (const auto& id : ids) setup.emplace_back(tollgate::CreateAccountCommand{id, 0, std::nullopt});
+    if (!run_all(ledger, std::move(setup), cell.failure)) return cell;
+    setup.clear();
+    for (const auto& id : ids) setup.emplace_back(tollgate::CreditCommand{id, kCreditPerAccount, "fund-" + id});
+    if (!run_all(ledger, std::move(setup), cell.failure)) return cell;
+
+    tollgate::GroupCommitStats before{}, after{};
+    auto body = [&](int t, CallerStats& s, std::atomic<int>& phase) {
+      std::mt19937_64 rng(kSeed + static_cast<std::uint64_t>(t));
+      std::uniform_int_distribution<std::size_t> pick(0, ids.size() - 1);
+      const std::string prefix = "req-" + std::to_string(t) + "-";
+      std::int64_t seq = 0;
+      while (phase.load(std::memory_order_acquire) != kStop) {
+        const std::string& account = ids[hot ? 0 : pick(rng)];
+        const bool ok = timed(s, phase, [&] {
+          auto held = ledger.reserve({account, 1, prefix + std::to_string(seq++), std::nullopt, "", ""});
+          if (!held) {
+            s.failure = "reserve: " + std::string(tollgate::code_name(held.code())) + ": " + held.error().detail;
+            return false;
+          }
+          auto done = ledger.commit({held->hold.hold_id, std::nullopt});
+          if (!done) {
+            s.failure = "commit: " + std::string(tollgate::code_name(done.code())) + ": " + done.error().detail;
+            return false;
+          }
+          return true;
+        });
+        if (!ok) return;
+      }
+    };
+    // Async callers: reserve → (callback) commit → (callback) next lifecycle, no thread per caller.
+    struct AsyncCaller {
+      CallerStats* stats = nullptr;
+      std::atomic<int>* phase = nullptr;
+      std::function<void()> done;
+      std::mt19937_64 rng;
+      std::string prefix;
+      std::int64_t seq = 0;
+      Clock::time_point started;
+    };
+    std::vector<AsyncCaller> async_callers(static_cast<std::size_t>(callers));
+    std::uniform_int_distribution<std::size_t> pick(0, ids.size() - 1);
+    std::function<void(AsyncCaller&)> next = [&](AsyncCaller& c) {
+      if (c.phase->load(std::memory_order_acquire) == kStop) return c.done();
+      c.started = Clock::now();
+      const std::string& account = ids[hot ? 0 : pick(c.rng)];
+      ledger.submit(tollgate::ReserveCommand{account, 1, c.prefix + std::to_string(c.seq++), std::nullopt, "", ""},
+                    [&](tollgate::CommandResult held) {
+                      if (!held) {
+                        c.stats->failure = "reserve: " + held.error().detail;
+                        return c.done();
+                      }
+                      auto hold_id = std::get<tollgate::HoldOutcome>(held.value()).hold.hold_id;
+                      ledger.submit(tollgate::CommitCommand{std::move(hold_id), std::nullopt},
+                                    [&](tollgate::CommandResult committed) {
+                                      if (!committed) {
+                                        c.stats->failure = "commit: " + committed.error().detail;
+                                        return c.done();
+                                      }
+                                      book(*c.stats, *c.phase, c.started);
+                                      next(c);
+                                    });
+                    });
+    };
+    auto start = [&](int t, CallerStats& s, std::atomic<int>& phase, std::function<void()> done) {
+      AsyncCaller& c = async_callers[static_cast<std::size_t>(t)];
+      c.stats = &s;
+      c.phase = &phase;
+      c.done = std::move(done);
+      c.rng.seed(kSeed + static_cast<std::uint64_t>(t));
+      c.prefix = "req-" + std::to_string(t) + "-";
+      next(c);
+    };
+    if (o.async_callers) {
+      drive_async(o, cell, callers, start, [&] { before = ledger.committer().stats(); },
+                  [&] { after = ledger.committer().stats(); });
+    } else {
+      drive(o, cell, callers, body, [&] { before = ledger.committer().stats(); },
+            [&] { after = ledger.committer().stats(); });
+    }
+    cell.batches = after.batches - before.batches;
+    cell.commands = after.commands - before.commands;
+    if (!cell.failure.empty()) return cell;
+
+    // Verify: audit clean, every completed lifecycle is in `used`, nothing left reserved.
+    auto audit = ledger.audit(std::nullopt);
+    if (!audit) {
+      cell.failure = "audit: " + audit.error().detail;
+      return cell;
+    }
+    if (!audit->violations.empty()) {
+      cell.failure = "audit: " + std::to_string(audit->violations.size()) + " violations, first: " +
+                     audit->violations.front().account_id + ": " + audit->violations.front().message;
+      return cell;
+    }
+    if (audit->accounts_checked != cell.accounts) {
+      cell.failure = "audit checked " + std::to_string(audit->accounts_checked) + " accounts";
+      return cell;
+    }
+    ledger.stop();
+  }
+  sqlite3* db = nullptr;
+  if (sqlite3_open_v2(path.c_str(), &db, SQLITE_OPEN_READONLY, nullptr) != SQLITE_OK) {
+    cell.failure = "verify: open failed";
+    sqlite3_close(db);
+    return cell;
+  }
+  sqlite3_stmt* q = nullptr;
+  sqlite3_prepare_v2(db,
+                     "SELECT coalesce(sum(used),0), coalesce(sum(reserved),0), coalesce(sum(active_holds),0), "
+                     "count(*) FROM accounts",
+                     -1, &q, nullptr);
+  if (q && sqlite3_step(q) == SQLITE_ROW) {
+    const std::int64_t used = sqlite3_column_int64(q, 0), reserved = sqlite3_column_int64(q, 1),
+                       active = sqlite3_column_int64(q, 2);
+    if (used != cell.total || reserved != 0 || active != 0) {
+      cell.failure = "verify: used " + std::to_string(used) + " (lifecycles " + std::to_string(cell.total) +
+                     "), reserved " + std::to_string(reserved) + ", active holds " + std::to_string(active);
+    } else {
+      cell.verified = true;
+    }
+  } else {
+    cell.failure = std::string("verify: ") + sqlite3_errmsg(db);
+  }
+  sqlite3_finalize(q);
+  sqlite3_close(db);
+  store.reset();
+  if (!o.keep) remove_db(path);
+  return cell;
+}
+
+// --- baseline -----------------------------------------------------------------------------------
+struct RawDb {
+  sqlite3* db = nullptr;
+  ~RawDb() {
+    if (db) sqlite3_close_v2(db);
+  }
+};
+
+bool exec(sqlite3* db, const char* sql, std::string& failure) {
+  char* err = nullptr;
+  if (sqlite3_exec(db, sql, nullptr, nullptr, &err) != SQLITE_OK) {
+    failure = std::string(sql) + ": " + (err ? err : sqlite3_errmsg(db));
+    sqlite3_free(err);
+    return false;
+  }
+  return true;
+}
+
+// The same settings as tollgate's sqlite::Conn: WAL, synchronous=FULL, busy time-out, cache size.
+bool open_raw(const std::string& path, RawDb& raw, std::string& failure) {
+  tollgate::SqliteOptions defaults;
+  if (sqlite3_open_v2(path.c_str(), &raw.db, SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE | SQLITE_OPEN_NOMUTEX,
+                      nullptr) != SQLITE_OK) {
+    failure = "open " + path + ": " + sqlite3_errmsg(raw.db);
+    return false;
+  }
+  sqlite3_busy_timeout(raw.db, defaults.busy_timeout_ms);
+  const std::string cache = "PRAGMA cache_size=-" + std::to_string(defaults.cache_size_kib);
+  return exec(raw.db, "PRAGMA journal_mode=WAL", failure) && exec(raw.db, "PRAGMA synchronous=FULL", failure) &&
+         exec(raw.db, "PRAGMA temp_store=MEMORY", failure) && exec(raw.db, cache.c_str(), failure);
+}
+
+// Steps an autocommit statement to completion, retrying SQLITE_BUSY; returns sqlite3_changes or -1.
+int step_retrying(sqlite3* db, sqlite3_stmt* stmt, std::uint64_t& busy, std::string& failure) {
+  for (;;) {
+    const int rc = sqlite3_step(stmt);
+    if (rc == SQLITE_DONE) {
+      sqlite3_reset(stmt);
+      return sqlite3_changes(db);
+    }
+    sqlite3_reset(stmt);
+    if ((rc & 0xff) == SQLITE_BUSY || (rc & 0xff) == SQLITE_LOCKED) {
+      ++busy;
+      continue;
+    }
+    failure = std::string("step: ") + sqlite3_errmsg(db);
+    return -1;
+  }
+}
+
+Cell run_baseline(const Options& o, const std::string& dir, bool hot, int callers) {
+  Cell cell;
+  cell.impl = "baseline";
+  cell.workload = hot ? "hot" : "spread";
+  cell.callers = callers;
+  cell.accounts = hot ? 1 : o.accounts;
+  const std::string path = dir + "/baseline-" + cell.workload + "-" + std::to_string(callers) + ".db";
+  remove_db(path);
+  {
+    RawDb setup;
+    if (!open_raw(path, setup, cell.failure)) return cell;
+    if (!exec(setup.db,
+              "CREATE TABLE accounts (id INTEGER PRIMARY KEY, available INTEGER NOT NULL, "
+              "reserved INTEGER NOT NULL, used INTEGER NOT NULL)",
+              cell.failure) ||
+        !exec(setup.db, "BEGIN", cell.failure))
+      return cell;
+    sqlite3_stmt* ins = nullptr;
+    sqlite3_prepare_v2(setup.db, "INSERT INTO accounts VALUES (?, ?, 0, 0)", -1, &ins, nullptr);
+    for (std::int64_t i = 0; i < cell.accounts; ++i) {
+      sqlite3_bind_int64(ins, 1, i);
+      sqlite3_bind_int64(ins, 2, kCreditPerAccount);
+      sqlite3_step(ins);
+      sqlite3_reset(ins);
+    }
+    sqlite3_finalize(ins);
+    if (!exec(setup.db, "COMMIT", cell.failure)) return cell;
+  }
+  // One connection per caller, opened before the clock starts.
+  std::vector<RawDb> conns(static_cast<std::size_t>(callers));
+  for (auto& c : conns) {
+    if (!open_raw(path, c, cell.failure)) return cell;
+  }
+  auto body = [&](int t, CallerStats& s, std::atomic<int>& phase) {
+    sqlite3* db = conns[static_cast<std::size_t>(t)].db;
+    sqlite3_stmt* reserve = nullptr;
+    sqlite3_stmt* commit = nullptr;
+    sqlite3_prepare_v3(db,
+                       "UPDATE accounts SET available = available - 1, reserved = reserved + 1 "
+                       "WHERE id = ? AND available >= 1",
+                       -1, SQLITE_PREPARE_PERSISTENT, &reserve, nullptr);
+    sqlite3_prepare_v3(db, "UPDATE accounts SET reserved = reserved - 1, used = used + 1 WHERE id = ?", -1,
+                       SQLITE_PREPARE_PERSISTENT, &commit, nullptr);
+    std::mt19937_64 rng(kSeed + static_cast<std::uint64_t>(t));
+    std::uniform_int_distribution<std::int64_t> pick(0, cell.accounts - 1);
+    while (phase.load(std::memory_order_acquire) != kStop) {
+      const std::int64_t id = hot ? 0 : pick(rng);
+      const bool ok = timed(s, phase, [&] {
+        sqlite3_bind_int64(reserve, 1, id);
+        const int held = step_retrying(db, reserve, s.busy, s.failure);
+        if (held != 1) {
+          if (held == 0) s.failure = "baseline reserve refused: no credits";
+          return false;
+        }
+        sqlite3_bind_int64(commit, 1, id);
+        if (step_retrying(db, commit, s.busy, s.failure) != 1) {
+          if (s.failure.empty()) s.failure = "baseline commit changed no row";
+          return false;
+        }
+        return true;
+      });
+      if (!ok) break;
+    }
+    sqlite3_finalize(reserve);
+    sqlite3_finalize(commit);
+  };
+  drive(o, cell, callers, body, [] {}, [] {});
+  conns.clear();
+  if (!cell.failure.empty()) return cell;
+
+  RawDb check;
+  if (!open_raw(path, check, cell.failure)) return cell;
+  sqlite3_stmt* q = nullptr;
+  sqlite3_prepare_v2(check.db,
+                     "SELECT coalesce(sum(used),0), coalesce(sum(reserved),0), "
+                     "coalesce(sum(available + reserved + used),0), count(*) FROM accounts",
+                     -1, &q, nullptr);
+  if (q && sqlite3_step(q) == SQLITE_ROW) {
+    const std::int64_t used = sqlite3_column_int64(q, 0), reserved = sqlite3_column_int64(q, 1),
+                       sum = sqlite3_column_int64(q, 2);
+    if (used != cell.total || reserved != 0 || sum != kCreditPerAccount * cell.accounts) {
+      cell.failure = "verify: used " + std::to_string(used) + " (lifecycles " + std::to_string(cell.total) +
+                     "), reserved " + std::to_string(reserved);
+    } else {
+      cell.verified = true;
+    }
+  } else {
+    cell.failure = std::string("verify: ") + sqlite3_errmsg(check.db);
+  }
+  sqlite3_finalize(q);
+  sqlite3_close_v2(check.db);
+  check.db = nullptr;
+  if (!o.keep) remove_db(path);
+  return cell;
+}
+
+// --- report -------------------------------------------------------------------------------------
+std::string num(double v, int decimals = 1) {
+  char buf[64];
+  std::snprintf(buf, sizeof buf, "%.*f", decimals, v);
+  return buf;
+}
+
+std::string json_string(const std::string& s) {
+  std::string out = "\"";
+  for (char c : s) {
+    if (c == '"' || c == '\\') {
+      out += '\\';
+      out += c;
+    } else if (static_cast<unsigned char>(c) < 0x20) {
+      char buf[8];
+      std::snprintf(buf, sizeof buf, "\\u%04x", c);
+      out += buf;
+    } else {
+      out += c;
+    }
+  }
+  return out + "\"";
+}
+
+const Cell* find(const std::vector<Cell>& cells, const std::string& impl, const std::string& workload, int callers) {
+  for (const auto& c : cells) {
+    if (c.impl == impl && c.workload == workload && c.callers == callers) return &c;
+  }
+  return nullptr;
+}
+
+std::string rate_or_null(const Cell* c) { return c ? num(c->per_s) : "null"; }
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  const Options o = parse(argc, argv);
+  bool created = false;
+  const std::string dir = pick_dir(o, created);
+  const FsInfo fsi = fs_info(dir);
+  std::printf("tollgate ledger bench: sqlite %s, %u cpus, %.2f s per cell after %.2f s warm-up%s\n",
+              sqlite3_libversion(), std::thread::hardware_concurrency(), o.seconds, o.warmup,
+              o.quick ? " (quick)" : "");
+  std::printf("database folder: %s (filesystem: %s)\n", dir.c_str(), fsi.type.c_str());
+  if (fsi.memory) {
+    std::fprintf(stderr, "ledger_bench: %s is on %s: commits would not be durable%s\n", dir.c_str(),
+                 fsi.type.c_str(), o.allow_tmpfs ? " (--allow-tmpfs: going on)" : "; pass another --dir");
+    if (!o.allow_tmpfs) return 2;
+  }
+  std::fflush(stdout);
+
+  std::vector<Cell> cells;
+  bool all_ok = true;
+  for (const bool hot : {true, false}) {
+    if (hot ? !o.hot : !o.spread) continue;
+    for (const bool is_tollgate : {true, false}) {
+      if (is_tollgate ? !o.tollgate : !o.baseline) continue;
+      for (int callers : o.callers) {
+        Cell c = is_tollgate ? run_tollgate(o, dir, hot, callers) : run_baseline(o, dir, hot, callers);
+        std::fprintf(stderr, "  %-8s %-6s %3d callers: %10.1f lifecycles/s  p50 %8.1f us  p99 %8.1f us%s%s\n",
+                     c.impl.c_str(), c.workload.c_str(), c.callers, c.per_s, c.p50_us, c.p99_us,
+                     c.verified ? "" : "  FAILED: ", c.verified ? "" : c.failure.c_str());
+        if (!c.verified) all_ok = false;
+        cells.push_back(std::move(c));
+      }
+    }
+  }
+  if (created && !o.keep) {
+    std::error_code ec;
+    fs::remove_all(dir, ec);
+  }
+
+  // The table.
+  std::printf("\n%-18s %7s %14s %10s %10s %10s %10s %15s %9s %s\n", "workload", "callers", "lifecycles/s",
+              "p50 us", "p99 us", "max us", "mean us", "per caller", "avg batch", "verified");
+  for (const auto& c : cells) {
+    const std::string extra = c.impl != "baseline"
+                                  ? (c.batches ? num(static_cast<double>(c.commands) / c.batches) : "-")
+                                  : "-";
+    const std::string spread_per_caller = std::to_string(c.caller_min) + "-" + std::to_string(c.caller_max);
+    std::printf("%-18s %7d %14s %10s %10s %10s %10s %15s %9s %s\n", (c.impl + " " + c.workload).c_str(), c.callers,
+                num(c.per_s).c_str(), num(c.p50_us).c_str(), num(c.p99_us).c_str(), num(c.max_us).c_str(),
+                num(c.mean_us).c_str(), spread_per_caller.c_str(), extra.c_str(),
+                c.verified ? "ok" : ("FAILED: " + c.failure).c_str());
+  }
+
+  // The headline: hot account, 64 callers (or the largest caller count run).
+  const int headline = o.callers.end() != std::find(o.callers.begin(), o.callers.end(), 64)
+                           ? 64
+                           : *std::max_element(o.callers.begin(), o.callers.end());
+  const Cell* th = find(cells, o.async_callers ? "tollgate" : "tollgate-threads", "hot", headline);
+  const Cell* bh = find(cells, "baseline", "hot", headline);
+  const Cell* ts = find(cells, o.async_callers ? "tollgate" : "tollgate-threads", "spread", headline);
+  const Cell* bs = find(cells, "baseline", "spread", headline);
+  const bool have_ratio = th && bh && bh->per_s > 0;
+  const double ratio = have_ratio ? th->per_s / bh->per_s : 0;
+  const bool targets_met = have_ratio && ratio >= 20.0 && th->per_s >= 25'000.0;
+  std::printf("(mean us = callers / rate, Little's law; per caller = fewest-most lifecycles one caller "
+              "completed in the window)\n");
+  std::printf("\nhot account, %d callers: tollgate %s/s, baseline %s/s, ratio %s (targets: >= 20x and >= 25000/s: %s)\n",
+              headline, rate_or_null(th).c_str(), rate_or_null(bh).c_str(), have_ratio ? num(ratio, 2).c_str() : "-",
+              targets_met ? "met" : "NOT met");
+
+  std::string json = "{\"bench\":\"ledger\"";
+  json += ",\"tollgate_lifecycles_per_s\":" + rate_or_null(th);
+  json += ",\"baseline_lifecycles_per_s\":" + rate_or_null(bh);
+  json += ",\"ratio\":" + (have_ratio ? num(ratio, 2) : std::string("null"));
+  json += ",\"spread_tollgate_lifecycles_per_s\":" + rate_or_null(ts);
+  json += ",\"spread_baseline_lifecycles_per_s\":" + rate_or_null(bs);
+  json += ",\"spread_ratio\":" + (ts && bs && bs->per_s > 0 ? num(ts->per_s / bs->per_s, 2) : std::string("null"));
+  json += ",\"p50_us\":" + (th ? num(th->p50_us) : std::string("null"));
+  json += ",\"p99_us\":" + (th ? num(th->p99_us) : std::string("null"));
+  json += ",\"callers\":" + std::to_string(headline);
+  json += ",\"targets\":{\"ratio_min\":20,\"tollgate_lifecycles_per_s_min\":25000}";
+  json += std::string(",\"targets_met\":") + (targets_met ? "true" : "false");
+  json += ",\"verified\":" + std::string(all_ok ? "true" : "false");
+  json += ",\"seconds\":" + num(o.seconds, 2) + ",\"quick\":" + (o.quick ? "true" : "false");
+  json += std::string(",\"caller_mode\":") + (o.async_callers ? "\"async\"" : "\"threads\"");
+  json += ",\"fs_type\":" + json_string(fsi.type);
+  json += ",\"sqlite_version\":" + json_string(sqlite3_libversion());
+  json += ",\"cells\":[";
+  for (std::size_t i = 0; i < cells.size(); ++i) {
+    const Cell& c = cells[i];
+    if (i) json += ",";
+    json += "{\"impl\":" + json_string(c.impl) + ",\"workload\":" + json_string(c.workload) +
+            ",\"callers\":" + std::to_string(c.callers) + ",\"accounts\":" + std::to_string(c.accounts) +
+            ",\"lifecycles_per_s\":" + num(c.per_s) + ",\"p50_us\":" + num(c.p50_us) +
+            ",\"p90_us\":" + num(c.p90_us) + ",\"p99_us\":" + num(c.p99_us) + ",\"max_us\":" + num(c.max_us) +
+            ",\"mean_us\":" + num(c.mean_us) + ",\"caller_min_lifecycles\":" + std::to_string(c.caller_min) +
+            ",\"caller_max_lifecycles\":" + std::to_string(c.caller_max) +
+            ",\"lifecycles_measured\":" + std::to_string(c.measured) +
+            ",\"lifecycles_total\":" + std::to_string(c.total) + ",\"window_s\":" + num(c.window_s, 3);
+    if (c.impl != "baseline") {
+      json += ",\"batches\":" + std::to_string(c.batches) + ",\"commands\":" + std::to_string(c.commands) +
+              ",\"avg_batch\":" + (c.batches ? num(static_cast<double>(c.commands) / c.batches, 2) : "null");
+    } else {
+      json += ",\"busy_retries\":" + std::to_string(c.busy_retries);
+    }
+    json += std::string(",\"verified\":") + (c.verified ? "true" : "false");
+    if (!c.failure.empty()) json += ",\"failure\":" + json_string(c.failure);
+    json += "}";
+  }
+  json += "]}";
+  std::printf("%s\n", json.c_str());
+  std::fflush(stdout);
+  return all_ok ? 0 : 1;
+}
