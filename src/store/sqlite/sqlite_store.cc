@@ -211,8 +211,15 @@ std::optional<Hold> hold_by_id(Conn& db, std::string_view hold_id) {
   return read_hold(q.row());
 }
 
-std::optional<Balances> returning_balances(Query& q) {
-  if (!q.step()) return std::nullopt;
+// Runs a conditional UPDATE of one account row; when it changed the row, reads the balances back.
+// (UPDATE … RETURNING would do it in one statement, but SQLite buffers RETURNING rows in an
+// ephemeral table, which costs more than this primary-key read.)
+std::optional<Balances> updated_balances(Conn& db, Query& update, std::string_view account_id) {
+  update.step();
+  if (db.changes() == 0) return std::nullopt;
+  TG_ASSERT(db.changes() == 1);
+  Query q(db.stmt("SELECT available, reserved, used, purchased FROM accounts WHERE account_id = ?1"), account_id);
+  TG_ASSERT(q.step());
   Balances b{q->int64(0), q->int64(1), q->int64(2), q->int64(3)};
   TG_ASSERT(b.available + b.reserved + b.used == b.purchased);  // also a CHECK constraint
   return b;
@@ -224,7 +231,6 @@ ApiKey read_key(Stmt& s) {
   return ApiKey{s.text(0), s.optional_text(1), s.text(2), s.int64(3), s.optional_int64(4)};
 }
 
-#define TG_RETURNING " RETURNING available, reserved, used, purchased"
 
 // --- the write transaction on the writer connection ------------------------------------------------
 class SqliteTransaction final : public Transaction {
@@ -296,40 +302,40 @@ class SqliteTransaction final : public Transaction {
 
   std::optional<Balances> credit_if_fits(std::string_view account_id, std::int64_t amount) override {
     Query q(db_.stmt("UPDATE accounts SET available = available + ?2, purchased = purchased + ?2 "
-                     "WHERE account_id = ?1 AND available <= ?3 - ?2 AND purchased <= ?3 - ?2" TG_RETURNING),
+                     "WHERE account_id = ?1 AND available <= ?3 - ?2 AND purchased <= ?3 - ?2"),
             account_id, amount, kMax);
-    return returning_balances(q);
+    return updated_balances(db_, q, account_id);
   }
 
   std::optional<Balances> debit_if_available(std::string_view account_id, std::int64_t amount) override {
     Query q(db_.stmt("UPDATE accounts SET available = available - ?2, purchased = purchased - ?2 "
-                     "WHERE account_id = ?1 AND available >= ?2" TG_RETURNING),
+                     "WHERE account_id = ?1 AND available >= ?2"),
             account_id, amount);
-    return returning_balances(q);
+    return updated_balances(db_, q, account_id);
   }
 
   std::optional<Balances> reserve_if_available(std::string_view account_id, std::int64_t amount) override {
     Query q(db_.stmt("UPDATE accounts SET available = available - ?2, reserved = reserved + ?2, "
                      "active_holds = active_holds + 1 "
                      "WHERE account_id = ?1 AND available - ?2 >= -overdraft_limit AND reserved <= ?3 - ?2 "
-                     "AND (max_active_holds IS NULL OR active_holds < max_active_holds)" TG_RETURNING),
+                     "AND (max_active_holds IS NULL OR active_holds < max_active_holds)"),
             account_id, amount, kMax);
-    return returning_balances(q);
+    return updated_balances(db_, q, account_id);
   }
 
   std::optional<Balances> late_charge_if_available(std::string_view account_id, std::int64_t amount) override {
     Query q(db_.stmt("UPDATE accounts SET available = available - ?2, used = used + ?2 "
-                     "WHERE account_id = ?1 AND available - ?2 >= -overdraft_limit AND used <= ?3 - ?2" TG_RETURNING),
+                     "WHERE account_id = ?1 AND available - ?2 >= -overdraft_limit AND used <= ?3 - ?2"),
             account_id, amount, kMax);
-    return returning_balances(q);
+    return updated_balances(db_, q, account_id);
   }
 
   Balances end_hold_balances(std::string_view account_id, std::int64_t held, std::int64_t committed) override {
     TG_ASSERT(held >= 1 && committed >= 0 && committed <= held);
     Query q(db_.stmt("UPDATE accounts SET available = available + ?2, reserved = reserved - ?3, used = used + ?4, "
-                     "active_holds = active_holds - 1 WHERE account_id = ?1" TG_RETURNING),
+                     "active_holds = active_holds - 1 WHERE account_id = ?1"),
             account_id, held - committed, held, committed);
-    auto after = returning_balances(q);
+    auto after = updated_balances(db_, q, account_id);
     TG_ASSERT(after.has_value());
     return *after;
   }
@@ -342,34 +348,42 @@ class SqliteTransaction final : public Transaction {
   }
 
   std::string insert_hold(const Hold& h, std::string_view random) override {
-    // One writer holds the write lock, so max(seq) + 1 is this hold's seq; max(rowid) is one
-    // B-tree descent. The id is made in the same statement, from the seq it gets.
+    // One writer holds the write lock for the whole batch, so the next seq is max(seq) + 1, read
+    // once per transaction (max(rowid) is one B-tree descent) and counted here after that.
+    if (!next_seq_) {
+      Query q(db_.stmt("SELECT coalesce(max(seq), 0) FROM holds"));
+      TG_ASSERT(q.step());
+      next_seq_ = q->int64(0) + 1;
+    }
+    const std::int64_t seq = (*next_seq_)++;
+    std::string hold_id = "hold_" + std::to_string(seq);
+    if (!random.empty()) {
+      hold_id += '_';
+      hold_id += random;
+    }
     Query q(db_.stmt("INSERT INTO holds (seq, hold_id, account_id, request_id, amount, committed_amount, status, "
-                     "created_at_ms, expires_at_ms, metadata) "
-                     "SELECT s, 'hold_' || s || (CASE WHEN ?1 = '' THEN '' ELSE '_' || ?1 END), "
-                     "?2, ?3, ?4, 0, 'active', ?5, ?6, ?7 FROM (SELECT coalesce(max(seq), 0) + 1 AS s FROM holds) "
-                     "RETURNING hold_id"),
-            random, h.account_id, h.request_id, h.amount, h.created_at_ms, h.expires_at_ms, h.metadata_json);
-    TG_ASSERT(q.step());
-    return q->text(0);
+                     "created_at_ms, expires_at_ms, metadata) VALUES (?1, ?2, ?3, ?4, ?5, 0, 'active', ?6, ?7, ?8)"),
+            seq, hold_id, h.account_id, h.request_id, h.amount, h.created_at_ms, h.expires_at_ms, h.metadata_json);
+    q.step();
+    return hold_id;
   }
 
   std::optional<Hold> end_active_hold(std::string_view hold_id, HoldStatus status, std::optional<std::int64_t> committed,
                                       std::int64_t now_ms) override {
     TG_ASSERT(status == HoldStatus::committed || status == HoldStatus::released);
-    static const std::string sql =
-        std::string("UPDATE holds SET status = ?3, committed_amount = coalesce(?4, amount), closed_at_ms = ?5 "
-                    "WHERE seq = ?1 AND hold_id = ?2 AND status = 'active' AND expires_at_ms > ?5 "
-                    "AND amount >= coalesce(?4, amount) RETURNING ") +
-        kHoldColumns;
     const auto seq = hold_seq(hold_id);
     if (!seq) return std::nullopt;
-    Query q(db_.stmt(sql.c_str()), *seq, hold_id, hold_status_name(status), committed, now_ms);
-    if (!q.step()) return std::nullopt;
-    Hold before = read_hold(q.row());
-    before.status = HoldStatus::active;  // RETURNING shows the row after the update
-    before.committed_amount = 0;
-    before.closed_at_ms.reset();
+    Query q(db_.stmt("UPDATE holds SET status = ?3, committed_amount = coalesce(?4, amount), closed_at_ms = ?5 "
+                     "WHERE seq = ?1 AND hold_id = ?2 AND status = 'active' AND expires_at_ms > ?5 "
+                     "AND amount >= coalesce(?4, amount)"),
+            *seq, hold_id, hold_status_name(status), committed, now_ms);
+    q.step();
+    if (db_.changes() == 0) return std::nullopt;
+    auto before = tollgate::hold_by_id(db_, hold_id);  // the row after the update, by primary key
+    TG_ASSERT(before.has_value() && before->status == status);
+    before->status = HoldStatus::active;
+    before->committed_amount = 0;
+    before->closed_at_ms.reset();
     return before;
   }
 
@@ -438,6 +452,7 @@ class SqliteTransaction final : public Transaction {
 
  private:
   Conn& db_;
+  std::optional<std::int64_t> next_seq_;  // the seq of the next hold this transaction inserts
 };
 
 Error unavailable_error(const SqlError& e) { return Error::make(Code::unavailable, std::string("database: ") + e.what()); }
