@@ -9,6 +9,7 @@
 //   C <hold_id>                 a commit was acknowledged
 //   L <hold_id>                 a release was acknowledged
 // The parent kill -9s it mid-load and checks that every acknowledged line is in the database.
+#include <atomic>
 #include <cstdio>
 #include <cstdlib>
 #include <mutex>
@@ -50,6 +51,12 @@ int main(int argc, char** argv) {
   };
   std::printf("READY\n");
   std::fflush(stdout);
+  // Answers other than the expected ones go to stderr (the first few), so that a worker that
+  // acknowledges nothing says why.
+  std::atomic<int> unexpected{0};
+  auto complain = [&](const char* op, const Error& e) {
+    if (unexpected.fetch_add(1) < 10) std::fprintf(stderr, "crash worker: %s: %s: %s\n", op, std::string(code_name(e.code)).c_str(), e.detail.c_str());
+  };
   std::vector<std::thread> pool;
   for (int t = 0; t < threads; ++t) {
     pool.emplace_back([&, t] {
@@ -57,12 +64,25 @@ int main(int argc, char** argv) {
       for (std::uint64_t i = 0;; ++i) {
         const std::string request_id = "crash-" + std::to_string(seed) + "-" + std::to_string(t) + "-" + std::to_string(i);
         auto hold = ledger.reserve({"crash", 1, request_id, std::nullopt, "", ""});
-        if (!hold) continue;  // insufficient credits: try again
+        if (!hold) {  // insufficient credits: try again
+          if (hold.code() != Code::insufficient_credits) complain("reserve", hold.error());
+          continue;
+        }
         report("R " + request_id + " " + hold->hold.hold_id);
         if (rng() % 3 == 0) {
-          if (ledger.release({hold->hold.hold_id})) report("L " + hold->hold.hold_id);
+          auto released = ledger.release({hold->hold.hold_id});
+          if (released) {
+            report("L " + hold->hold.hold_id);
+          } else {
+            complain("release", released.error());
+          }
         } else {
-          if (ledger.commit({hold->hold.hold_id, std::nullopt})) report("C " + hold->hold.hold_id);
+          auto committed = ledger.commit({hold->hold.hold_id, std::nullopt});
+          if (committed) {
+            report("C " + hold->hold.hold_id);
+          } else {
+            complain("commit", committed.error());
+          }
         }
       }
     });
