@@ -114,9 +114,25 @@ struct Session : std::enable_shared_from_this<Session> {
   void on_head(beast::error_code ec) {
     if (ec) return on_read_error(ec);
     busy = true;
+    // A body announced larger than the limit is refused before it is sent.
+    if (const auto length = parser->content_length(); length && *length > server.limits.body_bytes_max) {
+      return on_read_error(bhttp::error::body_limit);
+    }
     stream.expires_after(std::chrono::milliseconds(server.limits.request_timeout_ms));
+    if (beast::iequals(parser->get()[bhttp::field::expect], "100-continue")) {
+      static const std::string kContinue = "HTTP/1.1 100 Continue\r\n\r\n";
+      asio::async_write(stream, asio::buffer(kContinue), [self = shared_from_this()](beast::error_code ec2, std::size_t) {
+        if (ec2) return self->close();
+        self->read_body();
+      });
+      return;
+    }
+    read_body();
+  }
+
+  void read_body() {
     bhttp::async_read(stream, buffer, *parser,
-                      [self = shared_from_this()](beast::error_code ec2, std::size_t) { self->on_body(ec2); });
+                      [self = shared_from_this()](beast::error_code ec, std::size_t) { self->on_body(ec); });
   }
 
   void on_read_error(beast::error_code ec) {
