@@ -1,5 +1,6 @@
 #include "config/config.h"
 
+#include <arpa/inet.h>
 #include <toml++/toml.h>
 
 #include <cerrno>
@@ -89,6 +90,10 @@ class TableReader {
 
 constexpr std::int64_t kDayMs = 24LL * 3600 * 1000;
 
+bool database_kind_is_known(const std::string& database) {
+  return sqlite_path(database) || database.rfind("postgresql://", 0) == 0 || database.rfind("postgres://", 0) == 0;
+}
+
 }  // namespace
 
 std::optional<std::string> process_env(const char* name) {
@@ -122,6 +127,17 @@ Result<ServerConfig> parse_config(std::string_view text, std::string_view source
     c.late_commit = *policy;
   }
   TG_TRY(top.no_unknown_keys({"providers", "ratelimits"}));
+  // Values checked again by validate_config() (which also sees the environment and the flags),
+  // checked here too so that a bad one in the file is reported with its line.
+  if (root.get("listen")) {
+    if (auto listen = parse_listen(c.listen); !listen) return invalid(top.where("listen") + listen.error().detail);
+  }
+  if (root.get("database") && !database_kind_is_known(c.database)) {
+    return invalid(top.where("database") + "database must be sqlite:PATH or a postgresql:// URI, got " + c.database);
+  }
+  if (c.admin_key && c.admin_key->size() < 16) {
+    return invalid(top.where("admin_key") + "admin_key must be at least 16 characters");
+  }
 
   auto tables = [&](const char* name, auto&& each) -> Status {
     const toml::node* node = root.get(name);
@@ -194,7 +210,7 @@ Status validate_config(const ServerConfig& c) {
     return invalid("reaper_interval_ms must be from 10 to 3600000");
   }
   if (auto listen = parse_listen(c.listen); !listen) return listen.error();
-  if (!sqlite_path(c.database) && c.database.rfind("postgresql://", 0) != 0 && c.database.rfind("postgres://", 0) != 0) {
+  if (!database_kind_is_known(c.database)) {
     return invalid("database must be sqlite:PATH or a postgresql:// URI, got " + c.database);
   }
   if (c.admin_key && c.admin_key->size() < 16) return invalid("admin_key must be at least 16 characters");
@@ -262,6 +278,13 @@ Result<ListenAddress> parse_listen(const std::string& listen) {
   char* end = nullptr;
   const long n = std::strtol(port.c_str(), &end, 10);
   if (port.empty() || *end != '\0' || n < 0 || n > 65535) return invalid("listen port must be 0-65535, got " + port);
+  // The server binds an IP address (or localhost); a host name would only fail later, at bind time.
+  in_addr v4{};
+  in6_addr v6{};
+  if (out.host != "localhost" && inet_pton(AF_INET, out.host.c_str(), &v4) != 1 &&
+      inet_pton(AF_INET6, out.host.c_str(), &v6) != 1) {
+    return invalid("listen host must be an IP address or localhost, got " + out.host);
+  }
   out.port = static_cast<std::uint16_t>(n);
   return out;
 }

@@ -3,6 +3,7 @@
 
 #include <cstdio>
 
+#include "app/cli.h"
 #include "app/serve.h"
 #include "config/config.h"
 #include "core/version.h"
@@ -11,6 +12,7 @@ int main(int argc, char** argv) {
   CLI::App app{"tollgate — every credit spent once, never twice, never lost"};
   app.require_subcommand(1);
   app.set_version_flag("--version", tollgate::kVersion);
+  int exit_code = 0;
 
   auto* version = app.add_subcommand("version", "print the version");
   version->callback([] { std::printf("tollgate %s\n", tollgate::kVersion); });
@@ -20,7 +22,6 @@ int main(int argc, char** argv) {
   serve->add_option("--config", overrides.config_file, "TOML configuration file");
   serve->add_option("--listen", overrides.listen, "HOST:PORT to listen on (overrides the configuration)");
   serve->add_option("--database", overrides.database, "sqlite:PATH (overrides the configuration)");
-  int exit_code = 0;
   serve->callback([&] {
     auto config = tollgate::load_config(overrides);
     if (!config) {
@@ -31,6 +32,14 @@ int main(int argc, char** argv) {
     exit_code = tollgate::app::serve(*config);
   });
 
-  CLI11_PARSE(app, argc, argv);
+  // The client commands: account, key, hold, events, audit.
+  tollgate::app::add_cli_commands(app, exit_code);
+
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    // --help and --version exit 0; every usage error exits 2 (CLI11's own codes are 100+).
+    return app.exit(e) == 0 ? 0 : tollgate::app::kExitUsage;
+  }
   return exit_code;
 }

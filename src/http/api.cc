@@ -2,6 +2,7 @@
 
 #include <boost/url.hpp>
 
+#include <cctype>
 #include <chrono>
 #include <map>
 #include <vector>
@@ -136,6 +137,19 @@ void submit(Ledger& ledger, Metrics& metrics, Command command, Reply& reply, Dis
 }
 
 Result<json::object> body_object(const Call& call) { return parse_object(call.body); }
+
+// "application/json", in any case, with or without parameters ("; charset=utf-8").
+bool is_json_media_type(std::string_view content_type) {
+  std::string_view type = content_type.substr(0, content_type.find(';'));
+  while (!type.empty() && (type.back() == ' ' || type.back() == '\t')) type.remove_suffix(1);
+  while (!type.empty() && (type.front() == ' ' || type.front() == '\t')) type.remove_prefix(1);
+  constexpr std::string_view kJson = "application/json";
+  if (type.size() != kJson.size()) return false;
+  for (std::size_t i = 0; i < type.size(); ++i) {
+    if (std::tolower(static_cast<unsigned char>(type[i])) != kJson[i]) return false;
+  }
+  return true;
+}
 
 #define TG_REPLY_IF_ERROR(expr)              \
   do {                                       \
@@ -411,6 +425,7 @@ Response problem(unsigned status, std::string_view code, std::string detail) {
       {400, "Bad Request"}, {401, "Unauthorized"},         {403, "Forbidden"},
       {404, "Not Found"},   {405, "Method Not Allowed"},   {409, "Conflict"},
       {413, "Content Too Large"}, {415, "Unsupported Media Type"}, {422, "Unprocessable Content"},
+      {431, "Request Header Fields Too Large"},
       {500, "Internal Server Error"}, {503, "Service Unavailable"}};
   json::object body;
   body["type"] = "https://tollgate.dev/errors/" + std::string(code);
@@ -524,7 +539,7 @@ void Api::handle(Request request, Reply reply, Dispatch dispatch) {
   auto principal = auth_.authenticate(request.authorization);
   if (!principal) return stamped(problem(principal.error()));
   if (request.method != "GET" && request.method != "DELETE" && !request.body.empty() &&
-      request.content_type.rfind("application/json", 0) != 0) {
+      !is_json_media_type(request.content_type)) {
     return stamped(problem(415, "unsupported_media_type", "the body must be application/json"));
   }
   call.principal = std::move(principal).value();

@@ -200,6 +200,7 @@ struct Session : std::enable_shared_from_this<Session> {
     res->set("X-Request-Id", request_id);
     if (r.retry_after_s) res->set(bhttp::field::retry_after, std::to_string(*r.retry_after_s));
     if (!r.allow.empty()) res->set(bhttp::field::allow, r.allow);
+    if (r.status == 401) res->set(bhttp::field::www_authenticate, "Bearer");  // RFC 9110 §11.6.1
     const bool keep = keep_alive && !server.stopping.load();
     res->keep_alive(keep);
     res->body() = std::move(r.body);

@@ -683,6 +683,9 @@ Result<std::vector<Hold>> SqliteStore::list_holds(const HoldFilter& filter) {
     static const std::string by_account = std::string("SELECT ") + kHoldColumns +
                                           " FROM holds WHERE account_id = ?1 ORDER BY seq DESC";
     static const std::string all = std::string("SELECT ") + kHoldColumns + " FROM holds ORDER BY seq DESC";
+    if (filter.account_id && !account_row(db, *filter.account_id)) {
+      return Error::make(Code::not_found, "account " + *filter.account_id + " does not exist");
+    }
     std::vector<Hold> out;
     Query q(db.stmt(filter.account_id ? by_account.c_str() : all.c_str()));
     if (filter.account_id) q->bind(1, std::string_view(*filter.account_id));

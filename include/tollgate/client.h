@@ -1,0 +1,239 @@
+// tollgate client: a thin, typed C++ wrapper around tollgate's HTTP API (docs: shared/spec/api.md).
+//
+// What it is. One `Client` talks to one tollgate server over plain HTTP/1.1 (`http://host:port`;
+// there is no TLS — reach a remote server through a TLS-terminating proxy or tunnel on the local
+// host). Each method is one call of the API: it sends the request, waits for the answer and hands
+// back a `Response` that holds exactly one of
+//   - the parsed JSON body (boost::json::value) and the HTTP status of a 2xx answer;
+//   - a `Problem`: the server's RFC 9457 refusal or failure (status, code, detail, and
+//     available/requested when the server sent them);
+//   - a `TransportError`: no HTTP answer at all (invalid base URL, connect failure, time-out, lost
+//     connection, an answer that is not HTTP or not JSON).
+// Nothing throws for an expected failure; the JSON shapes are the server's, unchanged.
+//
+// Connection. One keep-alive connection, opened on first use and reused by every later call. A
+// connection that fails is closed, and the next attempt opens a new one. A connection that the
+// server had closed while it sat idle (its idle time-out, or its graceful shutdown) is noticed when
+// a request on it fails before any byte of an answer arrived; the request is then sent once more at
+// once on a new connection, without counting as an attempt (the server never reads a request from a
+// connection it is closing while idle).
+//
+// Time-outs (per attempt). `connect_timeout` bounds opening a TCP connection; `request_timeout`
+// bounds sending the request and reading the whole answer. Resolving a host name is not bounded
+// by them (it is the system resolver's); an IP address is never resolved.
+//
+// Retry policy — what to do next depends on why a call failed:
+//   - Time-out, failed connect, lost connection, or 503 (`unavailable`, `overloaded`): the request
+//     is sent again with exactly the same method, path and body — hence the same request_id,
+//     reference or hold id, which the server deduplicates: safe by design (api.md: "it has either
+//     fully happened or not at all, and retrying the same request with the same id is always
+//     safe"). At most `attempts_max` attempts in all; before attempt n+1 the client waits
+//     backoff_initial × 2^(n−1), capped at backoff_max; a 503's Retry-After raises that wait, still
+//     capped at backoff_max. Worst case for one call: attempts_max × (connect_timeout +
+//     request_timeout) + the waits (defaults: 4 × 12 s + 0.7 s; 0.7 s when nothing listens).
+//     Exception: create_key is not idempotent (each call makes a new key), so it is sent again only
+//     when it certainly never reached the server (connect failed); otherwise its failure is
+//     reported at once (the worst outcome of a lost answer is an unused key, which revoke removes).
+//   - 409 `insufficient_credits` on reserve: asked once more at once (same request_id), then
+//     reported. No back-off: an empty balance does not refill by waiting; the caller decides.
+//   - Every other 4xx (and 500): reported at once — the request must change, not be repeated.
+//   - reserve without a request_id: the client makes one ONCE per logical call
+//     (`<request_id_prefix><16 random hex digits>`), so all its attempts reuse it. A caller that
+//     wants to repeat a failed reserve later (e.g. after exit) should pass its own request_id
+//     (new_request_id() makes one).
+//
+// Thread safety: a Client is not thread-safe (it owns one connection and one I/O context); use one
+// Client per thread, or guard it. Distinct Clients share nothing and may be used concurrently.
+// Response, Problem and TransportError are plain values.
+#pragma once
+
+#include <boost/json/object.hpp>
+#include <boost/json/value.hpp>
+
+#include <chrono>
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <variant>
+
+namespace tollgate::client {
+
+struct RetryPolicy {
+  // Attempts of one call in all, the first included, for failures that are safe to repeat
+  // (time-out, connect failure, lost connection, 503). At least 1; 1 means "never repeat".
+  int attempts_max = 4;
+  // The wait before the second attempt; doubled before each further one, never above backoff_max.
+  std::chrono::milliseconds backoff_initial{100};
+  std::chrono::milliseconds backoff_max{1000};
+  // reserve answered 409 insufficient_credits: ask once more, at once, before reporting it.
+  bool retry_insufficient_credits_once = true;
+};
+
+struct Options {
+  // "http://host:port" (port defaults to 80; a trailing "/" is allowed; no path, query, user
+  // info or https).
+  std::string base_url = "http://127.0.0.1:8080";
+  // Sent as "Authorization: Bearer <key>"; empty sends no Authorization header (401 for every
+  // call but healthz).
+  std::string key;
+  std::chrono::milliseconds connect_timeout{2000};
+  std::chrono::milliseconds request_timeout{10000};
+  RetryPolicy retry;
+  // Prefix of the request_ids the client makes for reserve (1–128 of [A-Za-z0-9._:@-] in all).
+  std::string request_id_prefix = "client-";
+};
+
+// The server refused or failed a call: its problem document, decoded.
+struct Problem {
+  unsigned status = 0;
+  std::string code;    // the stable, machine-readable part ("insufficient_credits"); "http_<status>"
+                       // when the answer was not a problem document (e.g. from a proxy)
+  std::string title;
+  std::string detail;  // human-readable; for insufficient_credits, showable to a kiosk user as is
+  std::optional<std::int64_t> available;       // insufficient_credits
+  std::optional<std::int64_t> requested;       // insufficient_credits
+  std::optional<std::int64_t> retry_after_ms;  // from a Retry-After header
+  boost::json::value body;                     // the whole document as sent (null if not JSON)
+};
+
+enum class TransportFailure {
+  invalid_url,      // Options::base_url is not http://host:port — nothing was sent
+  resolve,          // the host name did not resolve
+  connect,          // no TCP connection (refused, unreachable, or connect_timeout passed)
+  timeout,          // connected, but no complete answer within request_timeout
+  connection_lost,  // the connection broke while the request was sent or its answer read
+  bad_response,     // the answer was not HTTP, too large, or a 2xx JSON answer that did not parse
+};
+
+struct TransportError {
+  TransportFailure failure = TransportFailure::connect;
+  std::string message;  // e.g. "connect to 127.0.0.1:8080: Connection refused"
+};
+
+std::string_view failure_name(TransportFailure failure);
+
+// The outcome of one logical call (after its retries): exactly one of a 2xx answer, a problem or a
+// transport error.
+class Response {
+ public:
+  static Response success(unsigned status, boost::json::value body);
+  static Response refused(Problem problem);
+  static Response failed(TransportError error);
+
+  bool ok() const noexcept { return std::holds_alternative<Success>(value_); }
+  bool is_problem() const noexcept { return std::holds_alternative<Problem>(value_); }
+  bool is_transport_error() const noexcept { return std::holds_alternative<TransportError>(value_); }
+
+  // The HTTP status of the final answer; 0 for a transport error.
+  unsigned status() const noexcept;
+  // The parsed body of a 2xx answer (a JSON string holding the raw text when the answer was not
+  // JSON, e.g. /metrics). Requires ok().
+  const boost::json::value& json() const;
+  // Requires is_problem().
+  const Problem& problem() const;
+  // Requires is_transport_error().
+  const TransportError& transport_error() const;
+  // The problem's code, or the transport failure's name; "" when ok().
+  std::string code() const;
+  // One line for a person: "code: detail (available A, requested R)" or the transport message;
+  // "" when ok().
+  std::string describe() const;
+
+  // How many attempts the call took (1 when it succeeded or failed at once).
+  int attempts() const noexcept { return attempts_; }
+  void set_attempts(int attempts) noexcept { attempts_ = attempts; }
+
+ private:
+  struct Success {
+    unsigned status;
+    boost::json::value body;
+  };
+  explicit Response(std::variant<Success, Problem, TransportError> value) : value_(std::move(value)) {}
+  std::variant<Success, Problem, TransportError> value_;
+  int attempts_ = 1;
+};
+
+struct CreateAccountRequest {
+  std::string account_id;
+  std::optional<std::int64_t> overdraft_limit;   // server default 0
+  std::optional<std::int64_t> max_active_holds;  // server default: no limit
+};
+
+struct ReserveRequest {
+  std::string account_id;
+  std::int64_t amount = 0;
+  std::string request_id;               // empty: the client makes one (see the retry policy)
+  std::optional<std::int64_t> ttl_ms;   // server default hold_ttl_ms
+  std::optional<boost::json::object> metadata;
+};
+
+struct ListHoldsRequest {
+  std::optional<std::string> account_id;
+  std::optional<std::string> status;  // active | committed | released | expired
+  std::optional<std::int64_t> limit;  // server default 100, at most 1000
+};
+
+// Whether a call may be sent again after it may already have reached the server.
+enum class Resend {
+  safe,            // idempotent by its path and body: repeat on time-out, lost connection, 503
+  only_if_unsent,  // repeat only when it certainly never reached the server (connect failed)
+};
+
+class Client {
+ public:
+  explicit Client(Options options);
+  ~Client();
+  Client(Client&&) noexcept;
+  Client& operator=(Client&&) noexcept;
+  Client(const Client&) = delete;
+  Client& operator=(const Client&) = delete;
+
+  // Why Options cannot work (e.g. "https is not supported"), or nullptr. Every call of a client
+  // with a configuration error answers a TransportError (invalid_url) and sends nothing.
+  const std::string* configuration_error() const noexcept;
+  const Options& options() const noexcept;
+
+  // --- accounts and credits (admin key, but get_account and events also with the account's key)
+  Response create_account(const CreateAccountRequest& request);
+  Response get_account(std::string_view account_id);
+  Response credit(std::string_view account_id, std::int64_t amount, std::string_view reference);
+  Response debit(std::string_view account_id, std::int64_t amount, std::string_view reference,
+                 std::string_view reason);
+  // GET /v1/accounts/{id}/events?after=&limit= — oldest first; continue with `next_after`.
+  Response events(std::string_view account_id, std::int64_t after = 0, std::optional<std::int64_t> limit = {});
+
+  // --- keys (admin key)
+  Response create_key(std::string_view account_id);  // 201 {key_id, account_id, secret, created_at}
+  Response revoke_key(std::string_view key_id);
+
+  // --- holds
+  Response reserve(const ReserveRequest& request);
+  Response commit(std::string_view hold_id, std::optional<std::int64_t> amount = {});
+  Response release(std::string_view hold_id, std::optional<std::string> reason = {});
+  Response extend(std::string_view hold_id, std::int64_t ttl_ms);
+  Response get_hold(std::string_view hold_id);
+  Response list_holds(const ListHoldsRequest& request = {});
+
+  // --- operations
+  Response audit(std::optional<std::string> account_id = {});  // admin key
+  Response healthz();
+
+  // Any other call of the API (jobs, locks, idempotency keys, rate limits…), with the same
+  // connection, time-outs and retry policy. `target` is the path and query, already encoded;
+  // `body` (may be null) is sent as application/json.
+  Response call(std::string_view method, std::string_view target, const boost::json::value* body,
+                Resend resend = Resend::safe);
+
+  // A fresh random id: `prefix` followed by 16 hex digits (64 bits from the OS's random source).
+  static std::string new_request_id(std::string_view prefix);
+  // Percent-encodes one path segment or query value (unreserved characters, ':' and '@' stay).
+  static std::string encode_component(std::string_view text);
+
+ private:
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace tollgate::client

@@ -1,0 +1,664 @@
+#include "app/cli.h"
+
+#include <boost/json.hpp>
+
+#include <algorithm>
+#include <charconv>
+#include <chrono>
+#include <csignal>
+#include <cstdint>
+#include <cstdio>
+#include <limits>
+#include <memory>
+#include <optional>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "core/limits.h"
+#include "tollgate/client.h"
+
+namespace tollgate::app {
+namespace {
+
+namespace json = boost::json;
+using client::Client;
+using client::Response;
+
+constexpr const char* kDefaultUrl = "http://127.0.0.1:8080";
+constexpr auto kFollowInterval = std::chrono::milliseconds(500);
+constexpr std::int64_t kPageDefault = 100;  // the server's default page size (events, holds)
+
+// --- arguments --------------------------------------------------------------------------------------
+// The options every client command takes.
+struct Connection {
+  std::string url = kDefaultUrl;
+  std::string key;
+  bool json = false;
+};
+
+// What one client command parses into. Each command has its own: CLI11 applies the environment
+// (TOLLGATE_URL, TOLLGATE_KEY) to the options of every subcommand, parsed or not, so a variable
+// shared between commands would be overwritten by the environment even when --key was given.
+struct Args {
+  Connection connection;
+  std::string account_id;
+  std::string hold_id;
+  std::string key_id;
+  std::string reference;
+  std::string reason;
+  std::string request_id;
+  std::string status;
+  std::int64_t amount = 0;
+  std::int64_t overdraft_limit = 0;
+  std::int64_t max_active_holds = 0;
+  std::int64_t ttl_ms = 0;
+  std::int64_t limit = 0;
+  std::int64_t after = 0;
+  bool follow = false;
+};
+
+bool is_id(std::string_view s) {
+  if (s.empty() || s.size() > limits::kIdLengthMax) return false;
+  return std::all_of(s.begin(), s.end(), [](char c) {
+    return (c >= 'A' && c <= 'Z') || (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '.' || c == '_' ||
+           c == ':' || c == '@' || c == '-';
+  });
+}
+
+// Cheap local checks; the server stays the authority.
+const CLI::Validator kId(
+    [](std::string& s) -> std::string {
+      return is_id(s) ? std::string() : "must be 1-128 characters of [A-Za-z0-9._:@-], got \"" + s + "\"";
+    },
+    "ID", "id");
+
+const CLI::Validator kAmount(
+    [](std::string& s) -> std::string {
+      std::int64_t n = 0;
+      const auto [end, ec] = std::from_chars(s.data(), s.data() + s.size(), n);
+      const bool digits_only = !s.empty() && std::all_of(s.begin(), s.end(), [](char c) { return c >= '0' && c <= '9'; });
+      if (!digits_only || ec != std::errc() || end != s.data() + s.size() || n < limits::kAmountMin ||
+          n > limits::kAmountMax) {
+        return "must be an integer from 1 to " + std::to_string(limits::kAmountMax) + ", got \"" + s + "\"";
+      }
+      return {};
+    },
+    "AMOUNT", "amount");
+
+CLI::Validator integer_range(std::int64_t min, std::int64_t max) {
+  return CLI::Validator(
+      [min, max](std::string& s) -> std::string {
+        std::int64_t n = 0;
+        const auto [end, ec] = std::from_chars(s.data(), s.data() + s.size(), n);
+        if (s.empty() || ec != std::errc() || end != s.data() + s.size() || n < min || n > max) {
+          return "must be an integer from " + std::to_string(min) + " to " + std::to_string(max) + ", got \"" + s + "\"";
+        }
+        return {};
+      },
+      "INT in [" + std::to_string(min) + " - " + std::to_string(max) + "]", "range");
+}
+
+void add_connection_options(CLI::App* command, Connection& c) {
+  command->add_option("--url", c.url, "the server, http://host:port (plain HTTP; no TLS)")
+      ->envname("TOLLGATE_URL")
+      ->default_str(kDefaultUrl)
+      ->group("Connection");
+  command->add_option("--key", c.key, "API key, admin or account (prefer $TOLLGATE_KEY: ps shows arguments)")
+      ->envname("TOLLGATE_KEY")
+      ->group("Connection");
+  command->add_flag("--json", c.json, "print the server's JSON, one document per line")->group("Connection");
+}
+
+Client make_client(const Connection& c) {
+  client::Options options;
+  options.base_url = c.url;
+  options.key = c.key;
+  options.request_id_prefix = "cli-";
+  Client client(std::move(options));
+  if (const std::string* error = client.configuration_error()) throw CLI::ValidationError("--url", *error);
+  return client;
+}
+
+// --- output -----------------------------------------------------------------------------------------
+std::string text(const json::value& v) {
+  switch (v.kind()) {
+    case json::kind::null: return "-";
+    case json::kind::string: return std::string(v.get_string());
+    case json::kind::int64: return std::to_string(v.get_int64());
+    case json::kind::uint64: return std::to_string(v.get_uint64());
+    case json::kind::bool_: return v.get_bool() ? "true" : "false";
+    default: return json::serialize(v);
+  }
+}
+
+std::string field(const json::value& object, std::string_view key) {
+  if (!object.is_object()) return "-";
+  const json::value* v = object.get_object().if_contains(key);
+  return v ? text(*v) : "-";
+}
+
+std::int64_t number(const json::value& object, std::string_view key) {
+  if (!object.is_object()) return 0;
+  const json::value* v = object.get_object().if_contains(key);
+  return v && v->is_int64() ? v->get_int64() : 0;
+}
+
+const json::value& member(const json::value& object, std::string_view key) {
+  static const json::value kNull;
+  if (!object.is_object()) return kNull;
+  const json::value* v = object.get_object().if_contains(key);
+  return v ? *v : kNull;
+}
+
+const json::array& array_field(const json::value& object, std::string_view key) {
+  static const json::array kEmpty;
+  if (!object.is_object()) return kEmpty;
+  const json::value* v = object.get_object().if_contains(key);
+  return v && v->is_array() ? v->get_array() : kEmpty;
+}
+
+void print_json_line(const json::value& v) {
+  std::printf("%s\n", json::serialize(v).c_str());
+  std::fflush(stdout);
+}
+
+// "key:  value" lines, values aligned, in the server's field order.
+void print_fields(const json::value& v) {
+  if (!v.is_object()) return print_json_line(v);
+  std::size_t width = 0;
+  for (const auto& [k, value] : v.get_object()) width = std::max(width, k.size() + 1);
+  for (const auto& [k, value] : v.get_object()) {
+    const std::string key = std::string(k) + ":";
+    std::printf("%-*s  %s\n", static_cast<int>(width), key.c_str(), text(value).c_str());
+  }
+}
+
+struct Column {
+  const char* header;
+  bool right_aligned;
+  std::size_t width_min = 0;
+};
+
+// An aligned table. With `fit` the columns grow to their widest cell; without, they keep width_min
+// (so that pages printed one after another line up, as in `events --follow`).
+void print_table(const std::vector<Column>& columns, const std::vector<std::vector<std::string>>& rows,
+                 bool with_header, bool fit) {
+  std::vector<std::size_t> widths;
+  for (const Column& c : columns) widths.push_back(std::max(c.width_min, std::string_view(c.header).size()));
+  if (fit) {
+    for (const auto& row : rows) {
+      for (std::size_t i = 0; i < row.size() && i < widths.size(); ++i) widths[i] = std::max(widths[i], row[i].size());
+    }
+  }
+  auto line = [&](const std::vector<std::string>& cells) {
+    std::string out;
+    for (std::size_t i = 0; i < columns.size(); ++i) {
+      const std::string& cell = i < cells.size() ? cells[i] : std::string();
+      const std::size_t pad = widths[i] > cell.size() ? widths[i] - cell.size() : 0;
+      const bool last = i + 1 == columns.size();
+      if (columns[i].right_aligned) out.append(pad, ' ');
+      out += cell;
+      if (!columns[i].right_aligned && !last) out.append(pad, ' ');
+      if (!last) out += "  ";
+    }
+    std::printf("%s\n", out.c_str());
+  };
+  if (with_header) {
+    std::vector<std::string> headers;
+    for (const Column& c : columns) headers.emplace_back(c.header);
+    line(headers);
+  }
+  for (const auto& row : rows) line(row);
+  std::fflush(stdout);
+}
+
+// --- failures ---------------------------------------------------------------------------------------
+// Reports a failed call on stderr; returns the exit code.
+int report_failure(const std::string& command, const Connection& connection, const Response& r) {
+  if (r.is_problem()) {
+    const auto& p = r.problem();
+    std::string line = "tollgate: " + command + ": " + r.describe();
+    if (p.code == "unauthorized" && connection.key.empty()) line += " (no key given: pass --key or set TOLLGATE_KEY)";
+    if (p.status >= 500 && r.attempts() > 1) line += " (after " + std::to_string(r.attempts()) + " attempts)";
+    std::fprintf(stderr, "%s\n", line.c_str());
+    return p.status >= 500 ? kExitUnavailable : kExitRefused;
+  }
+  const auto& t = r.transport_error();
+  std::string line = "tollgate: " + command + ": ";
+  if (t.failure == client::TransportFailure::invalid_url) {
+    std::fprintf(stderr, "%s%s\n", line.c_str(), t.message.c_str());
+    return kExitUsage;
+  }
+  line += "cannot get an answer from " + connection.url + ": " + t.message;
+  if (r.attempts() > 1) line += " (gave up after " + std::to_string(r.attempts()) + " attempts)";
+  std::fprintf(stderr, "%s\n", line.c_str());
+  return kExitUnavailable;
+}
+
+// Runs one call: prints its answer (as JSON, or through `print`) or reports its failure.
+template <typename Call, typename Print>
+int run(const std::string& command, const Connection& connection, Call call, Print print) {
+  Client client = make_client(connection);
+  const Response r = call(client);
+  if (!r.ok()) return report_failure(command, connection, r);
+  if (connection.json) {
+    print_json_line(r.json());
+  } else {
+    print(r);
+  }
+  return kExitOk;
+}
+
+void note(const std::string& command, const std::string& message) {
+  std::fprintf(stderr, "tollgate: %s: %s\n", command.c_str(), message.c_str());
+}
+
+// --- commands ---------------------------------------------------------------------------------------
+void add_account_commands(CLI::App& app, int& exit_code) {
+  std::shared_ptr<Args> a;
+  auto* account = app.add_subcommand("account", "create, show, credit and debit accounts");
+  account->require_subcommand(1);
+
+  a = std::make_shared<Args>();
+  auto* create = account->add_subcommand("create", "create an account (admin key); the same settings again change nothing");
+  create->add_option("ID", a->account_id, "account id")->required()->check(kId);
+  auto* overdraft = create->add_option("--overdraft-limit", a->overdraft_limit,
+                                       "credits that `available` may go below zero (default 0)")
+                        ->check(integer_range(0, limits::kOverdraftLimitMax));
+  auto* max_holds = create->add_option("--max-active-holds", a->max_active_holds, "at most this many active holds")
+                        ->check(integer_range(1, limits::kMaxActiveHoldsMax));
+  add_connection_options(create, a->connection);
+  create->callback([a, &exit_code, overdraft, max_holds] {
+    client::CreateAccountRequest request{a->account_id, std::nullopt, std::nullopt};
+    if (overdraft->count() > 0) request.overdraft_limit = a->overdraft_limit;
+    if (max_holds->count() > 0) request.max_active_holds = a->max_active_holds;
+    exit_code = run(
+        "account create", a->connection, [&](Client& c) { return c.create_account(request); },
+        [&](const Response& r) {
+          if (r.status() == 201) {
+            std::printf("account %s created\n", a->account_id.c_str());
+          } else {
+            std::printf("account %s already exists with these settings; nothing changed\n", a->account_id.c_str());
+          }
+          print_fields(r.json());
+        });
+  });
+
+  a = std::make_shared<Args>();
+  auto* show = account->add_subcommand("show", "show an account's balances");
+  show->add_option("ID", a->account_id, "account id")->required()->check(kId);
+  add_connection_options(show, a->connection);
+  show->callback([a, &exit_code] {
+    exit_code = run(
+        "account show", a->connection, [&](Client& c) { return c.get_account(a->account_id); },
+        [](const Response& r) { print_fields(r.json()); });
+  });
+
+  a = std::make_shared<Args>();
+  auto* credit = account->add_subcommand("credit", "add purchased credits (admin key); a reference counts once");
+  credit->add_option("ID", a->account_id, "account id")->required()->check(kId);
+  credit->add_option("AMOUNT", a->amount, "credits, 1 to 2^53-1")->required()->check(kAmount);
+  credit->add_option("--reference", a->reference, "your unique id of this purchase (repeating it adds nothing)")
+      ->required()
+      ->check(kId);
+  add_connection_options(credit, a->connection);
+  credit->callback([a, &exit_code] {
+    exit_code = run(
+        "account credit", a->connection, [&](Client& c) { return c.credit(a->account_id, a->amount, a->reference); },
+        [&](const Response& r) {
+          const json::value& event = member(r.json(), "event");
+          if (r.status() == 201) {
+            std::printf("credited %s to %s (event %s, reference %s)\n", field(event, "amount").c_str(),
+                        a->account_id.c_str(), field(event, "event_id").c_str(), a->reference.c_str());
+          } else {
+            std::printf("reference %s was already credited to %s (event %s); nothing added\n", a->reference.c_str(),
+                        a->account_id.c_str(), field(event, "event_id").c_str());
+          }
+          print_fields(member(r.json(), "account"));
+        });
+  });
+
+  a = std::make_shared<Args>();
+  auto* debit = account->add_subcommand("debit", "remove available credits: refund, correction (admin key)");
+  debit->add_option("ID", a->account_id, "account id")->required()->check(kId);
+  debit->add_option("AMOUNT", a->amount, "credits, 1 to 2^53-1")->required()->check(kAmount);
+  debit->add_option("--reference", a->reference, "your unique id of this debit (repeating it removes nothing)")
+      ->required()
+      ->check(kId);
+  debit->add_option("--reason", a->reason, "why, for the audit trail")->required();
+  add_connection_options(debit, a->connection);
+  debit->callback([a, &exit_code] {
+    exit_code = run(
+        "account debit", a->connection,
+        [&](Client& c) { return c.debit(a->account_id, a->amount, a->reference, a->reason); },
+        [&](const Response& r) {
+          const json::value& event = member(r.json(), "event");
+          if (r.status() == 201) {
+            std::printf("debited %s from %s (event %s, reference %s)\n", field(event, "amount").c_str(),
+                        a->account_id.c_str(), field(event, "event_id").c_str(), a->reference.c_str());
+          } else {
+            std::printf("reference %s was already debited from %s (event %s); nothing removed\n", a->reference.c_str(),
+                        a->account_id.c_str(), field(event, "event_id").c_str());
+          }
+          print_fields(member(r.json(), "account"));
+        });
+  });
+}
+
+void add_key_commands(CLI::App& app, int& exit_code) {
+  std::shared_ptr<Args> a;
+  auto* key = app.add_subcommand("key", "create and revoke account keys (admin key)");
+  key->require_subcommand(1);
+
+  a = std::make_shared<Args>();
+  auto* create = key->add_subcommand("create", "create a key for one account; its secret is shown only once");
+  create->add_option("ACCOUNT", a->account_id, "account id")->required()->check(kId);
+  add_connection_options(create, a->connection);
+  create->callback([a, &exit_code] {
+    exit_code = run(
+        "key create", a->connection, [&](Client& c) { return c.create_key(a->account_id); },
+        [](const Response& r) {
+          print_fields(r.json());
+          note("key create", "the secret is shown only this once: store it now");
+        });
+  });
+
+  a = std::make_shared<Args>();
+  auto* revoke = key->add_subcommand("revoke", "revoke a key: it stops working at once");
+  revoke->add_option("KEY_ID", a->key_id, "the key's id (key_…), not its secret")->required();
+  add_connection_options(revoke, a->connection);
+  revoke->callback([a, &exit_code] {
+    exit_code = run(
+        "key revoke", a->connection, [&](Client& c) { return c.revoke_key(a->key_id); },
+        [&](const Response& r) {
+          std::printf("key %s revoked\n", a->key_id.c_str());
+          print_fields(r.json());
+        });
+  });
+}
+
+void print_holds(const json::value& page) {
+  const json::array& holds = array_field(page, "holds");
+  if (holds.empty()) {
+    std::printf("no holds\n");
+    return;
+  }
+  std::vector<std::vector<std::string>> rows;
+  for (const json::value& h : holds) {
+    rows.push_back({field(h, "hold_id"), field(h, "account_id"), field(h, "amount"), field(h, "committed_amount"),
+                    field(h, "status"), field(h, "expires_at"), field(h, "request_id")});
+  }
+  print_table({{"HOLD_ID", false}, {"ACCOUNT", false}, {"AMOUNT", true}, {"COMMITTED", true}, {"STATUS", false},
+               {"EXPIRES_AT", false}, {"REQUEST_ID", false}},
+              rows, true, true);
+}
+
+void add_hold_commands(CLI::App& app, int& exit_code) {
+  std::shared_ptr<Args> a;
+  auto* hold = app.add_subcommand("hold", "reserve credits, then commit or release them");
+  hold->require_subcommand(1);
+
+  a = std::make_shared<Args>();
+  auto* reserve = hold->add_subcommand("reserve", "move AMOUNT from available to reserved, as a hold");
+  reserve->add_option("ACCOUNT", a->account_id, "account id")->required()->check(kId);
+  reserve->add_option("AMOUNT", a->amount, "credits, 1 to 2^53-1")->required()->check(kAmount);
+  reserve->add_option("--request-id", a->request_id,
+                      "your id of this reservation: the same id again answers the same hold (default: a new random id)")
+      ->check(kId);
+  auto* ttl = reserve->add_option("--ttl-ms", a->ttl_ms, "the hold expires after this many ms (default: the server's)")
+                  ->check(integer_range(limits::kHoldTtlMsMin, limits::kHoldTtlMsMax));
+  add_connection_options(reserve, a->connection);
+  reserve->callback([a, &exit_code, ttl] {
+    client::ReserveRequest request;
+    request.account_id = a->account_id;
+    request.amount = a->amount;
+    // Made here, not in the client, so that a failure can name it for a safe retry.
+    request.request_id = a->request_id.empty() ? Client::new_request_id("cli-") : a->request_id;
+    if (ttl->count() > 0) request.ttl_ms = a->ttl_ms;
+    Response last = Response::success(0, nullptr);
+    exit_code = run(
+        "hold reserve", a->connection,
+        [&](Client& c) {
+          last = c.reserve(request);
+          return last;
+        },
+        [&](const Response& r) {
+          if (r.status() == 201) {
+            std::printf("reserved %s on %s: hold %s, expires %s\n", field(r.json(), "amount").c_str(),
+                        a->account_id.c_str(), field(r.json(), "hold_id").c_str(), field(r.json(), "expires_at").c_str());
+          } else {
+            std::printf("request_id %s already made hold %s; shown as it is now\n", request.request_id.c_str(),
+                        field(r.json(), "hold_id").c_str());
+          }
+          print_fields(r.json());
+        });
+    if (last.is_transport_error() || (last.is_problem() && last.status() >= 500)) {
+      note("hold reserve", "to try again without ever reserving twice, run it again with --request-id " +
+                               request.request_id);
+    }
+  });
+
+  a = std::make_shared<Args>();
+  auto* commit = hold->add_subcommand("commit", "move the hold (or --amount of it) to used; the rest returns to available");
+  commit->add_option("HOLD", a->hold_id, "hold id")->required();
+  auto* amount = commit->add_option("--amount", a->amount, "commit only this much (default: all of it)")->check(kAmount);
+  add_connection_options(commit, a->connection);
+  commit->callback([a, &exit_code, amount] {
+    std::optional<std::int64_t> part;
+    if (amount->count() > 0) part = a->amount;
+    exit_code = run(
+        "hold commit", a->connection, [&](Client& c) { return c.commit(a->hold_id, part); },
+        [&](const Response& r) {
+          const json::value& h = r.json();
+          const std::int64_t used = number(h, "committed_amount");
+          std::string line = "hold " + a->hold_id + " " + field(h, "status") + ": " + std::to_string(used) + " used, " +
+                             std::to_string(number(h, "amount") - used) + " returned to available";
+          if (!member(h, "late_outcome").is_null()) line += " (late commit: " + field(h, "late_outcome") + ")";
+          std::printf("%s\n", line.c_str());
+          print_fields(h);
+        });
+  });
+
+  a = std::make_shared<Args>();
+  auto* release = hold->add_subcommand("release", "return the whole hold to available");
+  release->add_option("HOLD", a->hold_id, "hold id")->required();
+  auto* reason = release->add_option("--reason", a->reason, "why (optional)");
+  add_connection_options(release, a->connection);
+  release->callback([a, &exit_code, reason] {
+    std::optional<std::string> why;
+    if (reason->count() > 0) why = a->reason;
+    exit_code = run(
+        "hold release", a->connection, [&](Client& c) { return c.release(a->hold_id, why); },
+        [&](const Response& r) {
+          const json::value& h = r.json();
+          std::printf("hold %s %s: %s returned to available\n", a->hold_id.c_str(), field(h, "status").c_str(),
+                      field(h, "amount").c_str());
+          print_fields(h);
+        });
+  });
+
+  a = std::make_shared<Args>();
+  auto* extend = hold->add_subcommand("extend", "push an active hold's expiry to now + --ttl-ms");
+  extend->add_option("HOLD", a->hold_id, "hold id")->required();
+  extend->add_option("--ttl-ms", a->ttl_ms, "new time to live, from now")
+      ->required()
+      ->check(integer_range(limits::kHoldTtlMsMin, limits::kHoldTtlMsMax));
+  add_connection_options(extend, a->connection);
+  extend->callback([a, &exit_code] {
+    exit_code = run(
+        "hold extend", a->connection, [&](Client& c) { return c.extend(a->hold_id, a->ttl_ms); },
+        [&](const Response& r) {
+          std::printf("hold %s now expires at %s\n", a->hold_id.c_str(), field(r.json(), "expires_at").c_str());
+          print_fields(r.json());
+        });
+  });
+
+  a = std::make_shared<Args>();
+  auto* show = hold->add_subcommand("show", "show a hold");
+  show->add_option("HOLD", a->hold_id, "hold id")->required();
+  add_connection_options(show, a->connection);
+  show->callback([a, &exit_code] {
+    exit_code = run(
+        "hold show", a->connection, [&](Client& c) { return c.get_hold(a->hold_id); },
+        [](const Response& r) { print_fields(r.json()); });
+  });
+
+  a = std::make_shared<Args>();
+  auto* list = hold->add_subcommand("list", "list holds, newest first");
+  auto* account = list->add_option("--account", a->account_id, "only this account's holds")->check(kId);
+  auto* status = list->add_option("--status", a->status, "only holds in this status")
+                     ->check(CLI::IsMember({"active", "committed", "released", "expired"}));
+  auto* limit = list->add_option("--limit", a->limit, "at most this many (server default 100)")
+                    ->check(integer_range(1, limits::kHoldsPageMax));
+  add_connection_options(list, a->connection);
+  list->callback([a, &exit_code, account, status, limit] {
+    client::ListHoldsRequest request;
+    if (account->count() > 0) request.account_id = a->account_id;
+    if (status->count() > 0) request.status = a->status;
+    if (limit->count() > 0) request.limit = a->limit;
+    exit_code = run(
+        "hold list", a->connection, [&](Client& c) { return c.list_holds(request); },
+        [](const Response& r) { print_holds(r.json()); });
+  });
+}
+
+// --- events -----------------------------------------------------------------------------------------
+volatile std::sig_atomic_t g_interrupted = 0;
+extern "C" void on_interrupt(int) { g_interrupted = 1; }
+
+const std::vector<Column> kEventColumns = {
+    {"EVENT", true, 5},     {"TYPE", false, 13},     {"AMOUNT", true, 8}, {"AVAILABLE", true, 9},
+    {"RESERVED", true, 8}, {"USED", true, 8},       {"HOLD/REFERENCE", false, 24}, {"AT", false, 24}};
+
+std::vector<std::vector<std::string>> event_rows(const json::array& events) {
+  std::vector<std::vector<std::string>> rows;
+  for (const json::value& e : events) {
+    std::string what = field(e, "hold_id");
+    if (what == "-") what = field(e, "job_id");
+    if (what == "-") what = field(e, "reference");
+    rows.push_back({field(e, "event_id"), field(e, "type"), field(e, "amount"), field(e, "available_after"),
+                    field(e, "reserved_after"), field(e, "used_after"), what, field(e, "at")});
+  }
+  return rows;
+}
+
+int run_events(const Args& a, std::optional<std::int64_t> limit) {
+  const std::string command = "events";
+  Client client = make_client(a.connection);
+  const std::int64_t page_size = limit.value_or(kPageDefault);
+  if (!a.follow) {
+    const Response r = client.events(a.account_id, a.after, limit);
+    if (!r.ok()) return report_failure(command, a.connection, r);
+    if (a.connection.json) {
+      print_json_line(r.json());
+      return kExitOk;
+    }
+    const json::array& events = array_field(r.json(), "events");
+    if (events.empty()) {
+      std::printf("no events after %lld\n", static_cast<long long>(a.after));
+      return kExitOk;
+    }
+    print_table(kEventColumns, event_rows(events), true, true);
+    if (static_cast<std::int64_t>(events.size()) >= page_size) {
+      note(command, "there may be more: --after " + field(r.json(), "next_after"));
+    }
+    return kExitOk;
+  }
+
+  // --follow: poll with the cursor until interrupted (SIGINT/SIGTERM end it with exit 0).
+  g_interrupted = 0;
+  std::signal(SIGINT, on_interrupt);
+  std::signal(SIGTERM, on_interrupt);
+  std::int64_t after = a.after;
+  bool header_printed = false;
+  while (!g_interrupted) {
+    const Response r = client.events(a.account_id, after, limit);
+    if (!r.ok()) {
+      if (g_interrupted) break;
+      return report_failure(command, a.connection, r);
+    }
+    const json::array& events = array_field(r.json(), "events");
+    if (!events.empty()) {
+      if (a.connection.json) {
+        print_json_line(r.json());
+      } else {
+        print_table(kEventColumns, event_rows(events), !header_printed, false);
+        header_printed = true;
+      }
+    }
+    after = std::max(after, number(r.json(), "next_after"));
+    if (static_cast<std::int64_t>(events.size()) >= page_size) continue;  // more are waiting: no pause
+    for (auto slept = std::chrono::milliseconds(0); slept < kFollowInterval && !g_interrupted;
+         slept += std::chrono::milliseconds(50)) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    }
+  }
+  return kExitOk;
+}
+
+void add_events_command(CLI::App& app, int& exit_code) {
+  auto a = std::make_shared<Args>();
+  auto* events = app.add_subcommand("events", "an account's audit trail, oldest first");
+  events->add_option("ACCOUNT", a->account_id, "account id")->required()->check(kId);
+  events->add_option("--after", a->after, "only events after this event id (a cursor: next_after)")
+      ->check(integer_range(0, std::numeric_limits<std::int64_t>::max()));
+  auto* limit = events->add_option("--limit", a->limit, "at most this many per page (server default 100)")
+                    ->check(integer_range(1, limits::kEventsPageMax));
+  events->add_flag("--follow,-f", a->follow, "keep polling for new events (every 500 ms) until interrupted");
+  add_connection_options(events, a->connection);
+  events->callback([a, &exit_code, limit] {
+    exit_code = run_events(*a, limit->count() > 0 ? std::optional<std::int64_t>(a->limit) : std::nullopt);
+  });
+}
+
+void add_audit_command(CLI::App& app, int& exit_code) {
+  auto a = std::make_shared<Args>();
+  auto* audit = app.add_subcommand("audit", "recompute balances from the event log and compare (admin key); exit 4 on violations");
+  auto* account = audit->add_option("--account", a->account_id, "only this account")->check(kId);
+  add_connection_options(audit, a->connection);
+  audit->callback([a, &exit_code, account] {
+    std::optional<std::string> only;
+    if (account->count() > 0) only = a->account_id;
+    std::size_t violations = 0;
+    exit_code = run(
+        "audit", a->connection,
+        [&](Client& c) {
+          Response r = c.audit(only);
+          if (r.ok()) violations = array_field(r.json(), "violations").size();
+          return r;
+        },
+        [](const Response& r) {
+          std::printf("accounts checked: %s\n", field(r.json(), "accounts_checked").c_str());
+          const json::array& found = array_field(r.json(), "violations");
+          if (found.empty()) {
+            std::printf("violations: none\n");
+            return;
+          }
+          std::printf("violations: %zu\n", found.size());
+          std::vector<std::vector<std::string>> rows;
+          for (const json::value& v : found) rows.push_back({field(v, "account_id"), field(v, "message")});
+          print_table({{"ACCOUNT", false}, {"MESSAGE", false}}, rows, true, true);
+        });
+    if (exit_code == kExitOk && violations > 0) {
+      note("audit", std::to_string(violations) + " invariant violation(s) found");
+      exit_code = kExitAuditViolations;
+    }
+  });
+}
+
+}  // namespace
+
+void add_cli_commands(CLI::App& app, int& exit_code) {
+  add_account_commands(app, exit_code);
+  add_key_commands(app, exit_code);
+  add_hold_commands(app, exit_code);
+  add_events_command(app, exit_code);
+  add_audit_command(app, exit_code);
+  app.footer(
+      "Client commands talk to a running server (--url, $TOLLGATE_URL) with --key or $TOLLGATE_KEY.\n"
+      "Exit codes: 0 done, 1 refused by the server (4xx), 2 usage error, 3 server unreachable or\n"
+      "unavailable (after bounded retries), 4 audit found violations.");
+}
+
+}  // namespace tollgate::app

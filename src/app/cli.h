@@ -1,0 +1,29 @@
+// tollgate app: the command-line client — `tollgate account|key|hold|events|audit …` — a client of a
+// running server through tollgate::client (include/tollgate/client.h), never of the database.
+//
+// Every client command takes --url (default $TOLLGATE_URL, else http://127.0.0.1:8080), --key
+// (default $TOLLGATE_KEY) and --json (print the server's JSON, one document per line, instead of
+// tables and "key: value" lines). Failures are reported on stderr as
+// "tollgate: <command>: <code>: <detail>" and by the exit code:
+//   0 done · 1 the server refused the request (4xx) · 2 usage error (bad arguments; CLI11 and
+//   main() map every parse error to 2) · 3 the server could not be reached, timed out or was
+//   unavailable (5xx), after the client's bounded retries · 4 `audit` found violations.
+//
+// Thread safety: registration and the commands run on main()'s thread only.
+#pragma once
+
+#include <CLI/CLI.hpp>
+
+namespace tollgate::app {
+
+inline constexpr int kExitOk = 0;
+inline constexpr int kExitRefused = 1;
+inline constexpr int kExitUsage = 2;
+inline constexpr int kExitUnavailable = 3;
+inline constexpr int kExitAuditViolations = 4;
+
+// Adds the client subcommands to `app`. The command that runs stores its exit code in `exit_code`,
+// which must outlive app.parse(). Argument errors are thrown as CLI::ParseError (exit 2).
+void add_cli_commands(CLI::App& app, int& exit_code);
+
+}  // namespace tollgate::app

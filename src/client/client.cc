@@ -1,0 +1,504 @@
+// tollgate client: synchronous calls over Boost.Beast. The contract and the retry policy are in
+// include/tollgate/client.h.
+//
+// Each call drives asynchronous Beast operations on the client's private io_context until they
+// complete: that is what lets beast::tcp_stream::expires_after bound connect, write and read (its
+// synchronous operations have no time-outs).
+#include "tollgate/client.h"
+
+#include <boost/asio/connect.hpp>
+#include <boost/asio/io_context.hpp>
+#include <boost/asio/ip/tcp.hpp>
+#include <boost/beast/core.hpp>
+#include <boost/beast/http.hpp>
+#include <boost/json.hpp>
+#include <boost/url/parse.hpp>
+#include <boost/url/url_view.hpp>
+
+#include <algorithm>
+#include <cassert>
+#include <random>
+#include <thread>
+
+#include "core/version.h"
+
+namespace tollgate::client {
+namespace {
+
+namespace asio = boost::asio;
+namespace beast = boost::beast;
+namespace bhttp = boost::beast::http;
+namespace json = boost::json;
+using tcp = asio::ip::tcp;
+
+// The largest answer read (a page of 1000 events or holds is well under 1 MiB).
+constexpr std::uint64_t kAnswerBytesMax = 32 * 1024 * 1024;
+constexpr std::uint32_t kAnswerHeaderBytesMax = 64 * 1024;
+
+bool is_unreserved(char c) {
+  return (c >= 'A' && c <= 'Z') || (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '-' || c == '.' ||
+         c == '_' || c == '~';
+}
+
+std::optional<std::int64_t> as_int64(const json::value* v) {
+  if (v == nullptr) return std::nullopt;
+  if (v->is_int64()) return v->get_int64();
+  if (v->is_uint64() && v->get_uint64() <= static_cast<std::uint64_t>(INT64_MAX)) {
+    return static_cast<std::int64_t>(v->get_uint64());
+  }
+  return std::nullopt;
+}
+
+std::string as_string(const json::value* v) {
+  if (v == nullptr || !v->is_string()) return {};
+  return std::string(v->get_string());
+}
+
+// Decodes a non-2xx answer into a Problem.
+Problem to_problem(const bhttp::response<bhttp::string_body>& answer) {
+  Problem p;
+  p.status = answer.result_int();
+  boost::system::error_code ec;
+  json::value body = json::parse(answer.body(), ec);
+  if (!ec && body.is_object()) {
+    const json::object& o = body.get_object();
+    p.code = as_string(o.if_contains("code"));
+    p.title = as_string(o.if_contains("title"));
+    p.detail = as_string(o.if_contains("detail"));
+    p.available = as_int64(o.if_contains("available"));
+    p.requested = as_int64(o.if_contains("requested"));
+    p.body = std::move(body);
+  }
+  if (p.code.empty()) p.code = "http_" + std::to_string(p.status);
+  if (p.title.empty()) p.title = std::string(answer.reason());
+  if (p.detail.empty()) {
+    // Not a problem document: keep the start of whatever came, on one line.
+    std::string text = answer.body().substr(0, 200);
+    std::replace(text.begin(), text.end(), '\n', ' ');
+    p.detail = text.empty() ? std::string(answer.reason()) : text;
+  }
+  const auto retry_after = answer.find(bhttp::field::retry_after);
+  if (retry_after != answer.end()) {
+    const std::string_view s = retry_after->value();
+    std::int64_t seconds = 0;
+    bool digits = !s.empty() && s.size() <= 6;
+    for (char c : s) {
+      digits = digits && c >= '0' && c <= '9';
+      if (digits) seconds = seconds * 10 + (c - '0');
+    }
+    if (digits) p.retry_after_ms = seconds * 1000;
+  }
+  return p;
+}
+
+Response interpret(const bhttp::response<bhttp::string_body>& answer) {
+  const unsigned status = answer.result_int();
+  if (status < 200 || status > 299) return Response::refused(to_problem(answer));
+  const std::string_view content_type = answer[bhttp::field::content_type];
+  const bool is_json = content_type.find("json") != std::string_view::npos;
+  if (!is_json) return Response::success(status, json::value(json::string(answer.body())));
+  boost::system::error_code ec;
+  json::value body = json::parse(answer.body(), ec);
+  if (ec) {
+    return Response::failed({TransportFailure::bad_response,
+                             "the " + std::to_string(status) + " answer is not valid JSON: " + ec.message()});
+  }
+  return Response::success(status, std::move(body));
+}
+
+// A failed attempt, and whether the request might have reached the server.
+struct AttemptFailure {
+  TransportError error;
+  bool maybe_delivered = true;
+};
+
+}  // namespace
+
+std::string_view failure_name(TransportFailure failure) {
+  switch (failure) {
+    case TransportFailure::invalid_url: return "invalid_url";
+    case TransportFailure::resolve: return "resolve";
+    case TransportFailure::connect: return "connect";
+    case TransportFailure::timeout: return "timeout";
+    case TransportFailure::connection_lost: return "connection_lost";
+    case TransportFailure::bad_response: return "bad_response";
+  }
+  return "unknown";
+}
+
+// --- Response ---------------------------------------------------------------------------------------
+Response Response::success(unsigned status, boost::json::value body) {
+  return Response(Success{status, std::move(body)});
+}
+Response Response::refused(Problem problem) { return Response(std::move(problem)); }
+Response Response::failed(TransportError error) { return Response(std::move(error)); }
+
+unsigned Response::status() const noexcept {
+  if (const auto* s = std::get_if<Success>(&value_)) return s->status;
+  if (const auto* p = std::get_if<Problem>(&value_)) return p->status;
+  return 0;
+}
+
+const boost::json::value& Response::json() const {
+  assert(ok());
+  return std::get<Success>(value_).body;
+}
+
+const Problem& Response::problem() const {
+  assert(is_problem());
+  return std::get<Problem>(value_);
+}
+
+const TransportError& Response::transport_error() const {
+  assert(is_transport_error());
+  return std::get<TransportError>(value_);
+}
+
+std::string Response::code() const {
+  if (const auto* p = std::get_if<Problem>(&value_)) return p->code;
+  if (const auto* t = std::get_if<TransportError>(&value_)) return std::string(failure_name(t->failure));
+  return {};
+}
+
+std::string Response::describe() const {
+  if (const auto* p = std::get_if<Problem>(&value_)) {
+    std::string out = p->code + ": " + p->detail;
+    if (p->available || p->requested) {
+      out += " (";
+      if (p->available) out += "available " + std::to_string(*p->available);
+      if (p->available && p->requested) out += ", ";
+      if (p->requested) out += "requested " + std::to_string(*p->requested);
+      out += ")";
+    }
+    return out;
+  }
+  if (const auto* t = std::get_if<TransportError>(&value_)) return t->message;
+  return {};
+}
+
+// --- Client::Impl ----------------------------------------------------------------------------------
+struct Client::Impl {
+  explicit Impl(Options o) : options(std::move(o)) { configure(); }
+
+  // Constant after construction.
+  Options options;
+  std::optional<std::string> configuration_error;
+  std::string host;         // to connect to: a name or an IP address (no brackets)
+  std::string port;         // decimal
+  std::string host_header;  // "host:port" as written in the URL
+  bool host_is_address = false;
+
+  // The connection (touched by one thread at a time: see the header).
+  asio::io_context io{1};
+  std::optional<beast::tcp_stream> stream;  // set while a connection is open
+  beast::flat_buffer buffer;
+
+  void configure() {
+    auto fail = [this](std::string why) { configuration_error = "base URL \"" + options.base_url + "\": " + why; };
+    if (options.retry.attempts_max < 1) return fail("retry.attempts_max must be at least 1");
+    auto parsed = boost::urls::parse_absolute_uri(options.base_url);
+    if (!parsed) return fail("not an absolute URL like http://127.0.0.1:8080");
+    const boost::urls::url_view& url = *parsed;
+    if (url.scheme() == "https") {
+      return fail("https is not supported: this client speaks plain HTTP (use a local TLS-terminating proxy or tunnel)");
+    }
+    if (url.scheme() != "http") return fail("the scheme must be http");
+    if (url.has_userinfo()) return fail("user info is not supported; pass the key separately");
+    if (!(url.encoded_path().empty() || url.encoded_path() == "/")) return fail("a path is not supported; give http://host:port");
+    if (url.has_query() || url.has_fragment()) return fail("a query or fragment is not supported");
+    if (url.encoded_host().empty()) return fail("the host is missing");
+    if (url.has_port() && (url.port_number() == 0)) return fail("the port must be 1-65535");
+    host = std::string(url.host_address());  // an IPv6 literal without its brackets
+    port = url.has_port() ? std::string(url.port()) : std::string("80");
+    host_header = std::string(url.encoded_host_and_port());
+    boost::system::error_code ec;
+    asio::ip::make_address(host, ec);
+    host_is_address = !ec;
+    if (options.request_id_prefix.size() > 100) return fail("request_id_prefix is longer than 100 characters");
+  }
+
+  // Runs the I/O context until the operations started on it are done.
+  void run() {
+    io.restart();
+    io.run();
+  }
+
+  void close() {
+    if (stream) {
+      beast::error_code ignored;
+      stream->socket().shutdown(tcp::socket::shutdown_both, ignored);
+      stream->close();
+      stream.reset();
+    }
+    buffer.consume(buffer.size());
+  }
+
+  std::optional<AttemptFailure> connect() {
+    const std::string where = host_header;
+    tcp::resolver::results_type endpoints;
+    beast::error_code ec;
+    tcp::resolver resolver(io);
+    if (host_is_address) {
+      endpoints = resolver.resolve(host, port, tcp::resolver::numeric_host | tcp::resolver::numeric_service, ec);
+    } else {
+      endpoints = resolver.resolve(host, port, tcp::resolver::numeric_service, ec);
+    }
+    if (ec) return AttemptFailure{{TransportFailure::resolve, "resolve " + host + ": " + ec.message()}, false};
+    stream.emplace(io);
+    stream->expires_after(options.connect_timeout);
+    stream->async_connect(endpoints, [&ec](beast::error_code e, const tcp::endpoint&) { ec = e; });
+    run();
+    if (ec) {
+      stream.reset();
+      const std::string why = ec == beast::error::timeout
+                                  ? "no connection within " + std::to_string(options.connect_timeout.count()) + " ms"
+                                  : ec.message();
+      return AttemptFailure{{TransportFailure::connect, "connect to " + where + ": " + why}, false};
+    }
+    stream->socket().set_option(tcp::no_delay(true), ec);
+    return std::nullopt;
+  }
+
+  // One exchange: (re)connects if needed, writes the request, reads the whole answer.
+  std::variant<bhttp::response<bhttp::string_body>, AttemptFailure> exchange(
+      const bhttp::request<bhttp::string_body>& request) {
+    for (int stale_retries = 0;; ++stale_retries) {
+      const bool reused = stream.has_value();
+      if (!reused) {
+        if (auto failure = connect()) return *failure;
+      }
+      bhttp::response_parser<bhttp::string_body> parser;
+      parser.body_limit(kAnswerBytesMax);
+      parser.header_limit(kAnswerHeaderBytesMax);
+      beast::error_code ec;
+      stream->expires_after(options.request_timeout);
+      bhttp::async_write(*stream, request, [this, &ec, &parser](beast::error_code e, std::size_t) {
+        if (e) {
+          ec = e;
+          return;
+        }
+        bhttp::async_read(*stream, buffer, parser, [&ec](beast::error_code e2, std::size_t) { ec = e2; });
+      });
+      run();
+      if (!ec) {
+        auto answer = parser.release();
+        if (!answer.keep_alive()) close();
+        return answer;
+      }
+      const bool nothing_came = !parser.got_some();
+      close();
+      const bool closed_by_peer = ec == bhttp::error::end_of_stream || ec == asio::error::eof ||
+                                  ec == asio::error::connection_reset || ec == asio::error::broken_pipe;
+      // A kept-alive connection that the server closed while idle: send once more on a new one.
+      if (reused && nothing_came && closed_by_peer && stale_retries == 0) continue;
+      if (ec == beast::error::timeout) {
+        return AttemptFailure{{TransportFailure::timeout, "no answer from " + host_header + " within " +
+                                                              std::to_string(options.request_timeout.count()) + " ms"}};
+      }
+      if (closed_by_peer || ec.category() == asio::error::get_system_category()) {
+        return AttemptFailure{{TransportFailure::connection_lost, "connection to " + host_header + " lost: " + ec.message()}};
+      }
+      return AttemptFailure{{TransportFailure::bad_response, "bad answer from " + host_header + ": " + ec.message()}};
+    }
+  }
+
+  Response perform(bhttp::verb verb, std::string_view target, const json::value* body, Resend resend,
+                   bool retry_insufficient_credits) {
+    if (configuration_error) return Response::failed({TransportFailure::invalid_url, *configuration_error});
+    // The request is built once: every attempt sends exactly these bytes.
+    bhttp::request<bhttp::string_body> request{verb, std::string(target), 11};
+    request.set(bhttp::field::host, host_header);
+    request.set(bhttp::field::user_agent, std::string("tollgate-client/") + kVersion);
+    request.set(bhttp::field::accept, "application/json");
+    request.set("X-Request-Id", Client::new_request_id("c-"));  // one per logical call: joins the server's log lines
+    if (!options.key.empty()) request.set(bhttp::field::authorization, "Bearer " + options.key);
+    if (body != nullptr) {
+      request.set(bhttp::field::content_type, "application/json");
+      request.body() = json::serialize(*body);
+    }
+    request.keep_alive(true);
+    request.prepare_payload();
+
+    const RetryPolicy& policy = options.retry;
+    auto backoff = policy.backoff_initial;
+    bool asked_again_for_credits = false;
+    for (int attempt = 1;; ++attempt) {
+      auto outcome = exchange(request);
+      auto wait_then_retry = [&](std::optional<std::int64_t> retry_after_ms) {
+        auto wait = backoff;
+        if (retry_after_ms) wait = std::max(wait, std::chrono::milliseconds(*retry_after_ms));
+        wait = std::min(wait, policy.backoff_max);
+        std::this_thread::sleep_for(wait);
+        backoff = std::min(backoff * 2, policy.backoff_max);
+      };
+      if (auto* failure = std::get_if<AttemptFailure>(&outcome)) {
+        const bool may_resend = resend == Resend::safe || !failure->maybe_delivered;
+        if (may_resend && attempt < policy.attempts_max) {
+          wait_then_retry(std::nullopt);
+          continue;
+        }
+        Response r = Response::failed(std::move(failure->error));
+        r.set_attempts(attempt);
+        return r;
+      }
+      Response r = interpret(std::get<bhttp::response<bhttp::string_body>>(outcome));
+      if (r.status() == 503 && resend == Resend::safe && attempt < policy.attempts_max) {
+        wait_then_retry(r.problem().retry_after_ms);
+        continue;
+      }
+      if (retry_insufficient_credits && policy.retry_insufficient_credits_once && !asked_again_for_credits &&
+          r.is_problem() && r.problem().code == "insufficient_credits") {
+        asked_again_for_credits = true;
+        continue;
+      }
+      r.set_attempts(attempt);
+      return r;
+    }
+  }
+};
+
+// --- Client ----------------------------------------------------------------------------------------
+Client::Client(Options options) : impl_(std::make_unique<Impl>(std::move(options))) {}
+Client::~Client() = default;
+Client::Client(Client&&) noexcept = default;
+Client& Client::operator=(Client&&) noexcept = default;
+
+const std::string* Client::configuration_error() const noexcept {
+  return impl_->configuration_error ? &*impl_->configuration_error : nullptr;
+}
+const Options& Client::options() const noexcept { return impl_->options; }
+
+std::string Client::new_request_id(std::string_view prefix) {
+  // random_device reads the OS's random source (getrandom) on Linux; one per call is cheap enough.
+  std::random_device device;
+  const std::uint64_t bits = (std::uint64_t{device()} << 32) | device();
+  char hex[17];
+  std::snprintf(hex, sizeof hex, "%016llx", static_cast<unsigned long long>(bits));
+  return std::string(prefix) + hex;
+}
+
+std::string Client::encode_component(std::string_view text) {
+  static constexpr char kHex[] = "0123456789ABCDEF";
+  std::string out;
+  out.reserve(text.size());
+  // "." and ".." as a whole segment would be read as a relative path: encode them.
+  const bool dots = text == "." || text == "..";
+  for (char c : text) {
+    const auto byte = static_cast<unsigned char>(c);
+    if (!dots && (is_unreserved(c) || c == ':' || c == '@')) {
+      out += c;
+    } else {
+      out += '%';
+      out += kHex[byte >> 4];
+      out += kHex[byte & 0xF];
+    }
+  }
+  return out;
+}
+
+Response Client::call(std::string_view method, std::string_view target, const boost::json::value* body, Resend resend) {
+  const bhttp::verb verb = bhttp::string_to_verb(method);
+  if (verb == bhttp::verb::unknown) {
+    return Response::failed({TransportFailure::invalid_url, "unknown HTTP method " + std::string(method)});
+  }
+  return impl_->perform(verb, target, body, resend, false);
+}
+
+Response Client::create_account(const CreateAccountRequest& r) {
+  json::value body = json::object{{"account_id", r.account_id}};
+  if (r.overdraft_limit) body.as_object()["overdraft_limit"] = *r.overdraft_limit;
+  if (r.max_active_holds) body.as_object()["max_active_holds"] = *r.max_active_holds;
+  return impl_->perform(bhttp::verb::post, "/v1/accounts", &body, Resend::safe, false);
+}
+
+Response Client::get_account(std::string_view account_id) {
+  return impl_->perform(bhttp::verb::get, "/v1/accounts/" + encode_component(account_id), nullptr, Resend::safe, false);
+}
+
+Response Client::credit(std::string_view account_id, std::int64_t amount, std::string_view reference) {
+  json::value body = json::object{{"amount", amount}, {"reference", reference}};
+  return impl_->perform(bhttp::verb::post, "/v1/accounts/" + encode_component(account_id) + "/credits", &body,
+                        Resend::safe, false);
+}
+
+Response Client::debit(std::string_view account_id, std::int64_t amount, std::string_view reference,
+                       std::string_view reason) {
+  json::value body = json::object{{"amount", amount}, {"reference", reference}, {"reason", reason}};
+  return impl_->perform(bhttp::verb::post, "/v1/accounts/" + encode_component(account_id) + "/debits", &body,
+                        Resend::safe, false);
+}
+
+Response Client::events(std::string_view account_id, std::int64_t after, std::optional<std::int64_t> limit) {
+  std::string target = "/v1/accounts/" + encode_component(account_id) + "/events?after=" + std::to_string(after);
+  if (limit) target += "&limit=" + std::to_string(*limit);
+  return impl_->perform(bhttp::verb::get, target, nullptr, Resend::safe, false);
+}
+
+Response Client::create_key(std::string_view account_id) {
+  json::value body = json::object{};
+  return impl_->perform(bhttp::verb::post, "/v1/accounts/" + encode_component(account_id) + "/keys", &body,
+                        Resend::only_if_unsent, false);
+}
+
+Response Client::revoke_key(std::string_view key_id) {
+  return impl_->perform(bhttp::verb::delete_, "/v1/keys/" + encode_component(key_id), nullptr, Resend::safe, false);
+}
+
+Response Client::reserve(const ReserveRequest& r) {
+  // One request_id per logical call: every attempt below sends this same body.
+  const std::string request_id = r.request_id.empty() ? new_request_id(impl_->options.request_id_prefix) : r.request_id;
+  json::value body = json::object{{"account_id", r.account_id}, {"amount", r.amount}, {"request_id", request_id}};
+  if (r.ttl_ms) body.as_object()["ttl_ms"] = *r.ttl_ms;
+  if (r.metadata) body.as_object()["metadata"] = *r.metadata;
+  return impl_->perform(bhttp::verb::post, "/v1/holds", &body, Resend::safe, true);
+}
+
+Response Client::commit(std::string_view hold_id, std::optional<std::int64_t> amount) {
+  json::value body = json::object{};
+  if (amount) body.as_object()["amount"] = *amount;
+  return impl_->perform(bhttp::verb::post, "/v1/holds/" + encode_component(hold_id) + "/commit", &body, Resend::safe,
+                        false);
+}
+
+Response Client::release(std::string_view hold_id, std::optional<std::string> reason) {
+  json::value body = json::object{};
+  if (reason) body.as_object()["reason"] = *reason;
+  return impl_->perform(bhttp::verb::post, "/v1/holds/" + encode_component(hold_id) + "/release", &body, Resend::safe,
+                        false);
+}
+
+Response Client::extend(std::string_view hold_id, std::int64_t ttl_ms) {
+  json::value body = json::object{{"ttl_ms", ttl_ms}};
+  return impl_->perform(bhttp::verb::post, "/v1/holds/" + encode_component(hold_id) + "/extend", &body, Resend::safe,
+                        false);
+}
+
+Response Client::get_hold(std::string_view hold_id) {
+  return impl_->perform(bhttp::verb::get, "/v1/holds/" + encode_component(hold_id), nullptr, Resend::safe, false);
+}
+
+Response Client::list_holds(const ListHoldsRequest& r) {
+  std::string target = "/v1/holds";
+  char sep = '?';
+  auto add = [&](std::string_view key, const std::string& value) {
+    target += sep;
+    target += key;
+    target += '=';
+    target += encode_component(value);
+    sep = '&';
+  };
+  if (r.account_id) add("account_id", *r.account_id);
+  if (r.status) add("status", *r.status);
+  if (r.limit) add("limit", std::to_string(*r.limit));
+  return impl_->perform(bhttp::verb::get, target, nullptr, Resend::safe, false);
+}
+
+Response Client::audit(std::optional<std::string> account_id) {
+  std::string target = "/v1/audit";
+  if (account_id) target += "?account_id=" + encode_component(*account_id);
+  return impl_->perform(bhttp::verb::get, target, nullptr, Resend::safe, false);
+}
+
+Response Client::healthz() { return impl_->perform(bhttp::verb::get, "/healthz", nullptr, Resend::safe, false); }
+
+}  // namespace tollgate::client

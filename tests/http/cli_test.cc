@@ -1,0 +1,760 @@
+// The command-line client and the client library, against the real server process.
+//
+// CLI tests run `tollgate <command> … --url --key` as child processes and check what a user or a
+// script sees: exit codes (0 done, 1 refused, 2 usage, 3 unreachable), output, and that --json
+// prints one JSON document per line. Client tests check the retry policy of
+// include/tollgate/client.h over real connections; a small fault-injecting proxy between the client
+// and the server loses an answer, answers 503, or never answers.
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <poll.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <gtest/gtest.h>
+
+#include <boost/json.hpp>
+
+#include <atomic>
+#include <cctype>
+#include <chrono>
+#include <csignal>
+#include <cstring>
+#include <deque>
+#include <mutex>
+#include <sstream>
+#include <stdexcept>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "support/server_process.h"
+#include "tollgate/client.h"
+
+namespace tollgate {
+namespace {
+
+namespace json = boost::json;
+using testing::ProcessResult;
+using testing::ServerProcess;
+using testing::run_tollgate;
+
+using Clock = std::chrono::steady_clock;
+using std::chrono::milliseconds;
+
+std::vector<std::string> lines_of(const std::string& text) {
+  std::vector<std::string> out;
+  std::istringstream in(text);
+  for (std::string line; std::getline(in, line);) out.push_back(line);
+  return out;
+}
+
+// Parses the only JSON document of `text` (one line); fails the test if it is not one.
+json::value one_document(const ProcessResult& r) {
+  const auto lines = lines_of(r.out);
+  EXPECT_EQ(lines.size(), 1u) << r.out;
+  boost::system::error_code ec;
+  json::value v = json::parse(lines.empty() ? std::string() : lines.front(), ec);
+  EXPECT_FALSE(ec) << "not JSON: " << r.out;
+  return v;
+}
+
+std::string describe(const ProcessResult& r) {
+  return "exit " + std::to_string(r.exit_code) + "\n--- stdout\n" + r.out + "--- stderr\n" + r.err;
+}
+
+// =====================================================================================================
+// The CLI
+// =====================================================================================================
+class CliTest : public ::testing::Test {
+ protected:
+  // Runs `tollgate args… --url <server> --key <admin key>`.
+  ProcessResult cli(std::vector<std::string> args) { return cli_as(server_.admin_key(), std::move(args)); }
+  ProcessResult cli_as(const std::string& key, std::vector<std::string> args) {
+    args.insert(args.end(), {"--url", server_.url(), "--key", key});
+    return run_tollgate(args);
+  }
+
+  ServerProcess server_;
+};
+
+TEST_F(CliTest, CreateCreditReserveCommitSessionShowsBalancesAndEvents) {
+  ProcessResult r = cli({"account", "create", "alice"});
+  ASSERT_EQ(r.exit_code, 0) << describe(r);
+  EXPECT_NE(r.out.find("account alice created"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("available:"), std::string::npos) << r.out;
+
+  r = cli({"account", "create", "alice"});
+  ASSERT_EQ(r.exit_code, 0) << describe(r);
+  EXPECT_NE(r.out.find("already exists with these settings"), std::string::npos) << r.out;
+
+  r = cli({"account", "credit", "alice", "10", "--reference", "buy-1"});
+  ASSERT_EQ(r.exit_code, 0) << describe(r);
+  EXPECT_NE(r.out.find("credited 10 to alice (event 1, reference buy-1)"), std::string::npos) << r.out;
+  r = cli({"account", "credit", "alice", "10", "--reference", "buy-1"});
+  ASSERT_EQ(r.exit_code, 0) << describe(r);
+  EXPECT_NE(r.out.find("nothing added"), std::string::npos) << r.out;
+
+  r = cli({"hold", "reserve", "alice", "3", "--request-id", "kiosk-1", "--ttl-ms", "60000", "--json"});
+  ASSERT_EQ(r.exit_code, 0) << describe(r);
+  const json::value hold = one_document(r);
+  ASSERT_TRUE(hold.is_object());
+  const std::string hold_id(hold.at("hold_id").as_string());
+  EXPECT_EQ(hold.at("status"), "active");
+  EXPECT_EQ(hold.at("request_id"), "kiosk-1");
+
+  r = cli({"hold", "commit", hold_id, "--amount", "2"});
+  ASSERT_EQ(r.exit_code, 0) << describe(r);
+  EXPECT_NE(r.out.find("2 used, 1 returned to available"), std::string::npos) << r.out;
+
+  r = cli({"account", "show", "alice", "--json"});
+  ASSERT_EQ(r.exit_code, 0) << describe(r);
+  const json::value account = one_document(r);
+  EXPECT_EQ(account.at("available"), 8);
+  EXPECT_EQ(account.at("reserved"), 0);
+  EXPECT_EQ(account.at("used"), 2);
+  EXPECT_EQ(account.at("purchased"), 10);
+
+  r = cli({"events", "alice", "--json"});
+  ASSERT_EQ(r.exit_code, 0) << describe(r);
+  const json::value page = one_document(r);
+  const json::array& events = page.at("events").as_array();
+  ASSERT_EQ(events.size(), 3u) << r.out;
+  EXPECT_EQ(events[0].at("type"), "credited");
+  EXPECT_EQ(events[1].at("type"), "reserved");
+  EXPECT_EQ(events[2].at("type"), "committed");
+  EXPECT_EQ(page.at("next_after"), events[2].at("event_id"));
+
+  // The human table has a header and one row per event.
+  r = cli({"events", "alice"});
+  ASSERT_EQ(r.exit_code, 0) << describe(r);
+  const auto table = lines_of(r.out);
+  ASSERT_EQ(table.size(), 4u) << r.out;
+  EXPECT_EQ(table[0].rfind("EVENT", 0), 0u) << r.out;
+  EXPECT_NE(table[3].find("committed"), std::string::npos) << r.out;
+
+  r = cli({"events", "alice", "--after", "1", "--limit", "1", "--json"});
+  ASSERT_EQ(r.exit_code, 0) << describe(r);
+  EXPECT_EQ(one_document(r).at("events").as_array().at(0).at("type"), "reserved");
+
+  r = cli({"audit"});
+  ASSERT_EQ(r.exit_code, 0) << describe(r);
+  EXPECT_NE(r.out.find("violations: none"), std::string::npos) << r.out;
+}
+
+TEST_F(CliTest, HoldCommandsReleaseExtendShowAndList) {
+  ASSERT_EQ(cli({"account", "create", "bob"}).exit_code, 0);
+  ASSERT_EQ(cli({"account", "credit", "bob", "5", "--reference", "r1"}).exit_code, 0);
+  ProcessResult r = cli({"hold", "reserve", "bob", "2", "--json"});
+  ASSERT_EQ(r.exit_code, 0) << describe(r);
+  const json::value hold = one_document(r);
+  const std::string hold_id(hold.at("hold_id").as_string());
+  // Without --request-id the CLI makes one.
+  EXPECT_EQ(std::string(hold.at("request_id").as_string()).rfind("cli-", 0), 0u) << r.out;
+
+  r = cli({"hold", "extend", hold_id, "--ttl-ms", "120000"});
+  ASSERT_EQ(r.exit_code, 0) << describe(r);
+  EXPECT_NE(r.out.find("now expires at"), std::string::npos) << r.out;
+
+  r = cli({"hold", "list", "--account", "bob", "--status", "active"});
+  ASSERT_EQ(r.exit_code, 0) << describe(r);
+  EXPECT_NE(r.out.find("HOLD_ID"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find(hold_id), std::string::npos) << r.out;
+
+  r = cli({"hold", "release", hold_id, "--reason", "user cancelled"});
+  ASSERT_EQ(r.exit_code, 0) << describe(r);
+  EXPECT_NE(r.out.find("released: 2 returned to available"), std::string::npos) << r.out;
+  r = cli({"hold", "release", hold_id});  // again: the same answer
+  ASSERT_EQ(r.exit_code, 0) << describe(r);
+
+  r = cli({"hold", "show", hold_id, "--json"});
+  ASSERT_EQ(r.exit_code, 0) << describe(r);
+  EXPECT_EQ(one_document(r).at("status"), "released");
+
+  r = cli({"hold", "list", "--account", "bob", "--status", "active"});
+  ASSERT_EQ(r.exit_code, 0) << describe(r);
+  EXPECT_EQ(r.out, "no holds\n");
+
+  r = cli({"hold", "commit", hold_id});
+  EXPECT_EQ(r.exit_code, 1) << describe(r);
+  EXPECT_NE(r.err.find("tollgate: hold commit: hold_released:"), std::string::npos) << r.err;
+}
+
+TEST_F(CliTest, KeysAreCreatedShownOnceAndRevoked) {
+  ASSERT_EQ(cli({"account", "create", "carol"}).exit_code, 0);
+  ASSERT_EQ(cli({"account", "create", "dave"}).exit_code, 0);
+  ProcessResult r = cli({"key", "create", "carol", "--json"});
+  ASSERT_EQ(r.exit_code, 0) << describe(r);
+  const json::value key = one_document(r);
+  const std::string key_id(key.at("key_id").as_string());
+  const std::string secret(key.at("secret").as_string());
+
+  r = cli_as(secret, {"account", "show", "carol"});
+  EXPECT_EQ(r.exit_code, 0) << describe(r);
+  r = cli_as(secret, {"account", "show", "dave"});  // another account: as if it did not exist
+  EXPECT_EQ(r.exit_code, 1) << describe(r);
+  EXPECT_NE(r.err.find("not_found"), std::string::npos) << r.err;
+  r = cli_as(secret, {"audit"});
+  EXPECT_EQ(r.exit_code, 1) << describe(r);
+  EXPECT_NE(r.err.find("tollgate: audit: forbidden:"), std::string::npos) << r.err;
+
+  r = cli({"key", "revoke", key_id});
+  ASSERT_EQ(r.exit_code, 0) << describe(r);
+  EXPECT_NE(r.out.find("key " + key_id + " revoked"), std::string::npos) << r.out;
+  r = cli_as(secret, {"account", "show", "carol"});
+  EXPECT_EQ(r.exit_code, 1) << describe(r);
+  EXPECT_NE(r.err.find("unauthorized"), std::string::npos) << r.err;
+}
+
+TEST_F(CliTest, JsonOutputIsOneServerDocumentPerLine) {
+  const std::vector<std::vector<std::string>> commands = {
+      {"account", "create", "erin", "--overdraft-limit", "0", "--max-active-holds", "3", "--json"},
+      {"account", "credit", "erin", "4", "--reference", "p1", "--json"},
+      {"account", "debit", "erin", "1", "--reference", "d1", "--reason", "refund", "--json"},
+      {"hold", "reserve", "erin", "1", "--json"},
+      {"hold", "list", "--json"},
+      {"events", "erin", "--json"},
+      {"audit", "--account", "erin", "--json"},
+      {"key", "create", "erin", "--json"},
+  };
+  for (const auto& command : commands) {
+    const ProcessResult r = cli(command);
+    ASSERT_EQ(r.exit_code, 0) << command[0] << " " << command[1] << "\n" << describe(r);
+    const json::value doc = one_document(r);
+    EXPECT_TRUE(doc.is_object()) << r.out;
+  }
+  const json::value debit = one_document(cli({"account", "debit", "erin", "1", "--reference", "d1", "--reason", "refund",
+                                              "--json"}));
+  EXPECT_EQ(debit.at("account").at("purchased"), 3);
+}
+
+TEST_F(CliTest, RefusedRequestsExitOneWithTheServersCodeAndDetail) {
+  ASSERT_EQ(cli({"account", "create", "frank"}).exit_code, 0);
+
+  ProcessResult r = cli({"hold", "reserve", "frank", "1"});
+  EXPECT_EQ(r.exit_code, 1) << describe(r);
+  EXPECT_EQ(r.out, "");
+  EXPECT_EQ(r.err,
+            "tollgate: hold reserve: insufficient_credits: No credits available. Another device may be using this "
+            "account right now. (available 0, requested 1)\n");
+
+  r = cli({"hold", "show", "hold_404_nope"});
+  EXPECT_EQ(r.exit_code, 1) << describe(r);
+  EXPECT_NE(r.err.find("tollgate: hold show: not_found:"), std::string::npos) << r.err;
+
+  r = cli({"account", "credit", "frank", "5", "--reference", "x"});
+  ASSERT_EQ(r.exit_code, 0) << describe(r);
+  r = cli({"account", "credit", "frank", "6", "--reference", "x"});
+  EXPECT_EQ(r.exit_code, 1) << describe(r);
+  EXPECT_NE(r.err.find("idempotency_mismatch"), std::string::npos) << r.err;
+
+  r = cli_as("not-a-key", {"account", "show", "frank"});
+  EXPECT_EQ(r.exit_code, 1) << describe(r);
+  EXPECT_NE(r.err.find("tollgate: account show: unauthorized:"), std::string::npos) << r.err;
+
+  r = run_tollgate({"account", "show", "frank", "--url", server_.url()});  // no key at all
+  EXPECT_EQ(r.exit_code, 1) << describe(r);
+  EXPECT_NE(r.err.find("no key given: pass --key or set TOLLGATE_KEY"), std::string::npos) << r.err;
+}
+
+TEST_F(CliTest, UsageErrorsExitTwoWithoutAskingTheServer) {
+  const std::vector<std::vector<std::string>> bad = {
+      {"hold", "reserve", "g", "0"},
+      {"hold", "reserve", "g", "-5"},
+      {"hold", "reserve", "g", "1.5"},
+      {"hold", "reserve", "g", "1e3"},
+      {"hold", "reserve", "g", "9007199254740992"},
+      {"hold", "reserve", "has space", "1"},
+      {"hold", "extend", "h"},  // --ttl-ms is required
+      {"account", "credit", "g", "5"},  // --reference is required
+      {"account", "debit", "g", "5", "--reference", "r"},  // --reason is required
+      {"account", "frobnicate", "g"},
+      {"hold"},
+      {"events", "g", "--limit", "1001"},
+      {"hold", "list", "--status", "pending"},
+  };
+  for (const auto& args : bad) {
+    const ProcessResult r = cli(args);
+    EXPECT_EQ(r.exit_code, 2) << args[0] << " " << (args.size() > 1 ? args[1] : "") << "\n" << describe(r);
+    EXPECT_FALSE(r.err.empty());
+  }
+  // None of them reached the server (its request log is flushed at least every 200 ms).
+  std::this_thread::sleep_for(milliseconds(400));
+  EXPECT_EQ(server_.log().find("\"msg\":\"request\""), std::string::npos) << server_.log();
+
+  ProcessResult r = run_tollgate({"account", "show", "g", "--url", "https://127.0.0.1:1"});
+  EXPECT_EQ(r.exit_code, 2) << describe(r);
+  EXPECT_NE(r.err.find("https is not supported"), std::string::npos) << r.err;
+
+  // The largest amount passes local checks; the server answers for it.
+  ASSERT_EQ(cli({"account", "create", "g"}).exit_code, 0);
+  r = cli({"hold", "reserve", "g", "9007199254740991"});
+  EXPECT_EQ(r.exit_code, 1) << describe(r);
+  EXPECT_NE(r.err.find("insufficient_credits"), std::string::npos) << r.err;
+}
+
+TEST_F(CliTest, EnvironmentGivesUrlAndKeyButTheCommandLineWins) {
+  ASSERT_EQ(cli({"account", "create", "hank"}).exit_code, 0);
+  const testing::EnvVars env = {{"TOLLGATE_URL", server_.url()}, {"TOLLGATE_KEY", server_.admin_key()}};
+  ProcessResult r = run_tollgate({"account", "show", "hank"}, env);
+  EXPECT_EQ(r.exit_code, 0) << describe(r);
+  // A --key given on the command line is the one used, whatever TOLLGATE_KEY says.
+  r = run_tollgate({"account", "show", "hank", "--key", "wrong-key"}, env);
+  EXPECT_EQ(r.exit_code, 1) << describe(r);
+  EXPECT_NE(r.err.find("unauthorized"), std::string::npos) << r.err;
+  r = run_tollgate({"account", "show", "hank", "--url", "http://127.0.0.1:" + std::to_string(testing::unused_port())}, env);
+  EXPECT_EQ(r.exit_code, 3) << describe(r);
+}
+
+TEST_F(CliTest, EventsFollowPrintsNewEventsAsTheyHappen) {
+  ASSERT_EQ(cli({"account", "create", "ivy"}).exit_code, 0);
+  ASSERT_EQ(cli({"account", "credit", "ivy", "1", "--reference", "first"}).exit_code, 0);
+  std::thread later([this] {
+    std::this_thread::sleep_for(milliseconds(800));
+    cli({"account", "credit", "ivy", "2", "--reference", "second"});
+  });
+  // --follow runs until interrupted; here the time-out ends it (SIGKILL), and what it printed stays.
+  const ProcessResult r = run_tollgate(
+      {"events", "ivy", "--follow", "--json", "--url", server_.url(), "--key", server_.admin_key()}, {}, milliseconds(2500));
+  later.join();
+  EXPECT_TRUE(r.timed_out) << describe(r);
+  // One page per batch of new events (empty polls print nothing); each line is a document.
+  std::vector<std::string> references;
+  for (const std::string& line : lines_of(r.out)) {
+    boost::system::error_code ec;
+    const json::value page = json::parse(line, ec);
+    ASSERT_FALSE(ec) << line;
+    ASSERT_FALSE(page.at("events").as_array().empty()) << line;
+    for (const json::value& e : page.at("events").as_array()) references.emplace_back(e.at("reference").as_string());
+  }
+  EXPECT_EQ(references, (std::vector<std::string>{"first", "second"})) << r.out;
+}
+
+TEST_F(CliTest, StoppedServerExitsThreeAfterBoundedRetries) {
+  ASSERT_EQ(cli({"account", "create", "jo"}).exit_code, 0);
+  ASSERT_EQ(server_.stop(SIGTERM), 0) << server_.log();
+  ProcessResult r = cli({"account", "show", "jo"});
+  EXPECT_EQ(r.exit_code, 3) << describe(r);
+  EXPECT_LT(r.duration, milliseconds(5000));
+  EXPECT_NE(r.err.find("Connection refused"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("gave up after 4 attempts"), std::string::npos) << r.err;
+
+  r = cli({"hold", "reserve", "jo", "1", "--request-id", "kiosk-9"});
+  EXPECT_EQ(r.exit_code, 3) << describe(r);
+  EXPECT_NE(r.err.find("--request-id kiosk-9"), std::string::npos) << r.err;  // how to retry safely
+}
+
+// =====================================================================================================
+// The client library's retry policy
+// =====================================================================================================
+
+// A TCP proxy in front of the server that can break the next requests on purpose. It reads each
+// request whole (head and Content-Length body), then, by the next queued fault: forwards it and
+// its answer (none); forwards it and closes the client's connection instead of answering
+// (drop_answer: the server did the work, the client never hears); answers 503 itself and closes
+// (answer_503); or never answers (hang).
+class FaultProxy {
+ public:
+  enum class Fault { none, drop_answer, answer_503, hang };
+
+  explicit FaultProxy(std::uint16_t upstream_port) : upstream_port_(upstream_port) {
+    listen_fd_ = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    sockaddr_in addr{};
+    addr.sin_family = AF_INET;
+    addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    socklen_t len = sizeof addr;
+    if (::bind(listen_fd_, reinterpret_cast<sockaddr*>(&addr), sizeof addr) != 0 || ::listen(listen_fd_, 16) != 0 ||
+        ::getsockname(listen_fd_, reinterpret_cast<sockaddr*>(&addr), &len) != 0) {
+      throw std::runtime_error(std::string("proxy: ") + std::strerror(errno));
+    }
+    port_ = ntohs(addr.sin_port);
+    acceptor_ = std::thread([this] { accept_loop(); });
+  }
+
+  ~FaultProxy() {
+    stopping_ = true;
+    acceptor_.join();
+    ::close(listen_fd_);
+    std::lock_guard lock(mu_);
+    for (auto& t : connections_) t.join();
+  }
+
+  std::string url() const { return "http://127.0.0.1:" + std::to_string(port_); }
+  void inject(Fault fault) {
+    std::lock_guard lock(mu_);
+    faults_.push_back(fault);
+  }
+  // Every request that reached the proxy, in order, as received.
+  std::vector<std::string> requests() const {
+    std::lock_guard lock(mu_);
+    return requests_;
+  }
+  int connections_accepted() const { return accepted_.load(); }
+
+ private:
+  // Waits for `fd` to be readable, checking stopping_ every 50 ms. False when stopping.
+  bool wait_readable(int fd) {
+    while (!stopping_) {
+      pollfd p{fd, POLLIN, 0};
+      if (::poll(&p, 1, 50) > 0) return true;
+    }
+    return false;
+  }
+
+  // Reads one whole HTTP message (head and Content-Length body) into `message`; `buffer` keeps
+  // bytes that arrived early. False on EOF, error or stop.
+  bool read_message(int fd, std::string& buffer, std::string& message) {
+    for (;;) {
+      const std::size_t head_end = buffer.find("\r\n\r\n");
+      if (head_end != std::string::npos) {
+        std::string head = buffer.substr(0, head_end);
+        for (char& c : head) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+        std::size_t length = 0;
+        if (auto at = head.find("content-length:"); at != std::string::npos) {
+          length = std::stoul(head.substr(at + 15));
+        }
+        const std::size_t total = head_end + 4 + length;
+        if (buffer.size() >= total) {
+          message = buffer.substr(0, total);
+          buffer.erase(0, total);
+          return true;
+        }
+      }
+      if (!wait_readable(fd)) return false;
+      char chunk[16 * 1024];
+      const ssize_t n = ::recv(fd, chunk, sizeof chunk, 0);
+      if (n <= 0) return false;
+      buffer.append(chunk, static_cast<std::size_t>(n));
+    }
+  }
+
+  static bool send_all(int fd, const std::string& data) {
+    std::size_t sent = 0;
+    while (sent < data.size()) {
+      const ssize_t n = ::send(fd, data.data() + sent, data.size() - sent, MSG_NOSIGNAL);
+      if (n <= 0) return false;
+      sent += static_cast<std::size_t>(n);
+    }
+    return true;
+  }
+
+  void accept_loop() {
+    while (wait_readable(listen_fd_)) {
+      const int client = ::accept4(listen_fd_, nullptr, nullptr, SOCK_CLOEXEC);
+      if (client < 0) continue;
+      accepted_.fetch_add(1);
+      std::lock_guard lock(mu_);
+      connections_.emplace_back([this, client] { serve(client); });
+    }
+  }
+
+  void serve(int client) {
+    int upstream = -1;
+    std::string from_client, from_upstream;
+    for (;;) {
+      std::string request;
+      if (!read_message(client, from_client, request)) break;
+      Fault fault = Fault::none;
+      {
+        std::lock_guard lock(mu_);
+        requests_.push_back(request);
+        if (!faults_.empty()) {
+          fault = faults_.front();
+          faults_.pop_front();
+        }
+      }
+      if (fault == Fault::answer_503) {
+        send_all(client,
+                 "HTTP/1.1 503 Service Unavailable\r\nContent-Type: application/problem+json\r\nRetry-After: 0\r\n"
+                 "Connection: close\r\nContent-Length: 55\r\n\r\n"
+                 "{\"status\":503,\"code\":\"unavailable\",\"detail\":\"injected\"}");
+        break;
+      }
+      if (fault == Fault::hang) {
+        std::string ignored;
+        read_message(client, from_client, ignored);  // until the client gives up (or we stop)
+        break;
+      }
+      if (upstream < 0) {
+        upstream = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+        sockaddr_in addr{};
+        addr.sin_family = AF_INET;
+        addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+        addr.sin_port = htons(upstream_port_);
+        if (::connect(upstream, reinterpret_cast<sockaddr*>(&addr), sizeof addr) != 0) break;
+      }
+      std::string answer;
+      if (!send_all(upstream, request) || !read_message(upstream, from_upstream, answer)) break;
+      if (fault == Fault::drop_answer) break;  // the server acted; the client never hears of it
+      if (!send_all(client, answer)) break;
+    }
+    if (upstream >= 0) ::close(upstream);
+    ::shutdown(client, SHUT_RDWR);
+    ::close(client);
+  }
+
+  const std::uint16_t upstream_port_;
+  std::uint16_t port_ = 0;
+  int listen_fd_ = -1;
+  std::atomic<bool> stopping_{false};
+  std::atomic<int> accepted_{0};
+  std::thread acceptor_;
+  mutable std::mutex mu_;
+  std::vector<std::thread> connections_;  // protected by mu_
+  std::deque<Fault> faults_;              // protected by mu_
+  std::vector<std::string> requests_;     // protected by mu_
+};
+
+client::Options fast_options(const std::string& url, const std::string& key) {
+  client::Options o;
+  o.base_url = url;
+  o.key = key;
+  o.connect_timeout = milliseconds(1000);
+  o.request_timeout = milliseconds(3000);
+  o.retry.attempts_max = 4;
+  o.retry.backoff_initial = milliseconds(20);
+  o.retry.backoff_max = milliseconds(100);
+  return o;
+}
+
+std::string body_of(const std::string& request) { return request.substr(request.find("\r\n\r\n") + 4); }
+
+class ClientTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    client::Client admin(fast_options(server_.url(), server_.admin_key()));
+    ASSERT_TRUE(admin.create_account({"acct", std::nullopt, std::nullopt}).ok());
+    ASSERT_TRUE(admin.credit("acct", 10, "seed").ok());
+  }
+  client::Client client_for(const std::string& url) { return client::Client(fast_options(url, server_.admin_key())); }
+  std::size_t holds_of(client::Client& c, const std::string& account) {
+    const auto r = c.list_holds({account, std::nullopt, std::nullopt});
+    EXPECT_TRUE(r.ok()) << r.describe();
+    return r.ok() ? r.json().at("holds").as_array().size() : 0;
+  }
+
+  ServerProcess server_;
+};
+
+TEST_F(ClientTest, TypedCallsAnswerTheServersJsonAndProblems) {
+  client::Client c = client_for(server_.url());
+  auto health = c.healthz();
+  ASSERT_TRUE(health.ok()) << health.describe();
+  EXPECT_EQ(health.json().at("status"), "ok");
+
+  auto account = c.get_account("acct");
+  ASSERT_TRUE(account.ok()) << account.describe();
+  EXPECT_EQ(account.status(), 200u);
+  EXPECT_EQ(account.json().at("available"), 10);
+
+  auto hold = c.reserve({"acct", 4, "", 60000, json::object{{"order", "o-1"}}});
+  ASSERT_TRUE(hold.ok()) << hold.describe();
+  EXPECT_EQ(hold.status(), 201u);
+  EXPECT_EQ(hold.json().at("metadata").at("order"), "o-1");
+  const std::string hold_id(hold.json().at("hold_id").as_string());
+  EXPECT_EQ(std::string(hold.json().at("request_id").as_string()).rfind("client-", 0), 0u);
+
+  EXPECT_TRUE(c.extend(hold_id, 90000).ok());
+  auto committed = c.commit(hold_id, 3);
+  ASSERT_TRUE(committed.ok()) << committed.describe();
+  EXPECT_EQ(committed.json().at("committed_amount"), 3);
+  auto released = c.release(hold_id);
+  ASSERT_TRUE(released.is_problem());
+  EXPECT_EQ(released.status(), 409u);
+  EXPECT_EQ(released.problem().code, "hold_committed");
+  EXPECT_EQ(released.attempts(), 1);  // a 409 is reported at once
+
+  auto events = c.events("acct", 0, 2);
+  ASSERT_TRUE(events.ok()) << events.describe();
+  EXPECT_EQ(events.json().at("events").as_array().size(), 2u);
+  EXPECT_EQ(events.json().at("next_after"), 2);
+
+  auto audit = c.audit();
+  ASSERT_TRUE(audit.ok()) << audit.describe();
+  EXPECT_TRUE(audit.json().at("violations").as_array().empty());
+
+  auto key = c.create_key("acct");
+  ASSERT_TRUE(key.ok()) << key.describe();
+  client::Client kiosk(fast_options(server_.url(), std::string(key.json().at("secret").as_string())));
+  EXPECT_TRUE(kiosk.get_account("acct").ok());
+  EXPECT_EQ(kiosk.audit().problem().code, "forbidden");
+  ASSERT_TRUE(c.revoke_key(std::string(key.json().at("key_id").as_string())).ok());
+  EXPECT_EQ(kiosk.get_account("acct").problem().code, "unauthorized");
+
+  auto missing = c.get_hold("hold_0_missing");
+  ASSERT_TRUE(missing.is_problem());
+  EXPECT_EQ(missing.problem().status, 404u);
+  EXPECT_EQ(missing.problem().code, "not_found");
+  EXPECT_EQ(missing.problem().title, "Not Found");
+}
+
+TEST_F(ClientTest, PathSegmentsAreEncodedNotInterpreted) {
+  client::Client c = client_for(server_.url());
+  // "a/b" must reach the server as one segment (a bad id), never as a different route.
+  auto r = c.get_account("a/b");
+  ASSERT_TRUE(r.is_problem()) << r.describe();
+  EXPECT_EQ(r.problem().code, "invalid_request") << r.describe();
+  r = c.get_account("acct?x=1");
+  ASSERT_TRUE(r.is_problem()) << r.describe();
+  EXPECT_EQ(r.problem().code, "invalid_request") << r.describe();
+  EXPECT_EQ(client::Client::encode_component("a/b c"), "a%2Fb%20c");
+  EXPECT_EQ(client::Client::encode_component("user@host:1.x_y-z~"), "user@host:1.x_y-z~");
+  EXPECT_EQ(client::Client::encode_component(".."), "%2E%2E");
+}
+
+TEST(ClientConfiguration, BadBaseUrlsAreRefusedWithoutSendingAnything) {
+  for (const char* url : {"https://127.0.0.1:8080", "127.0.0.1:8080", "http://127.0.0.1:8080/v1",
+                          "http://user:pw@127.0.0.1:8080", "http://127.0.0.1:8080/?x=1", "ftp://h:1"}) {
+    client::Options o;
+    o.base_url = url;
+    client::Client c(o);
+    ASSERT_NE(c.configuration_error(), nullptr) << url;
+    auto r = c.healthz();
+    ASSERT_TRUE(r.is_transport_error()) << url;
+    EXPECT_EQ(r.transport_error().failure, client::TransportFailure::invalid_url) << url;
+  }
+  for (const char* url : {"http://127.0.0.1:8080", "http://127.0.0.1:8080/", "http://localhost:1", "http://[::1]:80"}) {
+    client::Options o;
+    o.base_url = url;
+    EXPECT_EQ(client::Client(o).configuration_error(), nullptr) << url;
+  }
+}
+
+TEST_F(ClientTest, ReserveResentAfterALostAnswerReusesItsRequestIdAndMakesOneHold) {
+  FaultProxy proxy(server_.port());
+  proxy.inject(FaultProxy::Fault::drop_answer);  // the server reserves; the client never hears
+  client::Client c = client_for(proxy.url());
+  auto r = c.reserve({"acct", 3, "", std::nullopt, std::nullopt});  // the client makes the request_id
+  ASSERT_TRUE(r.ok()) << r.describe();
+  EXPECT_EQ(r.attempts(), 2);
+  EXPECT_EQ(r.status(), 200u) << "the second attempt must find the first one's hold";
+
+  const auto requests = proxy.requests();
+  ASSERT_EQ(requests.size(), 2u);
+  EXPECT_EQ(body_of(requests[0]), body_of(requests[1]));  // exactly the same body, the same request_id
+  EXPECT_EQ(json::parse(body_of(requests[0])).at("request_id"), r.json().at("request_id"));
+
+  EXPECT_EQ(holds_of(c, "acct"), 1u);
+  auto account = c.get_account("acct");
+  ASSERT_TRUE(account.ok());
+  EXPECT_EQ(account.json().at("reserved"), 3);
+  EXPECT_EQ(account.json().at("available"), 7);
+}
+
+TEST_F(ClientTest, ReserveWaitsOutAServerRestartAndReusesItsRequestId) {
+  client::Options options = fast_options(server_.url(), server_.admin_key());
+  options.retry.attempts_max = 30;  // 30 × ≤100 ms: enough for a restart, still bounded
+  client::Client c(options);
+  ASSERT_TRUE(c.healthz().ok());  // a kept-alive connection that the stop below will break
+
+  ASSERT_EQ(server_.stop(SIGTERM), 0) << server_.log();
+  std::thread restarter([this] {
+    std::this_thread::sleep_for(milliseconds(300));
+    server_.restart();  // same database, same port
+  });
+  auto first = c.reserve({"acct", 2, "restart-1", std::nullopt, std::nullopt});
+  restarter.join();
+  ASSERT_TRUE(first.ok()) << first.describe();
+  EXPECT_GT(first.attempts(), 1);
+  EXPECT_EQ(first.status(), 201u);
+
+  auto again = c.reserve({"acct", 2, "restart-1", std::nullopt, std::nullopt});
+  ASSERT_TRUE(again.ok()) << again.describe();
+  EXPECT_EQ(again.status(), 200u);
+  EXPECT_EQ(again.json().at("hold_id"), first.json().at("hold_id"));
+  EXPECT_EQ(holds_of(c, "acct"), 1u);
+}
+
+TEST_F(ClientTest, AConnectionClosedByTheServerIsReplacedWithoutCountingAnAttempt) {
+  client::Client c = client_for(server_.url());
+  ASSERT_TRUE(c.healthz().ok());
+  server_.restart();  // graceful stop closes the idle kept-alive connection
+  auto r = c.get_account("acct");
+  ASSERT_TRUE(r.ok()) << r.describe();
+  EXPECT_EQ(r.attempts(), 1);
+}
+
+TEST_F(ClientTest, InsufficientCreditsIsAskedOnceMoreAtOnceThenReported) {
+  client::Client c = client_for(server_.url());
+  const auto started = Clock::now();
+  auto r = c.reserve({"acct", 11, "too-much", std::nullopt, std::nullopt});
+  ASSERT_TRUE(r.is_problem()) << r.describe();
+  EXPECT_EQ(r.problem().code, "insufficient_credits");
+  EXPECT_EQ(r.problem().available, 10);
+  EXPECT_EQ(r.problem().requested, 11);
+  EXPECT_EQ(r.attempts(), 2);
+  EXPECT_LT(Clock::now() - started, milliseconds(1000));  // no back-off
+  EXPECT_EQ(r.describe(),
+            "insufficient_credits: No credits available. Another device may be using this account right now. "
+            "(available 10, requested 11)");
+
+  client::Options once = fast_options(server_.url(), server_.admin_key());
+  once.retry.retry_insufficient_credits_once = false;
+  client::Client c2(once);
+  EXPECT_EQ(c2.reserve({"acct", 11, "too-much", std::nullopt, std::nullopt}).attempts(), 1);
+  // Other calls are never asked again on a 409.
+  EXPECT_EQ(c.debit("acct", 11, "d-1", "x").attempts(), 1);
+}
+
+TEST_F(ClientTest, Answer503IsRetriedWithTheSameBodyButNotForCreateKey) {
+  FaultProxy proxy(server_.port());
+  client::Client c = client_for(proxy.url());
+  proxy.inject(FaultProxy::Fault::answer_503);
+  auto r = c.credit("acct", 5, "buy-503");
+  ASSERT_TRUE(r.ok()) << r.describe();
+  EXPECT_EQ(r.attempts(), 2);
+  auto requests = proxy.requests();
+  ASSERT_EQ(requests.size(), 2u);
+  EXPECT_EQ(body_of(requests[0]), body_of(requests[1]));
+
+  proxy.inject(FaultProxy::Fault::answer_503);
+  auto key = c.create_key("acct");  // not idempotent: the 503 is reported, not repeated
+  ASSERT_TRUE(key.is_problem()) << key.describe();
+  EXPECT_EQ(key.status(), 503u);
+  EXPECT_EQ(key.problem().code, "unavailable");
+  EXPECT_EQ(key.attempts(), 1);
+
+  for (int i = 0; i < 4; ++i) proxy.inject(FaultProxy::Fault::answer_503);
+  auto gave_up = c.get_account("acct");
+  ASSERT_TRUE(gave_up.is_problem()) << gave_up.describe();
+  EXPECT_EQ(gave_up.status(), 503u);
+  EXPECT_EQ(gave_up.attempts(), 4);
+}
+
+TEST_F(ClientTest, AServerThatNeverAnswersTimesOutAfterBoundedAttempts) {
+  FaultProxy proxy(server_.port());
+  for (int i = 0; i < 3; ++i) proxy.inject(FaultProxy::Fault::hang);
+  client::Options o = fast_options(proxy.url(), server_.admin_key());
+  o.request_timeout = milliseconds(200);
+  o.retry.attempts_max = 3;
+  client::Client c(o);
+  const auto started = Clock::now();
+  auto r = c.commit("hold_1_x");
+  const auto took = Clock::now() - started;
+  ASSERT_TRUE(r.is_transport_error()) << r.describe();
+  EXPECT_EQ(r.transport_error().failure, client::TransportFailure::timeout);
+  EXPECT_EQ(r.attempts(), 3);
+  EXPECT_GE(took, milliseconds(600));
+  EXPECT_LT(took, milliseconds(3000));
+  EXPECT_EQ(proxy.connections_accepted(), 3);  // each time-out closed its connection
+
+  // A create_key that may have reached the server is not sent again.
+  proxy.inject(FaultProxy::Fault::hang);
+  auto key = c.create_key("acct");
+  ASSERT_TRUE(key.is_transport_error());
+  EXPECT_EQ(key.attempts(), 1);
+}
+
+TEST(ClientRetry, NothingListeningGivesUpAfterAttemptsMax) {
+  client::Options o = fast_options("http://127.0.0.1:" + std::to_string(testing::unused_port()), "k");
+  client::Client c(o);
+  const auto started = Clock::now();
+  auto r = c.create_key("acct");  // even create_key: a refused connect certainly sent nothing
+  ASSERT_TRUE(r.is_transport_error());
+  EXPECT_EQ(r.transport_error().failure, client::TransportFailure::connect);
+  EXPECT_EQ(r.attempts(), 4);
+  EXPECT_LT(Clock::now() - started, milliseconds(2000));
+}
+
+}  // namespace
+}  // namespace tollgate

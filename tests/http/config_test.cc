@@ -1,0 +1,324 @@
+// The server's configuration (api.md, "Configuration"; src/config/config.h): the file, TOLLGATE_*
+// variables and flags, in that order; every error names the key and the file's line; and the real
+// binary refuses to start on a bad file.
+#include <gtest/gtest.h>
+
+#include <fstream>
+#include <map>
+
+#include "config/config.h"
+#include "http/http_test_support.h"
+
+namespace tollgate::httptest {
+namespace {
+
+// The example of api.md's Configuration section, made valid (a real admin key).
+constexpr const char* kFullConfig = R"(listen = "127.0.0.1:8080"
+database = "sqlite:tollgate.db"            # or "postgresql://user@host/db?…" (libpq URI)
+admin_key = "0123456789abcdef-admin"
+hold_ttl_ms = 300000
+hold_ttl_max_ms = 3600000
+late_commit = "charge"                     # charge | forgive | reject
+reaper_interval_ms = 1000
+
+[providers.imagegen]
+url = "http://127.0.0.1:9000/generate"
+status_url = "http://127.0.0.1:9000/status/{id}"   # optional
+timeout_ms = 60000
+expected_duration_ms = 20000               # timeout_ms and hold TTL must be ≥ 3 × this, else start-up fails
+
+[ratelimits.login]
+limit = 5
+period_ms = 900000
+store = "shared"                           # shared | local
+)";
+
+TEST(Config, TheFullExampleOfTheSpecParses) {
+  auto parsed = parse_config(kFullConfig, "tollgate.toml");
+  ASSERT_TRUE(parsed.ok()) << parsed.error().detail;
+  const ServerConfig& c = *parsed;
+  EXPECT_EQ(c.listen, "127.0.0.1:8080");
+  EXPECT_EQ(c.database, "sqlite:tollgate.db");
+  ASSERT_TRUE(c.admin_key.has_value());
+  EXPECT_EQ(*c.admin_key, "0123456789abcdef-admin");
+  EXPECT_EQ(c.hold_ttl_ms, 300000);
+  EXPECT_EQ(c.hold_ttl_max_ms, 3600000);
+  EXPECT_EQ(c.late_commit, LateCommitPolicy::charge);
+  EXPECT_EQ(c.reaper_interval_ms, 1000);
+  ASSERT_EQ(c.providers.count("imagegen"), 1u);
+  const ProviderConfig& p = c.providers.at("imagegen");
+  EXPECT_EQ(p.url, "http://127.0.0.1:9000/generate");
+  ASSERT_TRUE(p.status_url.has_value());
+  EXPECT_EQ(*p.status_url, "http://127.0.0.1:9000/status/{id}");
+  EXPECT_EQ(p.timeout_ms, 60000);
+  EXPECT_EQ(p.expected_duration_ms, 20000);
+  ASSERT_EQ(c.ratelimits.count("login"), 1u);
+  EXPECT_EQ(c.ratelimits.at("login").limit, 5);
+  EXPECT_EQ(c.ratelimits.at("login").period_ms, 900000);
+  EXPECT_EQ(c.ratelimits.at("login").store, RateLimitStore::shared);
+  EXPECT_TRUE(validate_config(c).ok());
+}
+
+TEST(Config, AnEmptyFileGivesTheDefaults) {
+  auto parsed = parse_config("", "empty.toml");
+  ASSERT_TRUE(parsed.ok()) << parsed.error().detail;
+  EXPECT_EQ(parsed->listen, "127.0.0.1:8080");
+  EXPECT_EQ(parsed->hold_ttl_ms, 300000);
+  EXPECT_EQ(parsed->hold_ttl_max_ms, 3600000);
+  EXPECT_EQ(parsed->late_commit, LateCommitPolicy::charge);
+  EXPECT_EQ(parsed->reaper_interval_ms, 1000);
+  EXPECT_FALSE(parsed->admin_key.has_value());
+}
+
+TEST(Config, EveryLateCommitPolicyIsRead) {
+  for (const auto& [name, policy] : std::map<std::string, LateCommitPolicy>{
+           {"charge", LateCommitPolicy::charge}, {"forgive", LateCommitPolicy::forgive}, {"reject", LateCommitPolicy::reject}}) {
+    auto parsed = parse_config("late_commit = \"" + name + "\"\n", "t.toml");
+    ASSERT_TRUE(parsed.ok()) << name << ": " << parsed.error().detail;
+    EXPECT_EQ(parsed->late_commit, policy) << name;
+  }
+}
+
+struct InvalidConfig {
+  std::string name;
+  std::string text;
+  int line;                        // the line the message must name
+  std::vector<std::string> names;  // what the message must mention (the key)
+};
+
+void PrintTo(const InvalidConfig& c, std::ostream* out) { *out << c.name; }
+
+std::vector<InvalidConfig> invalid_configs() {
+  return {
+      {"UnknownTopLevelKey", "listen = \"127.0.0.1:8080\"\nhold_ttl = 5\n", 2, {"hold_ttl"}},
+      {"UnknownProviderKey",
+       "[providers.p]\nurl = \"http://x/\"\ntimeout_ms = 60000\nexpected_duration_ms = 1000\nretries = 3\n", 5,
+       {"retries"}},
+      {"UnknownRateLimitKey", "[ratelimits.login]\nlimit = 5\nperiod_ms = 1000\nburst = 2\n", 4, {"burst"}},
+      {"WrongTypeString", "hold_ttl_ms = \"300000\"\n", 1, {"hold_ttl_ms"}},
+      {"WrongTypeFloat", "\nreaper_interval_ms = 1.5\n", 2, {"reaper_interval_ms"}},
+      {"WrongTypeListen", "listen = 8080\n", 1, {"listen"}},
+      {"WrongTypeLateCommit", "late_commit = true\n", 1, {"late_commit"}},
+      {"OutOfRangeReaperInterval", "reaper_interval_ms = 5\n", 1, {"reaper_interval_ms"}},
+      {"OutOfRangeHoldTtl", "hold_ttl_ms = 0\n", 1, {"hold_ttl_ms"}},
+      {"OutOfRangeHoldTtlMax", "hold_ttl_max_ms = 9999999999999\n", 1, {"hold_ttl_max_ms"}},
+      {"OutOfRangeRateLimit", "[ratelimits.login]\nlimit = 0\nperiod_ms = 1000\n", 2, {"limit"}},
+      {"HoldTtlAboveItsMaximum", "hold_ttl_max_ms = 1000\nhold_ttl_ms = 2000\n", 2, {"hold_ttl_ms"}},
+      {"LateCommitOther", "# policy\nlate_commit = \"refund\"\n", 2, {"late_commit"}},
+      {"ProviderTimeoutBelowThreeTimesTheExpectedDuration",
+       "[providers.imagegen]\nurl = \"http://127.0.0.1:9000/generate\"\ntimeout_ms = 59999\nexpected_duration_ms = 20000\n", 3,
+       {"timeout_ms", "imagegen"}},
+      {"HoldTtlBelowThreeTimesTheExpectedDuration",
+       "hold_ttl_ms = 59999\n[providers.imagegen]\nurl = \"http://127.0.0.1:9000/generate\"\ntimeout_ms = 600000\n"
+       "expected_duration_ms = 20000\n",
+       5, {"hold_ttl_ms", "expected_duration_ms"}},
+      {"ProviderWithoutUrl", "[providers.imagegen]\ntimeout_ms = 60000\n", 1, {"url"}},
+      {"RateLimitStoreOther", "[ratelimits.login]\nlimit = 5\nperiod_ms = 1000\nstore = \"redis\"\n", 4, {"store"}},
+      {"ListenWithoutPort", "\n\nlisten = \"127.0.0.1\"\n", 3, {"listen"}},
+      {"ListenPortOutOfRange", "listen = \"127.0.0.1:65536\"\n", 1, {"listen"}},
+      {"ListenPortNotANumber", "listen = \"127.0.0.1:http\"\n", 1, {"listen"}},
+      {"ListenHostNotAnAddress", "listen = \"not an address:8080\"\n", 1, {"listen"}},
+      {"DatabaseOfAnUnknownKind", "\ndatabase = \"mysql://db\"\n", 2, {"database"}},
+      {"AdminKeyTooShort", "admin_key = \"short\"\n", 1, {"admin_key"}},
+      {"TomlSyntaxError", "listen = \n", 1, {}},
+  };
+}
+
+class ConfigInvalid : public ::testing::TestWithParam<InvalidConfig> {};
+
+TEST_P(ConfigInvalid, FailsWithAMessageNamingTheKeyAndTheLine) {
+  const InvalidConfig& c = GetParam();
+  auto parsed = parse_config(c.text, "bad.toml");
+  ASSERT_FALSE(parsed.ok()) << "accepted:\n" << c.text;
+  const std::string& message = parsed.error().detail;
+  EXPECT_EQ(parsed.error().code, Code::invalid_request);
+  EXPECT_EQ(message.rfind("bad.toml:" + std::to_string(c.line) + ": ", 0), 0u)
+      << "the message does not start with bad.toml:" << c.line << ": — it is: " << message;
+  for (const std::string& name : c.names) {
+    EXPECT_NE(message.find(name), std::string::npos) << "the message does not name " << name << ": " << message;
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Table, ConfigInvalid, ::testing::ValuesIn(invalid_configs()),
+                         [](const ::testing::TestParamInfo<InvalidConfig>& info) { return info.param.name; });
+
+// --- sources in order: file, environment, flags ---------------------------------------------------
+
+// The environment the tests inject (EnvLookup is a plain function pointer).
+std::map<std::string, std::string>& fake_env() {
+  static std::map<std::string, std::string> env;
+  return env;
+}
+std::optional<std::string> lookup(const char* name) {
+  auto it = fake_env().find(name);
+  if (it == fake_env().end()) return std::nullopt;
+  return it->second;
+}
+
+class ConfigSources : public ::testing::Test {
+ protected:
+  void SetUp() override { fake_env().clear(); }
+  void TearDown() override { fake_env().clear(); }
+
+  std::string write(const std::string& text) {
+    const std::string path = dir_.file("tollgate.toml");
+    std::ofstream(path) << text;
+    return path;
+  }
+
+  testing::TempDir dir_;
+};
+
+TEST_F(ConfigSources, TheFileIsReadAndItsPathNamesItsErrors) {
+  ConfigOverrides o;
+  o.config_file = write("listen = \"127.0.0.1:9001\"\nhold_ttl_ms = 120000\nlate_commit = \"forgive\"\n");
+  auto c = load_config(o, &lookup);
+  ASSERT_TRUE(c.ok()) << c.error().detail;
+  EXPECT_EQ(c->listen, "127.0.0.1:9001");
+  EXPECT_EQ(c->hold_ttl_ms, 120000);
+  EXPECT_EQ(c->late_commit, LateCommitPolicy::forgive);
+
+  o.config_file = write("listen = \"127.0.0.1:9001\"\n\nbogus = 1\n");
+  auto bad = load_config(o, &lookup);
+  ASSERT_FALSE(bad.ok());
+  EXPECT_EQ(bad.error().detail.rfind(*o.config_file + ":3: ", 0), 0u) << bad.error().detail;
+  EXPECT_NE(bad.error().detail.find("bogus"), std::string::npos) << bad.error().detail;
+}
+
+TEST_F(ConfigSources, AMissingFileIsAnErrorNamingIt) {
+  ConfigOverrides o;
+  o.config_file = dir_.file("nope.toml");
+  auto c = load_config(o, &lookup);
+  ASSERT_FALSE(c.ok());
+  EXPECT_NE(c.error().detail.find("nope.toml"), std::string::npos) << c.error().detail;
+}
+
+TEST_F(ConfigSources, EnvironmentOverridesTheFileAndFlagsOverrideBoth) {
+  ConfigOverrides o;
+  o.config_file = write(
+      "listen = \"127.0.0.1:1111\"\ndatabase = \"sqlite:file.db\"\nadmin_key = \"file-admin-key-0123456789\"\n"
+      "hold_ttl_ms = 100000\nhold_ttl_max_ms = 200000\nreaper_interval_ms = 500\nlate_commit = \"charge\"\n");
+  auto file_only = load_config(o, &lookup);
+  ASSERT_TRUE(file_only.ok()) << file_only.error().detail;
+  EXPECT_EQ(file_only->listen, "127.0.0.1:1111");
+  EXPECT_EQ(*file_only->admin_key, "file-admin-key-0123456789");
+
+  fake_env() = {{"TOLLGATE_LISTEN", "127.0.0.1:2222"},
+                {"TOLLGATE_DATABASE", "sqlite:env.db"},
+                {"TOLLGATE_ADMIN_KEY", "env-admin-key-0123456789"},
+                {"TOLLGATE_HOLD_TTL_MS", "150000"},
+                {"TOLLGATE_HOLD_TTL_MAX_MS", "300000"},
+                {"TOLLGATE_REAPER_INTERVAL_MS", "250"},
+                {"TOLLGATE_LATE_COMMIT", "reject"}};
+  auto with_env = load_config(o, &lookup);
+  ASSERT_TRUE(with_env.ok()) << with_env.error().detail;
+  EXPECT_EQ(with_env->listen, "127.0.0.1:2222");
+  EXPECT_EQ(with_env->database, "sqlite:env.db");
+  EXPECT_EQ(*with_env->admin_key, "env-admin-key-0123456789");
+  EXPECT_EQ(with_env->hold_ttl_ms, 150000);
+  EXPECT_EQ(with_env->hold_ttl_max_ms, 300000);
+  EXPECT_EQ(with_env->reaper_interval_ms, 250);
+  EXPECT_EQ(with_env->late_commit, LateCommitPolicy::reject);
+
+  o.listen = "127.0.0.1:3333";
+  o.database = "sqlite:flag.db";
+  auto with_flags = load_config(o, &lookup);
+  ASSERT_TRUE(with_flags.ok()) << with_flags.error().detail;
+  EXPECT_EQ(with_flags->listen, "127.0.0.1:3333");
+  EXPECT_EQ(with_flags->database, "sqlite:flag.db");
+  EXPECT_EQ(with_flags->hold_ttl_ms, 150000) << "a flag changes only what it names";
+}
+
+TEST_F(ConfigSources, FlagsOverrideTheDefaultsWithoutAFile) {
+  ConfigOverrides o;
+  o.listen = "127.0.0.1:0";
+  o.database = "sqlite:x.db";
+  auto c = load_config(o, &lookup);
+  ASSERT_TRUE(c.ok()) << c.error().detail;
+  EXPECT_EQ(c->listen, "127.0.0.1:0");
+  EXPECT_EQ(c->database, "sqlite:x.db");
+  EXPECT_EQ(c->hold_ttl_ms, 300000);
+}
+
+TEST_F(ConfigSources, BadEnvironmentValuesAreErrorsNamingTheVariable) {
+  for (const auto& [name, value] : std::vector<std::pair<std::string, std::string>>{
+           {"TOLLGATE_HOLD_TTL_MS", "five"},
+           {"TOLLGATE_HOLD_TTL_MS", "0"},
+           {"TOLLGATE_REAPER_INTERVAL_MS", "1"},
+           {"TOLLGATE_LATE_COMMIT", "sometimes"},
+           {"TOLLGATE_LISTEN", "nowhere"},
+           {"TOLLGATE_ADMIN_KEY", "short"}}) {
+    fake_env() = {{name, value}};
+    auto c = load_config(ConfigOverrides{}, &lookup);
+    ASSERT_FALSE(c.ok()) << name << "=" << value << " was accepted";
+    std::string lower = name.substr(9);
+    for (auto& ch : lower) ch = static_cast<char>(std::tolower(static_cast<unsigned char>(ch)));
+    EXPECT_TRUE(c.error().detail.find(name) != std::string::npos || c.error().detail.find(lower) != std::string::npos)
+        << name << "=" << value << ": " << c.error().detail;
+  }
+}
+
+TEST_F(ConfigSources, ABadListenFlagIsAnError) {
+  ConfigOverrides o;
+  o.listen = "127.0.0.1";
+  auto c = load_config(o, &lookup);
+  ASSERT_FALSE(c.ok());
+  EXPECT_NE(c.error().detail.find("listen"), std::string::npos) << c.error().detail;
+}
+
+// --- the real binary --------------------------------------------------------------------------------
+
+TEST(ConfigServe, AnInvalidConfigFileStopsStartUpWithTheMessageOnStderr) {
+  testing::TempDir dir;
+  const std::string path = dir.file("bad.toml");
+  std::ofstream(path) << "listen = \"127.0.0.1:0\"\n\nhold_ttl_ms = \"soon\"\n";
+  const ProcessResult r = testing::run_tollgate({"serve", "--config", path, "--database", "sqlite:" + dir.file("t.db")});
+  EXPECT_FALSE(r.timed_out) << "it started anyway: " << r.err;
+  EXPECT_NE(r.exit_code, 0) << "stderr: " << r.err;
+  EXPECT_LT(r.exit_code, 128) << "it crashed: " << r.err;
+  EXPECT_NE(r.err.find(path + ":3:"), std::string::npos) << "stderr: " << r.err;
+  EXPECT_NE(r.err.find("hold_ttl_ms"), std::string::npos) << "stderr: " << r.err;
+  EXPECT_EQ(r.err.find("listening on"), std::string::npos) << "it started anyway: " << r.err;
+}
+
+TEST(ConfigServe, AProviderSlowerThanItsTimeoutStopsStartUp) {
+  testing::TempDir dir;
+  const std::string path = dir.file("slow.toml");
+  std::ofstream(path) << "[providers.imagegen]\nurl = \"http://127.0.0.1:9/\"\ntimeout_ms = 1000\n"
+                         "expected_duration_ms = 1000\n";
+  const ProcessResult r =
+      testing::run_tollgate({"serve", "--config", path, "--listen", "127.0.0.1:0", "--database", "sqlite:" + dir.file("t.db")},
+                            {{"TOLLGATE_ADMIN_KEY", "0123456789abcdef0123"}});
+  EXPECT_FALSE(r.timed_out) << "it started anyway: " << r.err;
+  EXPECT_NE(r.exit_code, 0) << "stderr: " << r.err;
+  EXPECT_NE(r.err.find(path + ":3:"), std::string::npos) << "stderr: " << r.err;
+  EXPECT_NE(r.err.find("timeout_ms"), std::string::npos) << "stderr: " << r.err;
+}
+
+TEST(ConfigServe, AValidConfigFileStartsTheServerWithItsSettings) {
+  testing::TempDir dir;
+  const std::string path = dir.file("good.toml");
+  std::ofstream(path) << "listen = \"127.0.0.1:1\"\nadmin_key = \"file-admin-key-0123456789\"\nhold_ttl_ms = 1000\n"
+                         "hold_ttl_max_ms = 2000\n";
+  // --listen and --database (given by ServerProcess) win over the file; the admin key comes from
+  // the file (no TOLLGATE_ADMIN_KEY).
+  ServerOptions options;
+  options.admin_key = "";
+  options.extra_args = {"--config", path};
+  ServerProcess server(options);
+  HttpClient admin(server.port(), "file-admin-key-0123456789");
+  ASSERT_EQ(admin.post("/v1/accounts", json::object{{"account_id", "cfg"}}).status, 201u);
+  ASSERT_EQ(admin.post("/v1/accounts/cfg/credits", json::object{{"amount", 5}, {"reference", "r"}}).status, 201u);
+  // hold_ttl_max_ms = 2000 bounds a reservation's ttl_ms.
+  EXPECT_EQ(admin.post("/v1/holds", json::object{{"account_id", "cfg"}, {"amount", 1}, {"request_id", "q1"}, {"ttl_ms", 2001}})
+                .status,
+            400u);
+  const HttpResponse hold = admin.post("/v1/holds", json::object{{"account_id", "cfg"}, {"amount", 1}, {"request_id", "q2"}});
+  ASSERT_EQ(hold.status, 201u) << hold;
+  // hold_ttl_ms = 1000 is the default TTL.
+  EXPECT_EQ(jstr(hold.object(), "expires_at") > jstr(hold.object(), "created_at"), true);
+  EXPECT_EQ(server.stop(SIGTERM), 0) << server.log();
+}
+
+}  // namespace
+}  // namespace tollgate::httptest
