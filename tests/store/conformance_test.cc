@@ -1525,6 +1525,52 @@ TEST_P(StoreConformance, ManyConcurrentReservationsNeverOverspend) {
   EXPECT_EQ(balances("alice"), (Bal{0, 10, 0, 10}));
 }
 
+// --- API keys ------------------------------------------------------------------------------------
+TEST_P(StoreConformance, AnAccountKeyIsFoundByItsSecretHashUntilItIsRevoked) {
+  make_account("alice");
+  const std::string hash(64, 'a');
+  auto created = ledger_->run(CreateKeyCommand{"key_1", std::string("alice"), hash});
+  ASSERT_OK(created);
+  auto found = store_->find_key(hash);
+  ASSERT_OK(found);
+  ASSERT_TRUE(found->has_value());
+  EXPECT_EQ(*(*found)->account_id, "alice");
+  EXPECT_FALSE((*found)->revoked_at_ms.has_value());
+  ASSERT_OK(ledger_->run(RevokeKeyCommand{"key_1"}));
+  auto again = ledger_->run(RevokeKeyCommand{"key_1"});
+  ASSERT_OK(again);
+  EXPECT_FALSE(std::get<KeyOutcome>(again.value()).created);  // revoking twice changes nothing
+  auto revoked = store_->find_key(hash);
+  ASSERT_OK(revoked);
+  ASSERT_TRUE(revoked->has_value());
+  EXPECT_TRUE((*revoked)->revoked_at_ms.has_value());
+}
+
+TEST_P(StoreConformance, AKeyForAnUnknownAccountIsNotCreated) {
+  auto created = ledger_->run(CreateKeyCommand{"key_1", std::string("nobody"), std::string(64, 'b')});
+  EXPECT_CODE(created, Code::not_found);
+  auto found = store_->find_key(std::string(64, 'b'));
+  ASSERT_OK(found);
+  EXPECT_FALSE(found->has_value());
+}
+
+TEST_P(StoreConformance, TheAdminKeyCannotBeRevoked) {
+  auto has_before = store_->has_admin_key();
+  ASSERT_OK(has_before);
+  EXPECT_FALSE(*has_before);
+  ASSERT_OK(ledger_->run(CreateKeyCommand{"admin", std::nullopt, std::string(64, 'c')}));
+  auto revoked = ledger_->run(RevokeKeyCommand{"admin"});
+  EXPECT_CODE(revoked, Code::conflict);
+  auto has_after = store_->has_admin_key();
+  ASSERT_OK(has_after);
+  EXPECT_TRUE(*has_after);
+}
+
+TEST_P(StoreConformance, ListingTheHoldsOfAnUnknownAccountIsNotFound) {
+  auto listed = ledger_->list_holds(HoldFilter{std::string("nobody"), std::nullopt, 10});
+  EXPECT_CODE(listed, Code::not_found);
+}
+
 INSTANTIATE_TEST_SUITE_P(AllBackends, StoreConformance, ::testing::ValuesIn(testing::all_backends()),
                          testing::BackendName());
 
