@@ -213,10 +213,19 @@ struct Session : std::enable_shared_from_this<Session> {
     });
   }
 
+  // Answers a request the transport refused (413, 431, 400) and closes: its X-Request-Id and
+  // method are echoed when they were read before the refusal.
   void answer_and_close(Response r) {
     busy = true;
+    std::string request_id = new_request_id();
+    std::string method = "-";
+    if (parser) {  // the fields parsed so far (a refusal may come in the middle of the head)
+      const auto& head = parser->get();
+      if (std::string id(head["X-Request-Id"]); request_id_is_valid(id)) request_id = std::move(id);
+      if (!head.method_string().empty()) method = std::string(head.method_string());
+    }
     parser.reset();
-    write(std::move(r), false, 11, SteadyClock::now(), new_request_id(), "-");
+    write(std::move(r), false, 11, SteadyClock::now(), request_id, method);
   }
 
   void close() {

@@ -632,6 +632,11 @@ TEST_F(HttpApi, XRequestIdIsEchoedWhenSentAndGeneratedWhenNot) {
   EXPECT_EQ(problem.status, 404u);
   EXPECT_EQ(problem.header("X-Request-Id"), "trace-404") << "errors echo it too";
 
+  // Also on an answer the transport gives before routing (an announced body over 64 KiB).
+  const HttpResponse too_large = admin().post("/v1/holds", std::string(100 * 1024, ' '), {{"X-Request-Id", "trace-413"}});
+  EXPECT_EQ(too_large.status, 413u);
+  EXPECT_EQ(too_large.header("X-Request-Id"), "trace-413");
+
   const HttpResponse a = admin().get("/healthz");
   const HttpResponse b = admin().get("/healthz");
   EXPECT_FALSE(a.header("X-Request-Id").empty());
