@@ -4,6 +4,7 @@
 #include <string>
 
 #include "core/clock.h"
+#include "core/log.h"
 #include "core/version.h"
 #include "http/api.h"
 #include "http/auth.h"
@@ -18,10 +19,7 @@ extern const char* const kOpenApiJson;  // generated from docs/openapi.json
 
 namespace {
 
-void log_line(const char* level, const std::string& msg) {
-  std::fprintf(stderr, "{\"level\":\"%s\",\"msg\":\"%s\"}\n", level, msg.c_str());
-  std::fflush(stderr);
-}
+void log_line(const char* level, const std::string& msg) { tollgate::log(level, msg); }
 
 std::string render_metrics(Ledger& ledger, http::Metrics& metrics, const Clock& clock) {
   using http::metric_header;

@@ -4,6 +4,8 @@
 #include <boost/beast/core.hpp>
 #include <boost/beast/http.hpp>
 
+#include "core/clock.h"
+
 #include <chrono>
 #include <cstdio>
 #include <list>
@@ -187,11 +189,13 @@ struct Session : std::enable_shared_from_this<Session> {
              const std::string& method) {
     const double seconds = std::chrono::duration<double>(SteadyClock::now() - started).count();
     server.metrics.observe_request(r.route, r.status, seconds);
-    char line[512];
+    // request_id is checked (no quotes or control characters); method, route and code are tokens.
+    char line[640];
     std::snprintf(line, sizeof line,
-                  "{\"level\":\"info\",\"msg\":\"request\",\"request_id\":\"%s\",\"method\":\"%s\",\"route\":\"%s\","
-                  "\"status\":%u,\"code\":\"%s\",\"duration_ms\":%.3f}",
-                  request_id.c_str(), method.c_str(), r.route.c_str(), r.status, r.code.c_str(), seconds * 1000);
+                  "{\"ts\":\"%s\",\"level\":\"info\",\"msg\":\"request\",\"request_id\":\"%s\",\"method\":\"%s\","
+                  "\"route\":\"%s\",\"status\":%u,\"code\":\"%s\",\"duration_ms\":%.3f}",
+                  format_rfc3339_ms(SystemClock().now_ms()).c_str(), request_id.c_str(), method.c_str(), r.route.c_str(),
+                  r.status, r.code.c_str(), seconds * 1000);
     server.log.write(line);
 
     auto res = std::make_shared<bhttp::response<bhttp::string_body>>(static_cast<bhttp::status>(r.status), version);

@@ -1,6 +1,7 @@
 #include "ledger/ledger.h"
 
 #include "core/checked.h"
+#include "core/log.h"
 
 #include <cstdio>
 
@@ -157,7 +158,7 @@ void Ledger::reaper_loop() {
   while (!reaper_stopping_) {
     lock.unlock();
     if (auto r = reap_once(); !r) {
-      std::fprintf(stderr, "tollgate: reaper: %s\n", r.error().detail.c_str());
+      log("error", "reaper: " + r.error().detail);
     }
     lock.lock();
     reaper_wake_.wait_for(lock, std::chrono::milliseconds(options_.reaper_interval_ms),

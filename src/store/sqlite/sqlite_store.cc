@@ -5,6 +5,7 @@
 #include <cstdio>
 
 #include "core/invariants.h"
+#include "core/log.h"
 #include "core/limits.h"
 #include "store/sqlite/sqlite_db.h"
 #include "store/transaction.h"
@@ -564,7 +565,7 @@ void SqliteStore::checkpoint_loop() {
       // synchronous=FULL it syncs the database file, off the commit path.
       sqlite3_wal_checkpoint_v2(conn->raw(), nullptr, SQLITE_CHECKPOINT_PASSIVE, nullptr, nullptr);
     } catch (const SqlError& e) {
-      std::fprintf(stderr, "tollgate: sqlite checkpointer: %s\n", e.what());
+      log("warn", std::string("sqlite checkpointer: ") + e.what());
       conn.reset();
     }
     lock.lock();
@@ -647,8 +648,7 @@ Status SqliteStore::apply(std::span<const Command> commands, std::vector<Command
       sqlite3_exec(writer_->raw(), "ROLLBACK", nullptr, nullptr, nullptr);
       if (!command_failed || e.is_transient()) return sql_failure(e);  // BEGIN/COMMIT or I/O: the whole batch
       dropped[current] = true;
-      std::fprintf(stderr, "tollgate: sqlite: operation %zu of a batch failed and was dropped: %s\n", current,
-                   e.what());
+      log("error", "sqlite: operation " + std::to_string(current) + " of a batch failed and was dropped: " + e.what());
     }
   }
   TG_ASSERT(false && "apply: every command dropped and still failing");
