@@ -1,6 +1,7 @@
 #include "core/model.h"
 
 #include <array>
+#include <ostream>
 #include <utility>
 
 namespace tollgate {
@@ -66,5 +67,35 @@ std::optional<LateCommitPolicy> parse_late_commit_policy(std::string_view name) 
 }
 std::string_view event_type_name(EventType type) { return name_of(kEventTypes, type); }
 std::optional<EventType> parse_event_type(std::string_view name) { return parse_by_name(kEventTypes, name); }
+
+std::ostream& operator<<(std::ostream& out, const Balances& b) {
+  return out << "{available=" << b.available << " reserved=" << b.reserved << " used=" << b.used
+             << " purchased=" << b.purchased << "}";
+}
+
+std::ostream& operator<<(std::ostream& out, const Account& a) {
+  out << "{" << a.account_id << " " << a.balances << " overdraft_limit=" << a.overdraft_limit << " max_active_holds=";
+  if (a.max_active_holds) {
+    out << *a.max_active_holds;
+  } else {
+    out << "none";
+  }
+  return out << " active_holds=" << a.active_holds << "}";
+}
+
+std::ostream& operator<<(std::ostream& out, const Hold& h) {
+  out << "{" << h.hold_id << " " << hold_status_name(h.status);
+  if (h.late_outcome != LateOutcome::none) out << "/late_" << late_outcome_name(h.late_outcome);
+  return out << " account=" << h.account_id << " request=" << h.request_id << " amount=" << h.amount
+             << " committed=" << h.committed_amount << " expires_at_ms=" << h.expires_at_ms << "}";
+}
+
+std::ostream& operator<<(std::ostream& out, const Event& e) {
+  out << "{#" << e.event_id << " " << e.account_id << " " << event_type_name(e.type) << " " << e.amount;
+  if (e.hold_id) out << " hold=" << *e.hold_id;
+  if (e.reference) out << " reference=" << *e.reference;
+  return out << " after={available=" << e.available_after << " reserved=" << e.reserved_after
+             << " used=" << e.used_after << "}}";
+}
 
 }  // namespace tollgate

@@ -7,6 +7,7 @@
 #pragma once
 
 #include <cstdint>
+#include <iosfwd>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -96,6 +97,12 @@ struct ApiKey {
 
   friend bool operator==(const ApiKey&, const ApiKey&) = default;
 };
+
+// Readable forms, for logs and test failures ({available=… reserved=…}, {hold_… active 3 …}).
+std::ostream& operator<<(std::ostream& out, const Balances& balances);
+std::ostream& operator<<(std::ostream& out, const Account& account);
+std::ostream& operator<<(std::ostream& out, const Hold& hold);
+std::ostream& operator<<(std::ostream& out, const Event& event);
 
 std::string_view hold_status_name(HoldStatus status);
 std::optional<HoldStatus> parse_hold_status(std::string_view name);
