@@ -111,14 +111,14 @@ const T& outcome(const CommandResult& r) {
   return *v;
 }
 
-void count_hold_outcome(Metrics& m, const Hold& before_is_unknown_use_status) {
-  switch (before_is_unknown_use_status.status) {
+void count_hold_outcome(Metrics& m, const Hold& hold) {
+  switch (hold.status) {
     case HoldStatus::committed: m.holds_committed.fetch_add(1, std::memory_order_relaxed); break;
     case HoldStatus::released: m.holds_released.fetch_add(1, std::memory_order_relaxed); break;
     default: break;
   }
-  if (before_is_unknown_use_status.late_outcome == LateOutcome::charged) m.holds_late_charged.fetch_add(1);
-  if (before_is_unknown_use_status.late_outcome == LateOutcome::forgiven) m.holds_late_forgiven.fetch_add(1);
+  if (hold.late_outcome == LateOutcome::charged) m.holds_late_charged.fetch_add(1);
+  if (hold.late_outcome == LateOutcome::forgiven) m.holds_late_forgiven.fetch_add(1);
 }
 
 // Submits a command and answers from the I/O thread: `respond` builds the answer from the result.
