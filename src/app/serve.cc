@@ -45,8 +45,14 @@ std::string render_metrics(Ledger& ledger, http::Metrics& metrics, const Clock& 
               static_cast<double>(metrics.holds_late_forgiven.load()));
   metric_header(out, "tollgate_reservation_conflicts_total", "counter", "Answers of insufficient_credits.");
   metric_line(out, "tollgate_reservation_conflicts_total", "", static_cast<double>(metrics.reservation_conflicts.load()));
-  metric_header(out, "tollgate_invariant_violations_total", "counter", "Invariant violations found by audits.");
-  metric_line(out, "tollgate_invariant_violations_total", "", static_cast<double>(metrics.invariant_violations.load()));
+  metric_header(out, "tollgate_invariant_violations_total", "counter",
+                "Invariant violations found: by the server's sampled audit, or by GET /v1/audit.");
+  metric_line(out, "tollgate_invariant_violations_total", "source=\"sampled\"",
+              static_cast<double>(ledger.sampled_violations()));
+  metric_line(out, "tollgate_invariant_violations_total", "source=\"audit\"",
+              static_cast<double>(metrics.invariant_violations.load()));
+  metric_header(out, "tollgate_audit_sampled_accounts_total", "counter", "Accounts audited by the server's sampler.");
+  metric_line(out, "tollgate_audit_sampled_accounts_total", "", static_cast<double>(ledger.sampled_accounts()));
   metric_header(out, "tollgate_reaper_last_run_age_seconds", "gauge", "Seconds since the reaper last ran (-1: never).");
   const auto last = ledger.reaper_last_run_ms();
   metric_line(out, "tollgate_reaper_last_run_age_seconds", "",
@@ -95,6 +101,7 @@ int serve(const ServerConfig& config, const std::function<void(std::uint16_t)>& 
   ledger_options.hold_ttl_ms_max = config.hold_ttl_max_ms;
   ledger_options.late_commit = config.late_commit;
   ledger_options.reaper_interval_ms = config.reaper_interval_ms;
+  ledger_options.audit_sample_interval_ms = 10'000;  // one account in turn, every 10 s
   if (auto s = validate(ledger_options); !s) {
     log_line("error", s.error().detail);
     return 2;

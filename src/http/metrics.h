@@ -27,7 +27,7 @@ class Metrics {
   // Holds ended through this instance's API (expiries are counted by the ledger's reaper).
   std::atomic<std::uint64_t> holds_committed{0}, holds_released{0}, holds_late_charged{0}, holds_late_forgiven{0};
   std::atomic<std::uint64_t> reservation_conflicts{0};  // insufficient_credits answers
-  std::atomic<std::uint64_t> invariant_violations{0};   // found by audits (sampled or asked)
+  std::atomic<std::uint64_t> invariant_violations{0};   // found by GET /v1/audit (the sampler counts its own)
   std::atomic<std::uint64_t> connections_rejected{0};   // over the connection limit
 
   // Appends the request metrics in Prometheus text format.

@@ -34,6 +34,7 @@ Status validate(const LedgerOptions& o) {
   if (o.reaper_interval_ms < 0 || o.reaper_interval_ms > 3'600'000) {
     return invalid("reaper_interval_ms must be from 0 to 3600000");
   }
+  if (o.audit_sample_interval_ms < 0) return invalid("audit_sample_interval_ms must be 0 or more");
   if (o.reaper_batch_max < 1 || o.reaper_batch_max > 100'000) return invalid("reaper batch must be from 1 to 100000");
   if (o.group_commit.batch_max < 1 || o.group_commit.queue_max < o.group_commit.batch_max) {
     return invalid("the write queue must hold at least one batch");
@@ -50,6 +51,7 @@ Ledger::Ledger(Store& store, const Clock& clock, LedgerOptions options)
       ids_(seed_from(options.id_seed)) {
   TG_ASSERT(validate(options_).ok());
   if (options_.reaper_interval_ms > 0) reaper_ = std::thread([this] { reaper_loop(); });
+  if (options_.audit_sample_interval_ms > 0) sampler_ = std::thread([this] { sampler_loop(); });
 }
 
 Ledger::~Ledger() { stop(); }
@@ -62,6 +64,7 @@ void Ledger::stop() {
     }
     reaper_wake_.notify_all();
     if (reaper_.joinable()) reaper_.join();
+    if (sampler_.joinable()) sampler_.join();
     committer_.stop();
   });
 }
@@ -151,6 +154,35 @@ std::optional<std::int64_t> Ledger::reaper_last_run_ms() const {
   const std::int64_t t = reaper_last_run_ms_.load(std::memory_order_acquire);
   if (t < 0) return std::nullopt;
   return t;
+}
+
+Result<AuditReport> Ledger::audit_sample_once() {
+  std::lock_guard lock(sample_mu_);
+  auto next = store_.list_account_ids(sample_cursor_, 1);
+  if (!next) return next.error();
+  if (next->empty() && !sample_cursor_.empty()) {  // past the last account: start again
+    sample_cursor_.clear();
+    next = store_.list_account_ids(sample_cursor_, 1);
+    if (!next) return next.error();
+  }
+  if (next->empty()) return AuditReport{};
+  sample_cursor_ = next->front();
+  auto report = store_.audit(std::string_view(sample_cursor_));
+  if (!report) return report.error();
+  sampled_accounts_.fetch_add(1, std::memory_order_relaxed);
+  sampled_violations_.fetch_add(report->violations.size(), std::memory_order_relaxed);
+  for (const auto& v : report->violations) log("error", "sampled audit: " + v.account_id + ": " + v.message);
+  return report;
+}
+
+void Ledger::sampler_loop() {
+  std::unique_lock lock(reaper_mu_);
+  while (!reaper_wake_.wait_for(lock, std::chrono::milliseconds(options_.audit_sample_interval_ms),
+                                [&] { return reaper_stopping_; })) {
+    lock.unlock();
+    if (auto r = audit_sample_once(); !r) log("warn", "sampled audit: " + r.error().detail);
+    lock.lock();
+  }
 }
 
 void Ledger::reaper_loop() {

@@ -34,6 +34,10 @@ struct LedgerOptions {
   // The reaper runs every reaper_interval_ms; 0 starts no reaper thread (tests call reap_once()).
   std::int64_t reaper_interval_ms = 1000;
   std::int64_t reaper_batch_max = limits::kReaperBatchMaxDefault;
+  // Every audit_sample_interval_ms one account (in turn) is audited in the background: its events
+  // folded and compared with its row and holds (design.md: invariants "sampled by the server").
+  // 0: no sampler thread (tests call audit_sample_once()).
+  std::int64_t audit_sample_interval_ms = 0;
   // Seed of the hold-id generator; 0 seeds from the operating system.
   std::uint64_t id_seed = 0;
 };
@@ -80,6 +84,12 @@ class Ledger {
   // When the reaper last finished a run (clock ms), or nullopt if it has not yet.
   std::optional<std::int64_t> reaper_last_run_ms() const;
 
+  // Audits the next account in turn (by id, wrapping around). Returns the violations found (also
+  // counted in sampled_violations()); an empty ledger audits nothing.
+  Result<AuditReport> audit_sample_once();
+  std::uint64_t sampled_accounts() const { return sampled_accounts_.load(std::memory_order_relaxed); }
+  std::uint64_t sampled_violations() const { return sampled_violations_.load(std::memory_order_relaxed); }
+
   // Stops the reaper, writes what is queued, and refuses further writes with `unavailable`.
   void stop();
 
@@ -90,6 +100,7 @@ class Ledger {
  private:
   std::string next_hold_id_random();
   void reaper_loop();
+  void sampler_loop();
 
   // Constant after construction.
   Store& store_;
@@ -107,8 +118,13 @@ class Ledger {
   std::mutex reaper_mu_;
   std::condition_variable reaper_wake_;
   bool reaper_stopping_ = false;  // protected by reaper_mu_
+  std::mutex sample_mu_;
+  std::string sample_cursor_;  // the last account sampled; protected by sample_mu_
+  std::atomic<std::uint64_t> sampled_accounts_{0}, sampled_violations_{0};
+
   std::once_flag stopped_;
   std::thread reaper_;  // last: started when everything above exists
+  std::thread sampler_;
 };
 
 }  // namespace tollgate

@@ -82,6 +82,8 @@ class Store {
   virtual Result<AuditReport> audit(std::optional<std::string_view> account_id) = 0;
 
   virtual Result<LedgerStats> stats() = 0;
+  // Account ids greater than `after`, in order, at most `limit` (1..limits::kHoldsPageMax).
+  virtual Result<std::vector<std::string>> list_account_ids(std::string_view after, std::int64_t limit) = 0;
 
   // The API key whose secret hashes to `secret_sha256` (revoked ones too), or nullopt.
   virtual Result<std::optional<ApiKey>> find_key(std::string_view secret_sha256) = 0;

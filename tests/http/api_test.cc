@@ -568,7 +568,9 @@ TEST_F(HttpApi, MetricsServeEveryListedMetricInPrometheusText) {
   EXPECT_GE(value_of("tollgate_holds_ended_total{outcome=\"late_charged\"}"), 0);   // late
   EXPECT_GE(value_of("tollgate_holds_ended_total{outcome=\"late_forgiven\"}"), 0);
   EXPECT_GE(value_of("tollgate_reservation_conflicts_total"), 1);                   // insufficient_credits answers
-  EXPECT_EQ(value_of("tollgate_invariant_violations_total"), 0);                    // invariant violations found
+  EXPECT_EQ(value_of("tollgate_invariant_violations_total{source=\"sampled\"}"), 0);  // invariant violations found
+  EXPECT_EQ(value_of("tollgate_invariant_violations_total{source=\"audit\"}"), 0);
+  EXPECT_GE(value_of("tollgate_audit_sampled_accounts_total"), 0);
   const double reaper_age = value_of("tollgate_reaper_last_run_age_seconds");       // seconds since the reaper ran
   EXPECT_GE(reaper_age, 0);
   // Request counts and latency histograms by route and status.

@@ -1571,6 +1571,37 @@ TEST_P(StoreConformance, ListingTheHoldsOfAnUnknownAccountIsNotFound) {
   EXPECT_CODE(listed, Code::not_found);
 }
 
+// --- the server's sampled audit ------------------------------------------------------------------
+TEST_P(StoreConformance, AccountIdsAreListedInOrderAfterACursor) {
+  make_account("carol");
+  make_account("alice");
+  make_account("bob");
+  auto first = store_->list_account_ids("", 2);
+  ASSERT_OK(first);
+  EXPECT_THAT(*first, ElementsAre("alice", "bob"));
+  auto rest = store_->list_account_ids("bob", 2);
+  ASSERT_OK(rest);
+  EXPECT_THAT(*rest, ElementsAre("carol"));
+  EXPECT_CODE(store_->list_account_ids("", 0), Code::invalid_request);
+}
+
+TEST_P(StoreConformance, TheAuditSamplerVisitsEveryAccountInTurnAndWrapsAround) {
+  auto empty = ledger_->audit_sample_once();
+  ASSERT_OK(empty);
+  EXPECT_EQ(empty->accounts_checked, 0);  // nothing to sample yet
+  make_account("alice");
+  make_account("bob");
+  give("bob", 5, "bob-1");
+  for (int i = 0; i < 5; ++i) {  // two accounts, five samples: it wraps around
+    auto report = ledger_->audit_sample_once();
+    ASSERT_OK(report);
+    ASSERT_EQ(report->accounts_checked, 1);
+    EXPECT_THAT(report->violations, IsEmpty());
+  }
+  EXPECT_EQ(ledger_->sampled_accounts(), 5u);
+  EXPECT_EQ(ledger_->sampled_violations(), 0u);
+}
+
 INSTANTIATE_TEST_SUITE_P(AllBackends, StoreConformance, ::testing::ValuesIn(testing::all_backends()),
                          testing::BackendName());
 
@@ -1683,6 +1714,35 @@ TEST_F(SqliteFile, AuditFindsARowChangedBehindTheLedgersBack) {
   ASSERT_FALSE(audit->violations.empty());
   EXPECT_EQ(audit->violations[0].account_id, "alice");
   EXPECT_THAT(audit->violations[0].message, ::testing::HasSubstr("fold of events"));
+}
+
+TEST_F(SqliteFile, TheAuditSamplerFindsARowChangedBehindTheLedgersBack) {
+  {
+    auto store = open();
+    ASSERT_NE(store, nullptr);
+    Ledger ledger(*store, clock_, no_reaper());
+    ASSERT_OK(ledger.create_account({"alice", 0, std::nullopt}));
+    ASSERT_OK(ledger.create_account({"bob", 0, std::nullopt}));
+    ASSERT_OK(ledger.credit({"bob", 10, "ref-1"}));
+  }
+  exec_sql("UPDATE accounts SET available = available + 5, purchased = purchased + 5 WHERE account_id = 'bob'");
+  auto store = open();
+  ASSERT_NE(store, nullptr);
+  Ledger ledger(*store, clock_, no_reaper());
+  auto alice = ledger.audit_sample_once();  // accounts in id order: alice first
+  ASSERT_OK(alice);
+  EXPECT_THAT(alice->violations, IsEmpty());
+  EXPECT_EQ(ledger.sampled_violations(), 0u);
+  auto bob = ledger.audit_sample_once();
+  ASSERT_OK(bob);
+  ASSERT_FALSE(bob->violations.empty());
+  EXPECT_EQ(bob->violations[0].account_id, "bob");
+  EXPECT_EQ(ledger.sampled_violations(), bob->violations.size());
+  auto wrapped = ledger.audit_sample_once();  // past the last account: alice again, clean
+  ASSERT_OK(wrapped);
+  EXPECT_THAT(wrapped->violations, IsEmpty());
+  EXPECT_EQ(ledger.sampled_violations(), bob->violations.size());
+  EXPECT_EQ(ledger.sampled_accounts(), 3u);
 }
 
 TEST_F(SqliteFile, TheEventLogRefusesUpdatesAndDeletes) {

@@ -38,6 +38,9 @@ class OwningSqliteStore final : public Store {
   Result<AuditReport> audit(std::optional<std::string_view> id) override { return store_->audit(id); }
   Result<std::optional<ApiKey>> find_key(std::string_view h) override { return store_->find_key(h); }
   Result<LedgerStats> stats() override { return store_->stats(); }
+  Result<std::vector<std::string>> list_account_ids(std::string_view after, std::int64_t limit) override {
+    return store_->list_account_ids(after, limit);
+  }
   Result<bool> has_admin_key() override { return store_->has_admin_key(); }
   Status ping() override { return store_->ping(); }
   std::int64_t now_ms() override { return store_->now_ms(); }

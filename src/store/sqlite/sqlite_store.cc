@@ -779,6 +779,18 @@ Result<LedgerStats> SqliteStore::stats() {
   });
 }
 
+Result<std::vector<std::string>> SqliteStore::list_account_ids(std::string_view after, std::int64_t limit) {
+  if (limit < 1 || limit > limits::kHoldsPageMax) {
+    return invalid("limit must be from 1 to " + std::to_string(limits::kHoldsPageMax));
+  }
+  return read([&](Conn& db) -> Result<std::vector<std::string>> {
+    std::vector<std::string> out;
+    Query q(db.stmt("SELECT account_id FROM accounts WHERE account_id > ?1 ORDER BY account_id LIMIT ?2"), after, limit);
+    while (q.step()) out.push_back(q->text(0));
+    return out;
+  });
+}
+
 Result<bool> SqliteStore::has_admin_key() {
   return read([&](Conn& db) -> Result<bool> {
     Query q(db.stmt("SELECT EXISTS (SELECT 1 FROM api_keys WHERE account_id IS NULL AND revoked_at_ms IS NULL)"));

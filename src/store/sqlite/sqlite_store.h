@@ -56,6 +56,7 @@ class SqliteStore final : public Store {
   Result<EventPage> read_events(std::string_view account_id, std::int64_t after, std::int64_t limit) override;
   Result<AuditReport> audit(std::optional<std::string_view> account_id) override;
   Result<LedgerStats> stats() override;
+  Result<std::vector<std::string>> list_account_ids(std::string_view after, std::int64_t limit) override;
   Result<std::optional<ApiKey>> find_key(std::string_view secret_sha256) override;
   Result<bool> has_admin_key() override;
   Status ping() override;
