@@ -25,7 +25,6 @@ Response json_response(unsigned status, const json::value& body) {
 
 // The parts of a request a route handler works with.
 struct Call {
-  std::string route;                          // the template, e.g. "POST /v1/holds/{hold_id}/commit"
   std::vector<std::string> params;            // path parameters in order
   std::map<std::string, std::string> query;   // decoded; a repeated key keeps its last value
   Principal principal;
@@ -543,7 +542,6 @@ void Api::handle(Request request, Reply reply, Dispatch dispatch) {
     return stamped(problem(415, "unsupported_media_type", "the body must be application/json"));
   }
   call.principal = std::move(principal).value();
-  call.route = name;
   call.body = std::move(request.body);
 
   static const std::map<std::string_view, Handler> kHandlers{
