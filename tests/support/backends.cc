@@ -3,9 +3,13 @@
 #include <unistd.h>
 
 #include <atomic>
+#include <cstdio>
 #include <cstdlib>
+#include <random>
 #include <stdexcept>
 
+#include "store/postgres/pg_conn.h"
+#include "store/postgres/pg_store.h"
 #include "store/sqlite/sqlite_store.h"
 
 namespace tollgate::testing {
@@ -23,11 +27,11 @@ TempDir::~TempDir() {
 
 namespace {
 
-// A SqliteStore that owns the temporary folder its file lives in.
-class OwningSqliteStore final : public Store {
+// A store that owns what it lives in (a temporary folder, a schema), released after the store.
+class OwningStore final : public Store {
  public:
-  OwningSqliteStore(std::unique_ptr<TempDir> dir, std::unique_ptr<SqliteStore> store)
-      : dir_(std::move(dir)), store_(std::move(store)) {}
+  OwningStore(std::shared_ptr<void> home, std::unique_ptr<Store> store)
+      : home_(std::move(home)), store_(std::move(store)) {}
   Status apply(std::span<const Command> c, std::vector<CommandResult>& r) override { return store_->apply(c, r); }
   Result<Account> get_account(std::string_view id) override { return store_->get_account(id); }
   Result<Hold> get_hold(std::string_view id) override { return store_->get_hold(id); }
@@ -46,11 +50,40 @@ class OwningSqliteStore final : public Store {
   std::int64_t now_ms() override { return store_->now_ms(); }
 
  private:
-  std::unique_ptr<TempDir> dir_;  // outlives store_ (declared first, destroyed last)
-  std::unique_ptr<SqliteStore> store_;
+  std::shared_ptr<void> home_;  // outlives store_ (declared first, destroyed last)
+  std::unique_ptr<Store> store_;
 };
 
 }  // namespace
+
+std::optional<std::string> postgres_server_uri() {
+  const char* uri = std::getenv("TOLLGATE_TEST_POSTGRES");
+  if (!uri || !*uri) return std::nullopt;
+  return std::string(uri);
+}
+
+bool postgres_required() {
+  const char* required = std::getenv("TOLLGATE_REQUIRE_POSTGRES");
+  return required && std::string(required) == "1";
+}
+
+PgSchema::PgSchema(const std::string& server_uri) : server_uri_(server_uri) {
+  static std::atomic<int> counter{0};
+  name_ = "t_" + std::to_string(getpid()) + "_" + std::to_string(counter.fetch_add(1)) + "_" +
+          std::to_string(std::random_device{}() % 1000000);
+  auto conn = pg::Conn::connect(server_uri_, pg::ConnectOptions{});
+  conn->exec("CREATE SCHEMA " + pg::quote_identifier(name_));
+  uri_ = server_uri_ + (server_uri_.find('?') == std::string::npos ? "?" : "&") + "options=-csearch_path%3D" + name_;
+}
+
+PgSchema::~PgSchema() {
+  try {
+    auto conn = pg::Conn::connect(server_uri_, pg::ConnectOptions{});
+    conn->exec("DROP SCHEMA " + pg::quote_identifier(name_) + " CASCADE");
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "warning: could not drop test schema %s: %s\n", name_.c_str(), e.what());
+  }
+}
 
 std::vector<StoreBackend> all_backends() {
   std::vector<StoreBackend> out;
@@ -60,8 +93,21 @@ std::vector<StoreBackend> all_backends() {
                                options.path = dir->file("tollgate.db");
                                auto store = SqliteStore::open(options, clock);
                                if (!store) throw std::runtime_error("open sqlite: " + store.error().detail);
-                               return std::make_unique<OwningSqliteStore>(std::move(dir), std::move(store).value());
+                               return std::make_unique<OwningStore>(std::shared_ptr<TempDir>(std::move(dir)),
+                                                                    std::move(store).value());
                              }});
+  if (auto server = postgres_server_uri()) {
+    out.push_back(StoreBackend{"postgres", [server = *server](const Clock& clock) -> std::unique_ptr<Store> {
+                                 auto schema = std::make_shared<PgSchema>(server);
+                                 PgOptions options;
+                                 options.uri = schema->uri();
+                                 options.clock = &clock;
+                                 options.readers_max = 4;
+                                 auto store = PgStore::open(options);
+                                 if (!store) throw std::runtime_error("open postgres: " + store.error().detail);
+                                 return std::make_unique<OwningStore>(std::move(schema), std::move(store).value());
+                               }});
+  }
   return out;
 }
 

@@ -8,6 +8,7 @@
 #include <filesystem>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <ostream>
 #include <string>
 #include <vector>
@@ -40,8 +41,32 @@ struct StoreBackend {
 // gtest prints a parameter with this instead of its bytes.
 inline void PrintTo(const StoreBackend& backend, std::ostream* out) { *out << backend.name; }
 
-// Every backend available to this test run.
+// Every backend available to this test run: SQLite always; PostgreSQL when TOLLGATE_TEST_POSTGRES
+// names a server (scripts/test starts one and sets it, with TOLLGATE_REQUIRE_POSTGRES=1).
 std::vector<StoreBackend> all_backends();
+
+// The PostgreSQL server the tests use (TOLLGATE_TEST_POSTGRES, a libpq URI), or nullopt.
+std::optional<std::string> postgres_server_uri();
+// Whether this run must test PostgreSQL (TOLLGATE_REQUIRE_POSTGRES=1: CI); then a missing server is
+// a failure, never a skip.
+bool postgres_required();
+
+// A fresh, empty schema on the test server, dropped (with everything in it) when the object goes.
+// uri() connects into it (search_path), so every instance opened with it shares one database.
+class PgSchema {
+ public:
+  explicit PgSchema(const std::string& server_uri);
+  ~PgSchema();
+  PgSchema(const PgSchema&) = delete;
+  PgSchema& operator=(const PgSchema&) = delete;
+  const std::string& name() const { return name_; }
+  const std::string& uri() const { return uri_; }
+
+ private:
+  std::string server_uri_;
+  std::string name_;
+  std::string uri_;
+};
 
 // Names for INSTANTIATE_TEST_SUITE_P.
 struct BackendName {

@@ -7,6 +7,7 @@
 #include "core/invariants.h"
 #include "core/log.h"
 #include "core/limits.h"
+#include "store/hold_id.h"
 #include "store/sqlite/sqlite_db.h"
 #include "store/transaction.h"
 
@@ -103,22 +104,6 @@ static_assert(kMigrationCount == SqliteStore::kSchemaVersion);
 
 constexpr std::int64_t kMax = std::numeric_limits<std::int64_t>::max();
 
-// The sequence number inside a hold id "hold_<seq>_<random>"; nullopt when it has none (then no
-// hold has that id). Lookups use the seq (the primary key) and compare the whole id.
-std::optional<std::int64_t> hold_seq(std::string_view hold_id) {
-  constexpr std::string_view prefix = "hold_";
-  if (hold_id.substr(0, prefix.size()) != prefix) return std::nullopt;
-  std::int64_t seq = 0;
-  std::size_t i = prefix.size();
-  if (i >= hold_id.size()) return std::nullopt;
-  for (; i < hold_id.size() && hold_id[i] != '_'; ++i) {
-    const char c = hold_id[i];
-    if (c < '0' || c > '9' || seq > (kMax - 9) / 10) return std::nullopt;
-    seq = seq * 10 + (c - '0');
-  }
-  return seq;
-}
-
 // --- row mapping ----------------------------------------------------------------------------------
 constexpr const char* kHoldColumns =
     "hold_id, account_id, request_id, amount, committed_amount, status, late_outcome, created_at_ms, "
@@ -205,7 +190,7 @@ std::optional<Account> account_view(Conn& db, std::string_view account_id, std::
 
 std::optional<Hold> hold_by_id(Conn& db, std::string_view hold_id) {
   static const std::string sql = std::string("SELECT ") + kHoldColumns + " FROM holds WHERE seq = ?1 AND hold_id = ?2";
-  const auto seq = hold_seq(hold_id);
+  const auto seq = hold_id_seq(hold_id);
   if (!seq) return std::nullopt;
   Query q(db.stmt(sql.c_str()), *seq, hold_id);
   if (!q.step()) return std::nullopt;
@@ -237,7 +222,7 @@ ApiKey read_key(Stmt& s) {
 class SqliteTransaction final : public Transaction {
   // Ids of holds this transaction read: they are well formed.
   static std::int64_t must_seq(std::string_view hold_id) {
-    const auto seq = hold_seq(hold_id);
+    const auto seq = hold_id_seq(hold_id);
     TG_ASSERT(seq.has_value());
     return *seq;
   }
@@ -357,11 +342,7 @@ class SqliteTransaction final : public Transaction {
       next_seq_ = q->int64(0) + 1;
     }
     const std::int64_t seq = (*next_seq_)++;
-    std::string hold_id = "hold_" + std::to_string(seq);
-    if (!random.empty()) {
-      hold_id += '_';
-      hold_id += random;
-    }
+    const std::string hold_id = make_hold_id(seq, random);
     Query q(db_.stmt("INSERT INTO holds (seq, hold_id, account_id, request_id, amount, committed_amount, status, "
                      "created_at_ms, expires_at_ms, metadata) VALUES (?1, ?2, ?3, ?4, ?5, 0, 'active', ?6, ?7, ?8)"),
             seq, hold_id, h.account_id, h.request_id, h.amount, h.created_at_ms, h.expires_at_ms, h.metadata_json);
@@ -372,7 +353,7 @@ class SqliteTransaction final : public Transaction {
   std::optional<Hold> end_active_hold(std::string_view hold_id, HoldStatus status, std::optional<std::int64_t> committed,
                                       std::int64_t now_ms) override {
     TG_ASSERT(status == HoldStatus::committed || status == HoldStatus::released);
-    const auto seq = hold_seq(hold_id);
+    const auto seq = hold_id_seq(hold_id);
     if (!seq) return std::nullopt;
     Query q(db_.stmt("UPDATE holds SET status = ?3, committed_amount = coalesce(?4, amount), closed_at_ms = ?5 "
                      "WHERE seq = ?1 AND hold_id = ?2 AND status = 'active' AND expires_at_ms > ?5 "
