@@ -11,6 +11,7 @@
 #include "http/metrics.h"
 #include "http/server.h"
 #include "ledger/ledger.h"
+#include "store/postgres/pg_store.h"
 #include "store/sqlite/sqlite_store.h"
 
 namespace tollgate::app {
@@ -74,25 +75,49 @@ std::string render_metrics(Ledger& ledger, http::Metrics& metrics, const Clock& 
   return out;
 }
 
+// The database for logs: a URI's password replaced by "***".
+std::string redacted(const std::string& database) {
+  const auto scheme = database.find("://");
+  if (scheme == std::string::npos) return database;
+  const auto at = database.find('@', scheme + 3);
+  const auto colon = database.find(':', scheme + 3);
+  if (at == std::string::npos || colon == std::string::npos || colon > at) return database;
+  return database.substr(0, colon + 1) + "***" + database.substr(at);
+}
+
+// Opens the store `config.database` names: a SQLite file, or a PostgreSQL database shared by
+// every instance (whose clock is then the database's).
+Result<std::unique_ptr<Store>> open_store(const ServerConfig& config, const Clock& clock) {
+  if (auto path = sqlite_path(config.database)) {
+    SqliteOptions options;
+    options.path = *path;
+    auto store = SqliteStore::open(options, clock);
+    if (!store) return Error::make(store.error().code, "open " + *path + ": " + store.error().detail);
+    return std::unique_ptr<Store>(std::move(store).value());
+  }
+  TG_ASSERT(is_postgres_uri(config.database));  // validate_config() allows nothing else
+  PgOptions options;
+  options.uri = config.database;
+  options.readers_max = static_cast<int>(config.database_pool_size);
+  options.connect_timeout_ms = static_cast<int>(config.database_timeout_ms);
+  options.statement_timeout_ms = static_cast<int>(config.database_timeout_ms);
+  auto store = PgStore::open(options);
+  if (!store) return Error::make(store.error().code, "open the PostgreSQL database: " + store.error().detail);
+  return std::unique_ptr<Store>(std::move(store).value());
+}
+
 }  // namespace
 
 int serve(const ServerConfig& config, const std::function<void(std::uint16_t)>& on_listening) {
-  const auto path = sqlite_path(config.database);
-  if (!path) {
-    log_line("error", "database " + config.database + ": only sqlite:PATH is supported by this build (PostgreSQL comes next)");
-    return 2;
-  }
   auto listen = parse_listen(config.listen);
   if (!listen) {
     log_line("error", listen.error().detail);
     return 2;
   }
   SystemClock clock;
-  SqliteOptions store_options;
-  store_options.path = *path;
-  auto store = SqliteStore::open(store_options, clock);
+  auto store = open_store(config, clock);
   if (!store) {
-    log_line("error", "open " + *path + ": " + store.error().detail);
+    log_line("error", store.error().detail);
     return 1;
   }
 
@@ -140,7 +165,7 @@ int serve(const ServerConfig& config, const std::function<void(std::uint16_t)>& 
     return 1;
   }
   log_line("info", "tollgate " + std::string(kVersion) + " listening on " + listen->host + ":" + std::to_string(*port) +
-                       ", database " + config.database);
+                       ", database " + redacted(config.database));
   if (on_listening) on_listening(*port);
   server.run();
   ledger.stop();  // writes what is queued, commits

@@ -91,7 +91,7 @@ class TableReader {
 constexpr std::int64_t kDayMs = 24LL * 3600 * 1000;
 
 bool database_kind_is_known(const std::string& database) {
-  return sqlite_path(database) || database.rfind("postgresql://", 0) == 0 || database.rfind("postgres://", 0) == 0;
+  return sqlite_path(database) || is_postgres_uri(database);
 }
 
 }  // namespace
@@ -116,6 +116,8 @@ Result<ServerConfig> parse_config(std::string_view text, std::string_view source
   TG_TRY(top.string("listen", c.listen));
   TG_TRY(top.string("database", c.database));
   TG_TRY(top.string("admin_key", c.admin_key));
+  TG_TRY(top.integer("database_pool_size", c.database_pool_size, 1, 256));
+  TG_TRY(top.integer("database_timeout_ms", c.database_timeout_ms, 100, 600'000));
   TG_TRY(top.integer("hold_ttl_ms", c.hold_ttl_ms, 1, 30 * kDayMs));
   TG_TRY(top.integer("hold_ttl_max_ms", c.hold_ttl_max_ms, 1, 30 * kDayMs));
   TG_TRY(top.integer("reaper_interval_ms", c.reaper_interval_ms, 10, 3'600'000));
@@ -210,6 +212,10 @@ Status validate_config(const ServerConfig& c) {
     return invalid("reaper_interval_ms must be from 10 to 3600000");
   }
   if (auto listen = parse_listen(c.listen); !listen) return listen.error();
+  if (c.database_pool_size < 1 || c.database_pool_size > 256) return invalid("database_pool_size must be from 1 to 256");
+  if (c.database_timeout_ms < 100 || c.database_timeout_ms > 600'000) {
+    return invalid("database_timeout_ms must be from 100 to 600000");
+  }
   if (!database_kind_is_known(c.database)) {
     return invalid("database must be sqlite:PATH or a postgresql:// URI, got " + c.database);
   }
@@ -251,6 +257,8 @@ Result<ServerConfig> load_config(const ConfigOverrides& o, EnvLookup env) {
   TG_TRY(env_int("TOLLGATE_HOLD_TTL_MS", c.hold_ttl_ms));
   TG_TRY(env_int("TOLLGATE_HOLD_TTL_MAX_MS", c.hold_ttl_max_ms));
   TG_TRY(env_int("TOLLGATE_REAPER_INTERVAL_MS", c.reaper_interval_ms));
+  TG_TRY(env_int("TOLLGATE_DATABASE_POOL_SIZE", c.database_pool_size));
+  TG_TRY(env_int("TOLLGATE_DATABASE_TIMEOUT_MS", c.database_timeout_ms));
   if (auto v = env("TOLLGATE_LATE_COMMIT")) {
     auto policy = parse_late_commit_policy(*v);
     if (!policy) return invalid("TOLLGATE_LATE_COMMIT must be charge, forgive or reject");
@@ -260,6 +268,10 @@ Result<ServerConfig> load_config(const ConfigOverrides& o, EnvLookup env) {
   if (o.database) c.database = *o.database;
   TG_TRY(validate_config(c));
   return c;
+}
+
+bool is_postgres_uri(const std::string& database) {
+  return database.rfind("postgresql://", 0) == 0 || database.rfind("postgres://", 0) == 0;
 }
 
 std::optional<std::string> sqlite_path(const std::string& database) {

@@ -37,6 +37,10 @@ struct RateLimitConfig {
 struct ServerConfig {
   std::string listen = "127.0.0.1:8080";
   std::string database = "sqlite:tollgate.db";
+  // PostgreSQL: connections each instance keeps for reads (the writer is one more), and the
+  // time-out of connecting, of any one statement and of any lock wait (a stuck database → 503).
+  std::int64_t database_pool_size = 8;
+  std::int64_t database_timeout_ms = 5'000;
   std::optional<std::string> admin_key;  // unset: generated at first start and printed once
   std::int64_t hold_ttl_ms = 300'000;
   std::int64_t hold_ttl_max_ms = 3'600'000;
@@ -65,6 +69,8 @@ Status validate_config(const ServerConfig& config);
 
 // "sqlite:PATH" → PATH; nullopt when the database is not a SQLite one.
 std::optional<std::string> sqlite_path(const std::string& database);
+// Whether `database` is a libpq URI (postgresql:// or postgres://).
+bool is_postgres_uri(const std::string& database);
 // host and port of a "HOST:PORT" listen address.
 struct ListenAddress {
   std::string host;

@@ -506,26 +506,31 @@ PgStore::ReaderLease PgStore::lease_reader() {
 // Runs `body(conn, now_ms)` in one read-only snapshot; database failures become errors.
 template <typename F>
 auto PgStore::read(F&& body) -> decltype(body(std::declval<pg::Conn&>(), std::int64_t{})) {
-  try {
-    ReaderLease lease = lease_reader();
-    Conn& db = *lease;
+  // A pooled connection may have died while idle (a database restart, a fail-over): a read is
+  // safe to run again, once, on a new connection.
+  for (int attempt = 0;; ++attempt) {
     try {
-      std::int64_t now = 0;
-      if (options_.clock) {
-        db.exec("BEGIN ISOLATION LEVEL REPEATABLE READ, READ ONLY");
-        now = options_.clock->now_ms();
-      } else {
-        now = db.exec(std::string("BEGIN ISOLATION LEVEL REPEATABLE READ, READ ONLY; ") + kNowSql).int64(0, 0);
+      ReaderLease lease = lease_reader();
+      Conn& db = *lease;
+      try {
+        std::int64_t now = 0;
+        if (options_.clock) {
+          db.exec("BEGIN ISOLATION LEVEL REPEATABLE READ, READ ONLY");
+          now = options_.clock->now_ms();
+        } else {
+          now = db.exec(std::string("BEGIN ISOLATION LEVEL REPEATABLE READ, READ ONLY; ") + kNowSql).int64(0, 0);
+        }
+        auto result = body(db, now);
+        db.exec("COMMIT");
+        return result;
+      } catch (...) {
+        db.rollback();
+        throw;
       }
-      auto result = body(db, now);
-      db.exec("COMMIT");
-      return result;
-    } catch (...) {
-      db.rollback();
-      throw;
+    } catch (const PgError& e) {
+      if (e.connection_lost() && attempt == 0) continue;
+      return pg_failure(e);
     }
-  } catch (const PgError& e) {
-    return pg_failure(e);
   }
 }
 
@@ -611,7 +616,8 @@ Status PgStore::apply(std::span<const Command> commands, std::vector<CommandResu
   // one, so this ends); a lost connection fails the whole batch as `unavailable`.
   std::vector<bool> dropped(commands.size(), false);
   int conflicts = 0;
-  for (std::size_t round = 0; round <= commands.size() + static_cast<std::size_t>(options_.conflict_retries_max);
+  bool reconnected = false;
+  for (std::size_t round = 0; round <= commands.size() + static_cast<std::size_t>(options_.conflict_retries_max) + 1;
        ++round) {
     std::size_t current = 0;
     bool command_failed = false;
@@ -619,6 +625,14 @@ Status PgStore::apply(std::span<const Command> commands, std::vector<CommandResu
       return apply_once(commands, dropped, results, current, command_failed);
     } catch (const PgError& e) {
       if (writer_) writer_->rollback();
+      // The connection died (idle through a database restart, or mid-batch): run the batch once
+      // more on a new one. Safe even when the COMMIT's answer was what got lost: every command is
+      // idempotent (request_id, reference, hold state), so a batch that did commit replays.
+      if (e.connection_lost() && !reconnected) {
+        reconnected = true;
+        writer_.reset();
+        continue;
+      }
       if (e.is_conflict() && conflicts < options_.conflict_retries_max) {
         ++conflicts;
         continue;

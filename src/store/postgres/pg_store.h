@@ -14,10 +14,12 @@
 //   - a batch that lost a race to another instance (unique violation on a request_id or a
 //     reference, deadlock, serialization failure) is rolled back and run again, where the winner's
 //     effects are visible (a retried reserve is then a replay);
-//   - a lost connection answers `unavailable` (nothing or everything of the batch happened: the
-//     commit is atomic; when the COMMIT's answer was lost the client's retry with the same id
-//     settles it) and the next call connects again — libpq multi-host URIs with
-//     target_session_attrs=read-write follow a fail-over to a promoted standby.
+//   - a lost connection: the batch (or read) runs once more on a new connection — safe even when
+//     the COMMIT's answer was what got lost, since every command is idempotent (request_id,
+//     reference, hold state) and a batch that did commit replays. If that fails too the batch
+//     answers `unavailable` (all of it or none of it happened: the commit is atomic; the client's
+//     retry with the same ids settles which) and the next call connects again — libpq multi-host
+//     URIs with target_session_attrs=read-write follow a fail-over to a promoted standby.
 // Commits are durable: the session sets synchronous_commit=on.
 //
 // The schema is versioned and migrated at open() under an advisory lock, so instances starting
