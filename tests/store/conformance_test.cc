@@ -1508,6 +1508,34 @@ TEST_P(StoreConformance, TheSameRequestTwiceInOneBatchMakesOneHold) {
   EXPECT_EQ(balances("alice"), (Bal{7, 3, 0, 10}));
 }
 
+// A command in the middle of a batch that needs more than one conditional write (here: expiring a
+// zombie first) is applied at its place: the commands after it see its effects, those before it
+// do not. (PostgreSQL sends runs of reserve/commit/release in one round trip; this is the case where
+// one of them has to stop the run.)
+TEST_P(StoreConformance, ACommandThatFirstExpiresAZombieIsSeenByTheCommandsAfterItInTheBatch) {
+  make_account("alice");
+  give("alice", 2, "ref-1");
+  ASSERT_OK(apply({direct_reserve("alice", 2, "req-zombie")})[0]);
+  clock_.advance_ms(kTtl + 1);  // the zombie holds both credits until someone expires it
+  const auto results = apply({direct_reserve("alice", 3, "req-too-much"),  // refused, after expiring it
+                              direct_reserve("alice", 1, "req-a"),          // fits only once it expired
+                              direct_reserve("alice", 1, "req-b"),          // the last credit
+                              direct_reserve("alice", 1, "req-c"),          // refused
+                              direct_reserve("alice", 1, "req-a")});        // a replay of req-a
+  ASSERT_EQ(results.size(), 5u);
+  ASSERT_CODE(results[0], Code::insufficient_credits);
+  ASSERT_OK(results[1]);
+  ASSERT_OK(results[2]);
+  ASSERT_CODE(results[3], Code::insufficient_credits);
+  ASSERT_OK(results[4]);
+  EXPECT_FALSE(outcome<HoldOutcome>(results[4]).created);
+  EXPECT_EQ(outcome<HoldOutcome>(results[4]).hold.hold_id, outcome<HoldOutcome>(results[1]).hold.hold_id);
+  EXPECT_EQ(balances("alice"), (Bal{0, 2, 0, 2}));
+  std::vector<std::string> types;
+  for (const Event& e : events("alice")) types.push_back(std::string(event_type_name(e.type)));
+  EXPECT_EQ(types, (std::vector<std::string>{"credited", "reserved", "expired", "reserved", "reserved"}));
+}
+
 TEST_P(StoreConformance, ManyConcurrentReservationsNeverOverspend) {
   make_account("alice");
   give("alice", 10, "ref-1");

@@ -110,15 +110,69 @@ Rows Conn::check(PGresult* result, std::string_view what) {
 
 Rows Conn::exec(const std::string& sql) { return check(PQexec(conn_, sql.c_str()), sql); }
 
-Rows Conn::run_prepared(const std::string& sql, const Params& params) {
+const std::string& Conn::prepare(const std::string& sql) {
   auto it = prepared_.find(sql);
   if (it == prepared_.end()) {
     std::string name = "tg" + std::to_string(prepared_.size());
     check(PQprepare(conn_, name.c_str(), sql.c_str(), 0, nullptr), sql);
     it = prepared_.emplace(sql, std::move(name)).first;
   }
+  return it->second;
+}
+
+Rows Conn::run_prepared(const std::string& sql, const Params& params) {
+  const std::string& name = prepare(sql);
   const auto values = params.pointers();
-  return check(PQexecPrepared(conn_, it->second.c_str(), params.count(), values.data(), nullptr, nullptr, 0), sql);
+  return check(PQexecPrepared(conn_, name.c_str(), params.count(), values.data(), nullptr, nullptr, 0), sql);
+}
+
+std::vector<Rows> Conn::pipeline(const std::vector<Pipelined>& statements, std::size_t& failed_index) {
+  failed_index = 0;
+  std::vector<const std::string*> names;
+  names.reserve(statements.size());
+  for (const auto& s : statements) names.push_back(&prepare(*s.sql));  // before: prepare is a round trip
+  const auto lost = [&](std::string_view what) -> PgError {
+    broken_ = true;
+    return PgError("08006", true, "pipeline: " + std::string(what) + ": " + error_text(conn_, nullptr));
+  };
+  if (PQenterPipelineMode(conn_) != 1) throw lost("could not enter pipeline mode");
+  for (std::size_t i = 0; i < statements.size(); ++i) {
+    const auto values = statements[i].params.pointers();
+    if (PQsendQueryPrepared(conn_, names[i]->c_str(), statements[i].params.count(), values.data(), nullptr, nullptr,
+                            0) != 1) {
+      throw lost("send");
+    }
+  }
+  if (PQpipelineSync(conn_) != 1) throw lost("sync");
+  // Every statement answers one result then a null; the sync answers PGRES_PIPELINE_SYNC.
+  std::vector<Rows> out;
+  out.reserve(statements.size());
+  std::optional<PgError> first_error;
+  for (std::size_t i = 0; i < statements.size(); ++i) {
+    PGresult* result = PQgetResult(conn_);
+    if (result == nullptr) throw lost("missing result");
+    const ExecStatusType status = PQresultStatus(result);
+    if (status == PGRES_PIPELINE_ABORTED) {
+      PQclear(result);
+    } else if (first_error) {
+      PQclear(result);
+    } else {
+      try {
+        out.push_back(check(result, *statements[i].sql));
+      } catch (const PgError& e) {
+        first_error = e;
+        failed_index = i;
+      }
+    }
+    while (PGresult* extra = PQgetResult(conn_)) PQclear(extra);  // the null that ends this statement
+  }
+  PGresult* sync = PQgetResult(conn_);
+  const bool synced = sync != nullptr && PQresultStatus(sync) == PGRES_PIPELINE_SYNC;
+  PQclear(sync);
+  if (!synced) throw lost("missing sync");
+  if (PQexitPipelineMode(conn_) != 1) throw lost("could not leave pipeline mode");
+  if (first_error) throw *first_error;
+  return out;
 }
 
 void Conn::rollback() noexcept {

@@ -112,6 +112,15 @@ class Conn {
   Rows query(const std::string& sql, const Args&... args) {
     return run_prepared(sql, Params(args...));
   }
+  // Runs `statements` (SQL text, parameters) in pipeline mode: all sent, then all answered, in ONE
+  // round trip, each executed in order on the server. Returns one Rows per statement. On a
+  // failure throws the PgError of the first failing statement (later ones did not run) and sets
+  // `failed_index` to its position.
+  struct Pipelined {
+    const std::string* sql;
+    Params params;
+  };
+  std::vector<Rows> pipeline(const std::vector<Pipelined>& statements, std::size_t& failed_index);
   // Runs one or more statements without parameters; returns the last result.
   Rows exec(const std::string& sql);
   // Rolls back whatever transaction is open; never throws (a lost connection is marked bad).
@@ -122,6 +131,7 @@ class Conn {
  private:
   explicit Conn(PGconn* conn) : conn_(conn) {}
   Rows run_prepared(const std::string& sql, const Params& params);
+  const std::string& prepare(const std::string& sql);  // the statement's name, prepared once
   Rows check(PGresult* result, std::string_view what);
 
   PGconn* conn_;

@@ -2,6 +2,7 @@
 
 #include <limits>
 
+#include "core/checked.h"
 #include "core/invariants.h"
 #include "core/limits.h"
 #include "core/log.h"
@@ -104,6 +105,8 @@ constexpr int kMigrationCount = static_cast<int>(std::size(kMigrations));
 static_assert(kMigrationCount == PgStore::kSchemaVersion);
 
 constexpr std::int64_t kMax = std::numeric_limits<std::int64_t>::max();
+// Statements sent in one pipeline, at most (their answers must fit the socket buffers).
+constexpr std::size_t kPipelineMax = 256;
 // The database's clock in ms since the epoch: the real time, not the transaction's start.
 constexpr const char* kNowSql = "SELECT floor(extract(epoch FROM clock_timestamp()) * 1000)::bigint";
 
@@ -440,6 +443,124 @@ class PgTransaction final : public Transaction {
   Conn& db_;
 };
 
+// --- fast paths: one statement per command, a batch's run of them pipelined in one round trip ----
+// $1 account, $2 amount, $3 request_id, $4 random part of the id, $5 now, $6 expiry, $7 metadata,
+// $8 run. The common case of reserve (a new request_id that the conditional write accepts) and of commit
+// and release (an active hold, not overdue, that covers the amount) fused into one statement each:
+// the same writes, in the same order, as execute()'s fast paths over the primitives (the lookup
+// for idempotency, the conditional UPDATE, the row, its event). When its case does not apply, a
+// statement writes nothing and answers no row; the command then runs through execute() at its
+// place in the batch. Because later statements of the pipeline were already sent, a statement that
+// bails sets `tollgate.bail` to its run's number and every later statement of that run checks it
+// first and does nothing: so the commands after it run after it, in order, as in execute().
+// Events still follow the account row's lock: the INSERT reads the UPDATE's RETURNING row.
+const std::string kFastReserveSql = R"sql(
+WITH go AS (SELECT coalesce(current_setting('tollgate.bail', true), '') <> $8 AS ok),
+acc AS (
+  UPDATE accounts SET available = available - $2::bigint, reserved = reserved + $2::bigint,
+                      active_holds = active_holds + 1
+  WHERE account_id = $1 AND (SELECT ok FROM go)
+    AND NOT EXISTS (SELECT 1 FROM holds WHERE request_id = $3)
+    AND available - $2::bigint >= -overdraft_limit AND reserved <= 9223372036854775807 - $2::bigint
+    AND (max_active_holds IS NULL OR active_holds < max_active_holds)
+  RETURNING available, reserved, used, purchased),
+h AS (
+  INSERT INTO holds (seq, hold_id, account_id, request_id, amount, committed_amount, status, created_at_ms,
+                     expires_at_ms, metadata)
+  SELECT n.s, 'hold_' || n.s || CASE WHEN $4 = '' THEN '' ELSE '_' || $4 END, $1, $3, $2::bigint, 0, 'active',
+         $5::bigint, $6::bigint, $7
+  FROM acc, LATERAL (SELECT nextval('holds_seq') AS s) n
+  RETURNING hold_id),
+e AS (
+  INSERT INTO events (account_id, type, amount, hold_id, at_ms, available_after, reserved_after, used_after)
+  SELECT $1, 'reserved', $2::bigint, h.hold_id, $5::bigint, acc.available, acc.reserved, acc.used FROM acc, h
+  RETURNING event_id)
+SELECT h.hold_id, acc.available, acc.reserved, acc.used, acc.purchased, NULL::text
+FROM acc, h, e
+UNION ALL
+SELECT NULL, NULL, NULL, NULL, NULL, set_config('tollgate.bail', $8, true)
+WHERE NOT EXISTS (SELECT 1 FROM acc)
+)sql";
+
+// $1 seq, $2 hold_id, $3 status, $4 committed (NULL: the whole hold), $5 now, $6 event type, $7 run
+const std::string kFastEndSql = std::string(R"sql(
+WITH go AS (SELECT coalesce(current_setting('tollgate.bail', true), '') <> $7 AS ok),
+h AS (
+  UPDATE holds SET status = $3, committed_amount = coalesce($4::bigint, amount), closed_at_ms = $5::bigint
+  WHERE seq = $1::bigint AND hold_id = $2 AND status = 'active' AND expires_at_ms > $5::bigint
+    AND amount >= coalesce($4::bigint, amount) AND (SELECT ok FROM go)
+  RETURNING )sql") + kHoldColumns + R"sql(),
+acc AS (
+  UPDATE accounts a SET available = a.available + h.amount - h.committed_amount, reserved = a.reserved - h.amount,
+                        used = a.used + h.committed_amount, active_holds = a.active_holds - 1
+  FROM h WHERE a.account_id = h.account_id
+  RETURNING a.available, a.reserved, a.used, a.purchased),
+e AS (
+  INSERT INTO events (account_id, type, amount, hold_id, at_ms, available_after, reserved_after, used_after)
+  SELECT h.account_id, $6, CASE WHEN $6 = 'released' THEN h.amount ELSE h.committed_amount END, h.hold_id,
+         $5::bigint, acc.available, acc.reserved, acc.used
+  FROM h, acc RETURNING event_id)
+SELECT h.*, acc.available, acc.reserved, acc.used, acc.purchased, NULL::text FROM h, acc, e
+UNION ALL
+SELECT NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL,
+       set_config('tollgate.bail', $7, true)
+WHERE NOT EXISTS (SELECT 1 FROM h)
+)sql";
+
+// Whether `command` has a fused fast statement.
+bool has_fast_form(const Command& command) {
+  if (std::holds_alternative<ReserveCommand>(command) || std::holds_alternative<ReleaseCommand>(command)) return true;
+  if (const auto* c = std::get_if<CommitCommand>(&command)) return !c->amount || amount_is_valid(*c->amount);
+  return false;
+}
+
+// The fused statement of `command` (has_fast_form), for pipelining in run number `run`.
+Conn::Pipelined fast_statement(const Command& command, std::int64_t now_ms, const std::string& run) {
+  if (const auto* c = std::get_if<ReserveCommand>(&command)) {
+    TG_ASSERT(c->ttl_ms.has_value());
+    return {&kFastReserveSql, pg::Params(c->account_id, c->amount, c->request_id, c->hold_id_random, now_ms,
+                                         now_ms + *c->ttl_ms, c->metadata_json.empty() ? "{}" : c->metadata_json,
+                                         run)};
+  }
+  std::string_view hold_id;
+  HoldStatus status = HoldStatus::released;
+  std::optional<std::int64_t> committed;
+  if (const auto* c = std::get_if<CommitCommand>(&command)) {
+    hold_id = c->hold_id;
+    status = HoldStatus::committed;
+    committed = c->amount;
+  } else {
+    hold_id = std::get<ReleaseCommand>(command).hold_id;
+    committed = 0;
+  }
+  // An id without a sequence number matches no row (seq 0 never exists): the slow path answers.
+  const std::int64_t seq = hold_id_seq(hold_id).value_or(0);
+  const EventType type = status == HoldStatus::committed ? EventType::committed : EventType::released;
+  return {&kFastEndSql, pg::Params(seq, hold_id, hold_status_name(status), committed, now_ms, event_type_name(type), run)};
+}
+
+// The outcome of a fused statement's row, or nullopt when it bailed (no row with data).
+std::optional<CommandResult> fast_outcome(const Command& command, const Rows& r, std::int64_t now_ms) {
+  TG_ASSERT(r.size() == 1);
+  if (r.is_null(0, 0)) return std::nullopt;
+  if (const auto* c = std::get_if<ReserveCommand>(&command)) {
+    Hold hold;
+    hold.hold_id = r.text(0, 0);
+    hold.account_id = c->account_id;
+    hold.request_id = c->request_id;
+    hold.amount = c->amount;
+    hold.status = HoldStatus::active;
+    hold.created_at_ms = now_ms;
+    hold.expires_at_ms = now_ms + *c->ttl_ms;
+    hold.metadata_json = c->metadata_json.empty() ? "{}" : c->metadata_json;
+    TG_ASSERT(r.int64(0, 1) + r.int64(0, 2) + r.int64(0, 3) == r.int64(0, 4));
+    return HoldOutcome{std::move(hold), true};
+  }
+  Hold hold = read_hold(r, 0);  // as it is now: committed or released, closed now
+  TG_ASSERT(r.int64(0, 11) + r.int64(0, 12) + r.int64(0, 13) == r.int64(0, 14));
+  return HoldOutcome{std::move(hold), true};
+}
+
 Error pg_failure(const PgError& e) {
   return Error::make(e.is_transient() ? Code::unavailable : Code::internal, std::string("database: ") + e.what());
 }
@@ -597,14 +718,46 @@ Status PgStore::apply_once(std::span<const Command> commands, std::vector<bool>&
     now = db.exec(std::string("BEGIN; ") + kNowSql).int64(0, 0);
   }
   PgTransaction tx(db);
-  for (current = 0; current < commands.size(); ++current) {
+  int run = 0;
+  current = 0;
+  while (current < commands.size()) {
     if (dropped[current]) {
       results.push_back(Error::make(Code::internal, "the database refused this operation"));
+      ++current;
       continue;
     }
+    // A run of commands with a fused form: one round trip for all of them.
+    std::size_t end = current;
+    while (end < commands.size() && end - current < kPipelineMax && !dropped[end] && has_fast_form(commands[end])) ++end;
+    if (end - current >= 2) {
+      const std::string run_id = std::to_string(++run);
+      std::vector<Conn::Pipelined> statements;
+      statements.reserve(end - current);
+      for (std::size_t i = current; i < end; ++i) statements.push_back(fast_statement(commands[i], now, run_id));
+      std::size_t failed = 0;
+      command_failed = true;
+      std::vector<Rows> rows;
+      try {
+        rows = db.pipeline(statements, failed);
+      } catch (const PgError&) {
+        current += failed;
+        throw;
+      }
+      command_failed = false;
+      std::size_t done = 0;
+      for (; done < rows.size(); ++done) {
+        auto outcome = fast_outcome(commands[current + done], rows[done], now);
+        if (!outcome) break;  // it bailed; the rest of the run did nothing
+        results.push_back(std::move(*outcome));
+      }
+      current += done;
+      if (current == end) continue;
+    }
+    // One command through execute(): no fused form, a run of one, or the one that bailed.
     command_failed = true;
     results.push_back(execute(tx, commands[current], now));
     command_failed = false;
+    ++current;
   }
   db.exec("COMMIT");  // durable: synchronous_commit=on (set by the session)
   return ok_status();
