@@ -68,6 +68,19 @@ TEST(Config, AnEmptyFileGivesTheDefaults) {
   EXPECT_EQ(parsed->late_commit, LateCommitPolicy::charge);
   EXPECT_EQ(parsed->reaper_interval_ms, 1000);
   EXPECT_FALSE(parsed->admin_key.has_value());
+  EXPECT_EQ(parsed->database_pool_size, 8);
+  EXPECT_EQ(parsed->database_timeout_ms, 5000);
+}
+
+TEST(Config, APostgresqlDatabaseWithItsPoolAndTimeoutIsRead) {
+  auto parsed = parse_config("database = \"postgresql://tollgate@pg-a:5432,pg-b:5432/tollgate?target_session_attrs=read-write\"\n"
+                             "database_pool_size = 16\ndatabase_timeout_ms = 2500\n",
+                             "pg.toml");
+  ASSERT_TRUE(parsed.ok()) << parsed.error().detail;
+  EXPECT_EQ(parsed->database, "postgresql://tollgate@pg-a:5432,pg-b:5432/tollgate?target_session_attrs=read-write");
+  EXPECT_EQ(parsed->database_pool_size, 16);
+  EXPECT_EQ(parsed->database_timeout_ms, 2500);
+  EXPECT_TRUE(validate_config(*parsed).ok());
 }
 
 TEST(Config, EveryLateCommitPolicyIsRead) {
@@ -120,6 +133,10 @@ std::vector<InvalidConfig> invalid_configs() {
       {"ListenHostNotAnAddress", "listen = \"not an address:8080\"\n", 1, {"listen"}},
       {"DatabaseOfAnUnknownKind", "\ndatabase = \"mysql://db\"\n", 2, {"database"}},
       {"AdminKeyTooShort", "admin_key = \"short\"\n", 1, {"admin_key"}},
+      {"DatabasePoolSizeZero", "database_pool_size = 0\n", 1, {"database_pool_size"}},
+      {"DatabasePoolSizeHuge", "\ndatabase_pool_size = 100000\n", 2, {"database_pool_size"}},
+      {"DatabaseTimeoutTooShort", "database_timeout_ms = 10\n", 1, {"database_timeout_ms"}},
+      {"DatabaseTimeoutNotANumber", "database_timeout_ms = \"5s\"\n", 1, {"database_timeout_ms"}},
       {"TomlSyntaxError", "listen = \n", 1, {}},
   };
 }
