@@ -444,8 +444,7 @@ class PgTransaction final : public Transaction {
 };
 
 // --- fast paths: one statement per command, a batch's run of them pipelined in one round trip ----
-// $1 account, $2 amount, $3 request_id, $4 random part of the id, $5 now, $6 expiry, $7 metadata,
-// $8 run. The common case of reserve (a new request_id that the conditional write accepts) and of commit
+// The common case of reserve (a new request_id that the conditional write accepts) and of commit
 // and release (an active hold, not overdue, that covers the amount) fused into one statement each:
 // the same writes, in the same order, as execute()'s fast paths over the primitives (the lookup
 // for idempotency, the conditional UPDATE, the row, its event). When its case does not apply, a
@@ -454,6 +453,10 @@ class PgTransaction final : public Transaction {
 // bails sets `tollgate.bail` to its run's number and every later statement of that run checks it
 // first and does nothing: so the commands after it run after it, in order, as in execute().
 // Events still follow the account row's lock: the INSERT reads the UPDATE's RETURNING row.
+// A statement that did its work answers one row with the hold id (reserve) or the hold (commit,
+// release) and the balances after; one that bailed answers a row of NULLs.
+//
+// $1 account, $2 amount, $3 request_id, $4 random part of the id, $5 now, $6 expiry, $7 metadata, $8 run
 const std::string kFastReserveSql = R"sql(
 WITH go AS (SELECT coalesce(current_setting('tollgate.bail', true), '') <> $8 AS ok),
 acc AS (
