@@ -41,6 +41,22 @@
 //   --dir PATH         where the database files go (default: a new temp folder on a real disk)
 //   --keep             keep the database files
 //   --allow-tmpfs      run even if --dir is on tmpfs/ramfs (numbers are then not durable ones)
+//   --database URI     run the tollgate cells on PostgreSQL instead (see below)
+//   --instances N      with --database: N tollgate instances in this process (default 1)
+//
+// PostgreSQL (--database postgresql://…): the tollgate cells run on PgStore (synchronous_commit=on,
+// set by the store's sessions; the database's clock) instead of SQLite. Each cell gets a fresh
+// schema, created by the bench on the server of URI and dropped afterwards (--keep keeps it); the
+// stores reach it through the URI's `options=-csearch_path%3D<schema>` parameter. --instances N
+// makes N independent instances in the process: N PgStore (each with its own writer connection)
+// and N Ledger (each with its own group committer) on the same schema, as N `tollgate serve`
+// processes would be; caller i uses instance i mod N. The accounts are made through instance 0.
+// Verification as for SQLite: audit() clean, sum(used) equals every lifecycle completed, nothing
+// reserved, no active hold. The baseline cells stay SQLite-only: the PostgreSQL baseline is pgbench
+// (bench/postgres/baseline.sh; scripts/bench postgres runs both). The table adds each cell's mean
+// store apply() time per batch (writer wall time, BEGIN to durable COMMIT); the last line is then
+// one JSON object with bench "ledger_postgres" (tollgate hot/spread figures, instances, server
+// settings, cells with batch figures).
 #include <sqlite3.h>
 #include <sys/statfs.h>
 #include <unistd.h>
@@ -66,6 +82,8 @@
 
 #include "core/clock.h"
 #include "ledger/ledger.h"
+#include "store/postgres/pg_conn.h"
+#include "store/postgres/pg_store.h"
 #include "store/sqlite/sqlite_store.h"
 
 namespace {
@@ -86,6 +104,9 @@ struct Options {
   bool keep = false;
   bool allow_tmpfs = false;
   bool async_callers = true;  // --caller-mode async (default) | threads
+  std::string database;       // --database: a postgresql:// URI; empty = SQLite
+  int instances = 1;          // --instances (PostgreSQL only)
+  bool postgres() const { return !database.empty(); }
 };
 
 constexpr const char* kUsage =
@@ -101,7 +122,12 @@ constexpr const char* kUsage =
     "  --keep             keep the database files\n"
     "  --allow-tmpfs      run even if the folder is on tmpfs/ramfs (numbers are then not durable ones)\n"
     "  --caller-mode M    tollgate callers: async (default; each caller is a chain of callbacks, as the\n"
-    "                     HTTP server uses the ledger) or threads (each caller a blocking OS thread)\n";
+    "                     HTTP server uses the ledger) or threads (each caller a blocking OS thread)\n"
+    "  --database URI     tollgate cells on PostgreSQL (PgStore) instead of SQLite: a postgresql:// URI;\n"
+    "                     each cell in a fresh schema, dropped afterwards (--keep keeps it); no baseline\n"
+    "                     cells (the PostgreSQL baseline is pgbench: scripts/bench postgres)\n"
+    "  --instances N      with --database: N instances (PgStore + Ledger, each with its own writer\n"
+    "                     connection and group committer) on the same schema; callers round-robin (default 1)\n";
 
 [[noreturn]] void usage(const char* why) {
   std::fprintf(stderr, "ledger_bench: %s\n%s", why, kUsage);
@@ -120,7 +146,7 @@ std::vector<std::string> split(const std::string& s) {
 
 Options parse(int argc, char** argv) {
   Options o;
-  bool seconds_set = false, warmup_set = false, accounts_set = false;
+  bool seconds_set = false, warmup_set = false, accounts_set = false, impls_set = false, instances_set = false;
   for (int i = 1; i < argc; ++i) {
     const std::string a = argv[i];
     auto value = [&]() -> std::string {
@@ -146,6 +172,7 @@ Options parse(int argc, char** argv) {
         }
       } else if (a == "--impls") {
         o.tollgate = o.baseline = false;
+        impls_set = true;
         for (auto& w : split(value())) {
           if (w == "tollgate") o.tollgate = true;
           else if (w == "baseline") o.baseline = true;
@@ -163,6 +190,11 @@ Options parse(int argc, char** argv) {
         if (m == "async") o.async_callers = true;
         else if (m == "threads") o.async_callers = false;
         else usage(("unknown caller mode " + m).c_str());
+      } else if (a == "--database") {
+        o.database = value();
+      } else if (a == "--instances") {
+        o.instances = std::stoi(value());
+        instances_set = true;
       } else if (a == "--keep") {
         o.keep = true;
       } else if (a == "--allow-tmpfs") {
@@ -188,6 +220,17 @@ Options parse(int argc, char** argv) {
     if (c < 1 || c > 4096) usage("a caller count must be from 1 to 4096");
   }
   if (o.accounts < 1) usage("--accounts must be at least 1");
+  if (instances_set && !o.postgres()) usage("--instances needs --database");
+  if (o.instances < 1 || o.instances > 64) usage("--instances must be from 1 to 64");
+  if (o.postgres()) {
+    if (o.database.rfind("postgresql://", 0) != 0 && o.database.rfind("postgres://", 0) != 0) {
+      usage("--database must be a postgresql:// URI");
+    }
+    if (impls_set && o.baseline) {
+      usage("the baseline cells are SQLite-only; the PostgreSQL baseline is pgbench (scripts/bench postgres)");
+    }
+    o.baseline = false;
+  }
   if (!(o.hot || o.spread) || !(o.tollgate || o.baseline)) usage("nothing to run");
   return o;
 }
@@ -275,6 +318,10 @@ struct Cell {
   std::int64_t caller_min = 0, caller_max = 0;  // lifecycles one caller completed in the window
   // tollgate: group-commit batches and commands during the window; baseline: SQLITE_BUSY retries.
   std::uint64_t batches = 0, commands = 0, busy_retries = 0;
+  // PostgreSQL only: instances, and the stores' apply() calls during the window (writer wall time
+  // per batch, BEGIN to durable COMMIT, summed over instances; the largest batch).
+  int instances = 1;
+  std::uint64_t apply_calls = 0, apply_ns = 0, max_batch = 0;
   bool verified = false;
   std::string failure;
 };
@@ -428,6 +475,144 @@ bool run_all(tollgate::Ledger& ledger, std::vector<tollgate::Command> commands, 
   return true;
 }
 
+// The accounts of a cell: "hot", or acct-00000 … for the spread workload.
+std::vector<std::string> account_ids(bool hot, std::int64_t accounts) {
+  std::vector<std::string> ids;
+  for (std::int64_t i = 0; i < accounts; ++i) ids.push_back(hot ? "hot" : account_name(static_cast<int>(i)));
+  return ids;
+}
+
+// Creates the accounts and gives each kCreditPerAccount, through the group committer of `ledger`.
+bool fund_accounts(tollgate::Ledger& ledger, const std::vector<std::string>& ids, std::string& failure) {
+  std::vector<tollgate::Command> setup;
+  for (const auto& id : ids) setup.emplace_back(tollgate::CreateAccountCommand{id, 0, std::nullopt});
+  if (!run_all(ledger, std::move(setup), failure)) return false;
+  setup.clear();
+  for (const auto& id : ids) setup.emplace_back(tollgate::CreditCommand{id, kCreditPerAccount, "fund-" + id});
+  return run_all(ledger, std::move(setup), failure);
+}
+
+// The measured part of a tollgate cell: `callers` callers loop reserve → commit on `ledgers`
+// (caller i on ledgers[i mod N]) through warm-up and window. Fills the cell's figures and the
+// group-commit counts of the window (summed over the ledgers). at_window_start / at_window_end run
+// next to those snapshots.
+void run_lifecycles(const Options& o, Cell& cell, const std::vector<tollgate::Ledger*>& ledgers,
+                    const std::vector<std::string>& ids, bool hot, int callers,
+                    const std::function<void()>& at_window_start, const std::function<void()>& at_window_end) {
+  const std::size_t n = ledgers.size();
+  std::vector<tollgate::GroupCommitStats> before(n), after(n);
+  auto snapshot = [&](std::vector<tollgate::GroupCommitStats>& into) {
+    for (std::size_t i = 0; i < n; ++i) into[i] = ledgers[i]->committer().stats();
+  };
+  auto body = [&](int t, CallerStats& s, std::atomic<int>& phase) {
+    tollgate::Ledger& ledger = *ledgers[static_cast<std::size_t>(t) % n];
+    std::mt19937_64 rng(kSeed + static_cast<std::uint64_t>(t));
+    std::uniform_int_distribution<std::size_t> pick(0, ids.size() - 1);
+    const std::string prefix = "req-" + std::to_string(t) + "-";
+    std::int64_t seq = 0;
+    while (phase.load(std::memory_order_acquire) != kStop) {
+      const std::string& account = ids[hot ? 0 : pick(rng)];
+      const bool ok = timed(s, phase, [&] {
+        auto held = ledger.reserve({account, 1, prefix + std::to_string(seq++), std::nullopt, "", ""});
+        if (!held) {
+          s.failure = "reserve: " + std::string(tollgate::code_name(held.code())) + ": " + held.error().detail;
+          return false;
+        }
+        auto done = ledger.commit({held->hold.hold_id, std::nullopt});
+        if (!done) {
+          s.failure = "commit: " + std::string(tollgate::code_name(done.code())) + ": " + done.error().detail;
+          return false;
+        }
+        return true;
+      });
+      if (!ok) return;
+    }
+  };
+  // Async callers: reserve → (callback) commit → (callback) next lifecycle, no thread per caller.
+  // Callbacks run on the completion thread of the caller's ledger.
+  struct AsyncCaller {
+    tollgate::Ledger* ledger = nullptr;
+    CallerStats* stats = nullptr;
+    std::atomic<int>* phase = nullptr;
+    std::function<void()> done;
+    std::mt19937_64 rng;
+    std::uniform_int_distribution<std::size_t> pick;
+    std::string prefix;
+    std::int64_t seq = 0;
+    Clock::time_point started;
+  };
+  std::vector<AsyncCaller> async_callers(static_cast<std::size_t>(callers));
+  std::function<void(AsyncCaller&)> next = [&](AsyncCaller& c) {
+    if (c.phase->load(std::memory_order_acquire) == kStop) return c.done();
+    c.started = Clock::now();
+    const std::string& account = ids[hot ? 0 : c.pick(c.rng)];
+    c.ledger->submit(tollgate::ReserveCommand{account, 1, c.prefix + std::to_string(c.seq++), std::nullopt, "", ""},
+                     [&](tollgate::CommandResult held) {
+                       if (!held) {
+                         c.stats->failure = "reserve: " + held.error().detail;
+                         return c.done();
+                       }
+                       auto hold_id = std::get<tollgate::HoldOutcome>(held.value()).hold.hold_id;
+                       c.ledger->submit(tollgate::CommitCommand{std::move(hold_id), std::nullopt},
+                                        [&](tollgate::CommandResult committed) {
+                                          if (!committed) {
+                                            c.stats->failure = "commit: " + committed.error().detail;
+                                            return c.done();
+                                          }
+                                          book(*c.stats, *c.phase, c.started);
+                                          next(c);
+                                        });
+                     });
+  };
+  auto start = [&](int t, CallerStats& s, std::atomic<int>& phase, std::function<void()> done) {
+    AsyncCaller& c = async_callers[static_cast<std::size_t>(t)];
+    c.ledger = ledgers[static_cast<std::size_t>(t) % n];
+    c.stats = &s;
+    c.phase = &phase;
+    c.done = std::move(done);
+    c.rng.seed(kSeed + static_cast<std::uint64_t>(t));
+    c.pick = std::uniform_int_distribution<std::size_t>(0, ids.size() - 1);
+    c.prefix = "req-" + std::to_string(t) + "-";
+    next(c);
+  };
+  auto window_start = [&] {
+    snapshot(before);
+    at_window_start();
+  };
+  auto window_end = [&] {
+    snapshot(after);
+    at_window_end();
+  };
+  if (o.async_callers) {
+    drive_async(o, cell, callers, start, window_start, window_end);
+  } else {
+    drive(o, cell, callers, body, window_start, window_end);
+  }
+  for (std::size_t i = 0; i < n; ++i) {
+    cell.batches += after[i].batches - before[i].batches;
+    cell.commands += after[i].commands - before[i].commands;
+  }
+}
+
+// audit() clean over every account of the cell; else the failure is set.
+bool audit_clean(tollgate::Ledger& ledger, Cell& cell) {
+  auto audit = ledger.audit(std::nullopt);
+  if (!audit) {
+    cell.failure = "audit: " + audit.error().detail;
+    return false;
+  }
+  if (!audit->violations.empty()) {
+    cell.failure = "audit: " + std::to_string(audit->violations.size()) + " violations, first: " +
+                   audit->violations.front().account_id + ": " + audit->violations.front().message;
+    return false;
+  }
+  if (audit->accounts_checked != cell.accounts) {
+    cell.failure = "audit checked " + std::to_string(audit->accounts_checked) + " accounts";
+    return false;
+  }
+  return true;
+}
+
 Cell run_tollgate(const Options& o, const std::string& dir, bool hot, int callers) {
   Cell cell;
   cell.impl = o.async_callers ? "tollgate" : "tollgate-threads";
@@ -452,108 +637,13 @@ Cell run_tollgate(const Options& o, const std::string& dir, bool hot, int caller
     lo.id_seed = kSeed;
     tollgate::Ledger ledger(*store, clock, lo);
 
-    std::vector<std::string> ids;
-    for (std::int64_t i = 0; i < cell.accounts; ++i) ids.push_back(hot ? "hot" : account_name(static_cast<int>(i)));
-    std::vector<tollgate::Command> setup;
-    for (const auto& id : ids) setup.emplace_back(tollgate::CreateAccountCommand{id, 0, std::nullopt});
-    if (!run_all(ledger, std::move(setup), cell.failure)) return cell;
-    setup.clear();
-    for (const auto& id : ids) setup.emplace_back(tollgate::CreditCommand{id, kCreditPerAccount, "fund-" + id});
-    if (!run_all(ledger, std::move(setup), cell.failure)) return cell;
-
-    tollgate::GroupCommitStats before{}, after{};
-    auto body = [&](int t, CallerStats& s, std::atomic<int>& phase) {
-      std::mt19937_64 rng(kSeed + static_cast<std::uint64_t>(t));
-      std::uniform_int_distribution<std::size_t> pick(0, ids.size() - 1);
-      const std::string prefix = "req-" + std::to_string(t) + "-";
-      std::int64_t seq = 0;
-      while (phase.load(std::memory_order_acquire) != kStop) {
-        const std::string& account = ids[hot ? 0 : pick(rng)];
-        const bool ok = timed(s, phase, [&] {
-          auto held = ledger.reserve({account, 1, prefix + std::to_string(seq++), std::nullopt, "", ""});
-          if (!held) {
-            s.failure = "reserve: " + std::string(tollgate::code_name(held.code())) + ": " + held.error().detail;
-            return false;
-          }
-          auto done = ledger.commit({held->hold.hold_id, std::nullopt});
-          if (!done) {
-            s.failure = "commit: " + std::string(tollgate::code_name(done.code())) + ": " + done.error().detail;
-            return false;
-          }
-          return true;
-        });
-        if (!ok) return;
-      }
-    };
-    // Async callers: reserve → (callback) commit → (callback) next lifecycle, no thread per caller.
-    struct AsyncCaller {
-      CallerStats* stats = nullptr;
-      std::atomic<int>* phase = nullptr;
-      std::function<void()> done;
-      std::mt19937_64 rng;
-      std::string prefix;
-      std::int64_t seq = 0;
-      Clock::time_point started;
-    };
-    std::vector<AsyncCaller> async_callers(static_cast<std::size_t>(callers));
-    std::uniform_int_distribution<std::size_t> pick(0, ids.size() - 1);
-    std::function<void(AsyncCaller&)> next = [&](AsyncCaller& c) {
-      if (c.phase->load(std::memory_order_acquire) == kStop) return c.done();
-      c.started = Clock::now();
-      const std::string& account = ids[hot ? 0 : pick(c.rng)];
-      ledger.submit(tollgate::ReserveCommand{account, 1, c.prefix + std::to_string(c.seq++), std::nullopt, "", ""},
-                    [&](tollgate::CommandResult held) {
-                      if (!held) {
-                        c.stats->failure = "reserve: " + held.error().detail;
-                        return c.done();
-                      }
-                      auto hold_id = std::get<tollgate::HoldOutcome>(held.value()).hold.hold_id;
-                      ledger.submit(tollgate::CommitCommand{std::move(hold_id), std::nullopt},
-                                    [&](tollgate::CommandResult committed) {
-                                      if (!committed) {
-                                        c.stats->failure = "commit: " + committed.error().detail;
-                                        return c.done();
-                                      }
-                                      book(*c.stats, *c.phase, c.started);
-                                      next(c);
-                                    });
-                    });
-    };
-    auto start = [&](int t, CallerStats& s, std::atomic<int>& phase, std::function<void()> done) {
-      AsyncCaller& c = async_callers[static_cast<std::size_t>(t)];
-      c.stats = &s;
-      c.phase = &phase;
-      c.done = std::move(done);
-      c.rng.seed(kSeed + static_cast<std::uint64_t>(t));
-      c.prefix = "req-" + std::to_string(t) + "-";
-      next(c);
-    };
-    if (o.async_callers) {
-      drive_async(o, cell, callers, start, [&] { before = ledger.committer().stats(); },
-                  [&] { after = ledger.committer().stats(); });
-    } else {
-      drive(o, cell, callers, body, [&] { before = ledger.committer().stats(); },
-            [&] { after = ledger.committer().stats(); });
-    }
-    cell.batches = after.batches - before.batches;
-    cell.commands = after.commands - before.commands;
+    const std::vector<std::string> ids = account_ids(hot, cell.accounts);
+    if (!fund_accounts(ledger, ids, cell.failure)) return cell;
+    run_lifecycles(o, cell, {&ledger}, ids, hot, callers, [] {}, [] {});
     if (!cell.failure.empty()) return cell;
 
     // Verify: audit clean, every completed lifecycle is in `used`, nothing left reserved.
-    auto audit = ledger.audit(std::nullopt);
-    if (!audit) {
-      cell.failure = "audit: " + audit.error().detail;
-      return cell;
-    }
-    if (!audit->violations.empty()) {
-      cell.failure = "audit: " + std::to_string(audit->violations.size()) + " violations, first: " +
-                     audit->violations.front().account_id + ": " + audit->violations.front().message;
-      return cell;
-    }
-    if (audit->accounts_checked != cell.accounts) {
-      cell.failure = "audit checked " + std::to_string(audit->accounts_checked) + " accounts";
-      return cell;
-    }
+    if (!audit_clean(ledger, cell)) return cell;
     ledger.stop();
   }
   sqlite3* db = nullptr;
@@ -584,6 +674,213 @@ Cell run_tollgate(const Options& o, const std::string& dir, bool hot, int caller
   store.reset();
   if (!o.keep) remove_db(path);
   return cell;
+}
+
+// --- tollgate on PostgreSQL ------------------------------------------------------------------------
+// A store that times the batches its ledger's writer applies (wall time of apply(): BEGIN, every
+// command's statements, the durable COMMIT) and forwards everything else.
+class TimedStore final : public tollgate::Store {
+ public:
+  explicit TimedStore(std::unique_ptr<tollgate::Store> inner) : inner_(std::move(inner)) {}
+
+  tollgate::Status apply(std::span<const tollgate::Command> commands,
+                         std::vector<tollgate::CommandResult>& results) override {
+    const auto t0 = Clock::now();
+    tollgate::Status status = inner_->apply(commands, results);
+    const auto ns = std::chrono::duration_cast<std::chrono::nanoseconds>(Clock::now() - t0).count();
+    // One writer thread per store: plain read-modify-write of the atomics is enough.
+    calls_.fetch_add(1, std::memory_order_relaxed);
+    ns_.fetch_add(static_cast<std::uint64_t>(ns), std::memory_order_relaxed);
+    if (commands.size() > max_batch_.load(std::memory_order_relaxed)) {
+      max_batch_.store(commands.size(), std::memory_order_relaxed);
+    }
+    return status;
+  }
+  tollgate::Result<tollgate::Account> get_account(std::string_view id) override { return inner_->get_account(id); }
+  tollgate::Result<tollgate::Hold> get_hold(std::string_view id) override { return inner_->get_hold(id); }
+  tollgate::Result<std::vector<tollgate::Hold>> list_holds(const tollgate::HoldFilter& f) override {
+    return inner_->list_holds(f);
+  }
+  tollgate::Result<tollgate::EventPage> read_events(std::string_view id, std::int64_t after,
+                                                    std::int64_t limit) override {
+    return inner_->read_events(id, after, limit);
+  }
+  tollgate::Result<tollgate::AuditReport> audit(std::optional<std::string_view> id) override {
+    return inner_->audit(id);
+  }
+  tollgate::Result<tollgate::LedgerStats> stats() override { return inner_->stats(); }
+  tollgate::Result<std::vector<std::string>> list_account_ids(std::string_view after, std::int64_t limit) override {
+    return inner_->list_account_ids(after, limit);
+  }
+  tollgate::Result<std::optional<tollgate::ApiKey>> find_key(std::string_view h) override {
+    return inner_->find_key(h);
+  }
+  tollgate::Result<bool> has_admin_key() override { return inner_->has_admin_key(); }
+  tollgate::Status ping() override { return inner_->ping(); }
+  std::int64_t now_ms() override { return inner_->now_ms(); }
+
+  struct Totals {
+    std::uint64_t calls = 0, ns = 0;
+  };
+  Totals totals() const { return {calls_.load(), ns_.load()}; }
+  void reset_max_batch() { max_batch_.store(0); }
+  std::uint64_t max_batch() const { return max_batch_.load(); }
+
+ private:
+  std::unique_ptr<tollgate::Store> inner_;
+  std::atomic<std::uint64_t> calls_{0}, ns_{0}, max_batch_{0};
+};
+
+// `uri` with search_path set to `schema` (libpq's options parameter, as tests/support does).
+std::string uri_with_schema(const std::string& uri, const std::string& schema) {
+  return uri + (uri.find('?') == std::string::npos ? "?" : "&") + "options=-csearch_path%3D" + schema;
+}
+
+// The URI without its password, for printing.
+std::string redact_uri(const std::string& uri) {
+  const auto scheme = uri.find("://");
+  if (scheme == std::string::npos) return uri;
+  const auto host_end = uri.find_first_of("/?", scheme + 3);
+  const auto at = uri.rfind('@', host_end == std::string::npos ? std::string::npos : host_end);
+  if (at == std::string::npos || at < scheme + 3) return uri;
+  const auto colon = uri.find(':', scheme + 3);
+  if (colon == std::string::npos || colon > at) return uri;
+  return uri.substr(0, colon + 1) + "***" + uri.substr(at);
+}
+
+// A fresh schema on the server of `server_uri` for one cell; dropped (CASCADE) when this object
+// goes, unless `keep`. The constructor throws pg::PgError when the server refuses.
+class BenchSchema {
+ public:
+  BenchSchema(std::string server_uri, std::string name, bool keep)
+      : server_uri_(std::move(server_uri)), name_(std::move(name)), keep_(keep) {
+    auto conn = tollgate::pg::Conn::connect(server_uri_, tollgate::pg::ConnectOptions{});
+    conn->exec("DROP SCHEMA IF EXISTS " + tollgate::pg::quote_identifier(name_) + " CASCADE; CREATE SCHEMA " +
+               tollgate::pg::quote_identifier(name_));
+  }
+  ~BenchSchema() {
+    if (keep_) {
+      std::fprintf(stderr, "ledger_bench: kept schema %s\n", name_.c_str());
+      return;
+    }
+    try {
+      auto conn = tollgate::pg::Conn::connect(server_uri_, tollgate::pg::ConnectOptions{});
+      conn->exec("DROP SCHEMA " + tollgate::pg::quote_identifier(name_) + " CASCADE");
+    } catch (const std::exception& e) {
+      std::fprintf(stderr, "ledger_bench: warning: could not drop schema %s: %s\n", name_.c_str(), e.what());
+    }
+  }
+  BenchSchema(const BenchSchema&) = delete;
+  BenchSchema& operator=(const BenchSchema&) = delete;
+  std::string uri() const { return uri_with_schema(server_uri_, name_); }
+
+ private:
+  std::string server_uri_, name_;
+  bool keep_;
+};
+
+Cell run_tollgate_pg(const Options& o, bool hot, int callers, int cell_no) {
+  Cell cell;
+  cell.impl = o.async_callers ? "tollgate" : "tollgate-threads";
+  cell.workload = hot ? "hot" : "spread";
+  cell.callers = callers;
+  cell.accounts = hot ? 1 : o.accounts;
+  cell.instances = o.instances;
+
+  // Declared first: dropped after the stores closed their connections.
+  std::optional<BenchSchema> schema;
+  try {
+    schema.emplace(o.database, "ledger_bench_" + std::to_string(getpid()) + "_" + std::to_string(cell_no), o.keep);
+  } catch (const std::exception& e) {
+    cell.failure = std::string("create schema: ") + e.what();
+    return cell;
+  }
+  tollgate::SystemClock clock;  // the reaper's (off); the stores decide with the database's clock
+  std::vector<std::unique_ptr<TimedStore>> stores;
+  for (int i = 0; i < o.instances; ++i) {
+    tollgate::PgOptions po;
+    po.uri = schema->uri();
+    po.readers_max = 2;  // the audit; the bench reads nothing else
+    auto opened = tollgate::PgStore::open(po);
+    if (!opened) {
+      cell.failure = "open instance " + std::to_string(i) + ": " + opened.error().detail;
+      return cell;
+    }
+    stores.push_back(std::make_unique<TimedStore>(std::move(opened.value())));
+  }
+  {
+    std::vector<std::unique_ptr<tollgate::Ledger>> ledgers;
+    std::vector<tollgate::Ledger*> ledger_ptrs;
+    for (int i = 0; i < o.instances; ++i) {
+      tollgate::LedgerOptions lo;
+      lo.reaper_interval_ms = 0;
+      lo.id_seed = kSeed + static_cast<std::uint64_t>(i);
+      ledgers.push_back(std::make_unique<tollgate::Ledger>(*stores[static_cast<std::size_t>(i)], clock, lo));
+      ledger_ptrs.push_back(ledgers.back().get());
+    }
+    const std::vector<std::string> ids = account_ids(hot, cell.accounts);
+    if (!fund_accounts(*ledgers.front(), ids, cell.failure)) return cell;
+
+    std::vector<TimedStore::Totals> before(stores.size()), after(stores.size());
+    run_lifecycles(
+        o, cell, ledger_ptrs, ids, hot, callers,
+        [&] {
+          for (std::size_t i = 0; i < stores.size(); ++i) {
+            before[i] = stores[i]->totals();
+            stores[i]->reset_max_batch();
+          }
+        },
+        [&] {
+          for (std::size_t i = 0; i < stores.size(); ++i) {
+            after[i] = stores[i]->totals();
+            cell.max_batch = std::max<std::uint64_t>(cell.max_batch, stores[i]->max_batch());
+          }
+        });
+    for (std::size_t i = 0; i < stores.size(); ++i) {
+      cell.apply_calls += after[i].calls - before[i].calls;
+      cell.apply_ns += after[i].ns - before[i].ns;
+    }
+    if (!cell.failure.empty()) return cell;
+
+    // Verify: audit clean, every completed lifecycle is in `used`, nothing left reserved or held.
+    if (!audit_clean(*ledgers.front(), cell)) return cell;
+    for (auto& ledger : ledgers) ledger->stop();
+  }
+  try {
+    auto conn = tollgate::pg::Conn::connect(schema->uri(), tollgate::pg::ConnectOptions{});
+    auto sums = conn->exec(
+        "SELECT coalesce(sum(used),0), coalesce(sum(reserved),0), coalesce(sum(active_holds),0), count(*) "
+        "FROM accounts");
+    const std::int64_t used = sums.int64(0, 0), reserved = sums.int64(0, 1), active = sums.int64(0, 2),
+                       accounts = sums.int64(0, 3);
+    const std::int64_t active_rows = conn->exec("SELECT count(*) FROM holds WHERE status = 'active'").int64(0, 0);
+    if (used != cell.total || reserved != 0 || active != 0 || active_rows != 0 || accounts != cell.accounts) {
+      cell.failure = "verify: used " + std::to_string(used) + " (lifecycles " + std::to_string(cell.total) +
+                     "), reserved " + std::to_string(reserved) + ", active holds " + std::to_string(active) + " (" +
+                     std::to_string(active_rows) + " hold rows), accounts " + std::to_string(accounts);
+    } else {
+      cell.verified = true;
+    }
+  } catch (const std::exception& e) {
+    cell.failure = std::string("verify: ") + e.what();
+  }
+  stores.clear();
+  return cell;
+}
+
+// What the bench prints about the server: version, fsync, and synchronous_commit as the store's
+// sessions see it (pg::Conn sets it on, as PgStore's connections do).
+struct ServerInfo {
+  std::string version, synchronous_commit, fsync;
+};
+
+ServerInfo server_info(const std::string& uri) {
+  ServerInfo info;
+  auto conn = tollgate::pg::Conn::connect(uri, tollgate::pg::ConnectOptions{});
+  info.version = conn->exec("SHOW server_version").text(0, 0);
+  info.synchronous_commit = conn->exec("SHOW synchronous_commit").text(0, 0);
+  info.fsync = conn->exec("SHOW fsync").text(0, 0);
+  return info;
 }
 
 // --- baseline -----------------------------------------------------------------------------------
@@ -770,27 +1067,52 @@ std::string rate_or_null(const Cell* c) { return c ? num(c->per_s) : "null"; }
 int main(int argc, char** argv) {
   const Options o = parse(argc, argv);
   bool created = false;
-  const std::string dir = pick_dir(o, created);
-  const FsInfo fsi = fs_info(dir);
-  std::printf("tollgate ledger bench: sqlite %s, %u cpus, %.2f s per cell after %.2f s warm-up%s\n",
-              sqlite3_libversion(), std::thread::hardware_concurrency(), o.seconds, o.warmup,
-              o.quick ? " (quick)" : "");
-  std::printf("database folder: %s (filesystem: %s)\n", dir.c_str(), fsi.type.c_str());
-  if (fsi.memory) {
-    std::fprintf(stderr, "ledger_bench: %s is on %s: commits would not be durable%s\n", dir.c_str(),
-                 fsi.type.c_str(), o.allow_tmpfs ? " (--allow-tmpfs: going on)" : "; pass another --dir");
-    if (!o.allow_tmpfs) return 2;
+  std::string dir;
+  FsInfo fsi;
+  ServerInfo server;
+  if (o.postgres()) {
+    try {
+      server = server_info(o.database);
+    } catch (const std::exception& e) {
+      std::fprintf(stderr, "ledger_bench: cannot reach %s: %s\n", redact_uri(o.database).c_str(), e.what());
+      return 2;
+    }
+    std::printf("tollgate ledger bench: PostgreSQL %s (synchronous_commit=%s, fsync=%s), %d instance%s, %u cpus, "
+                "%.2f s per cell after %.2f s warm-up%s\n",
+                server.version.c_str(), server.synchronous_commit.c_str(), server.fsync.c_str(), o.instances,
+                o.instances == 1 ? "" : "s", std::thread::hardware_concurrency(), o.seconds, o.warmup,
+                o.quick ? " (quick)" : "");
+    std::printf("database: %s (a fresh schema per cell)\n", redact_uri(o.database).c_str());
+    if (server.synchronous_commit != "on" || server.fsync != "on") {
+      std::fprintf(stderr, "ledger_bench: WARNING: synchronous_commit=%s fsync=%s: commits are not durable\n",
+                   server.synchronous_commit.c_str(), server.fsync.c_str());
+    }
+  } else {
+    dir = pick_dir(o, created);
+    fsi = fs_info(dir);
+    std::printf("tollgate ledger bench: sqlite %s, %u cpus, %.2f s per cell after %.2f s warm-up%s\n",
+                sqlite3_libversion(), std::thread::hardware_concurrency(), o.seconds, o.warmup,
+                o.quick ? " (quick)" : "");
+    std::printf("database folder: %s (filesystem: %s)\n", dir.c_str(), fsi.type.c_str());
+    if (fsi.memory) {
+      std::fprintf(stderr, "ledger_bench: %s is on %s: commits would not be durable%s\n", dir.c_str(),
+                   fsi.type.c_str(), o.allow_tmpfs ? " (--allow-tmpfs: going on)" : "; pass another --dir");
+      if (!o.allow_tmpfs) return 2;
+    }
   }
   std::fflush(stdout);
 
   std::vector<Cell> cells;
   bool all_ok = true;
+  int cell_no = 0;
   for (const bool hot : {true, false}) {
     if (hot ? !o.hot : !o.spread) continue;
     for (const bool is_tollgate : {true, false}) {
       if (is_tollgate ? !o.tollgate : !o.baseline) continue;
       for (int callers : o.callers) {
-        Cell c = is_tollgate ? run_tollgate(o, dir, hot, callers) : run_baseline(o, dir, hot, callers);
+        Cell c = !is_tollgate   ? run_baseline(o, dir, hot, callers)
+                 : o.postgres() ? run_tollgate_pg(o, hot, callers, cell_no++)
+                                : run_tollgate(o, dir, hot, callers);
         std::fprintf(stderr, "  %-8s %-6s %3d callers: %10.1f lifecycles/s  p50 %8.1f us  p99 %8.1f us%s%s\n",
                      c.impl.c_str(), c.workload.c_str(), c.callers, c.per_s, c.p50_us, c.p99_us,
                      c.verified ? "" : "  FAILED: ", c.verified ? "" : c.failure.c_str());
@@ -805,17 +1127,32 @@ int main(int argc, char** argv) {
   }
 
   // The table.
-  std::printf("\n%-18s %7s %14s %10s %10s %10s %10s %15s %9s %s\n", "workload", "callers", "lifecycles/s",
-              "p50 us", "p99 us", "max us", "mean us", "per caller", "avg batch", "verified");
+  if (o.postgres()) {
+    std::printf("\n%-18s %9s %7s %14s %10s %10s %10s %10s %15s %9s %9s %9s %s\n", "workload", "instances", "callers",
+                "lifecycles/s", "p50 us", "p99 us", "max us", "mean us", "per caller", "avg batch", "max batch",
+                "batch ms", "verified");
+  } else {
+    std::printf("\n%-18s %7s %14s %10s %10s %10s %10s %15s %9s %s\n", "workload", "callers", "lifecycles/s",
+                "p50 us", "p99 us", "max us", "mean us", "per caller", "avg batch", "verified");
+  }
   for (const auto& c : cells) {
     const std::string extra = c.impl != "baseline"
                                   ? (c.batches ? num(static_cast<double>(c.commands) / c.batches) : "-")
                                   : "-";
     const std::string spread_per_caller = std::to_string(c.caller_min) + "-" + std::to_string(c.caller_max);
-    std::printf("%-18s %7d %14s %10s %10s %10s %10s %15s %9s %s\n", (c.impl + " " + c.workload).c_str(), c.callers,
-                num(c.per_s).c_str(), num(c.p50_us).c_str(), num(c.p99_us).c_str(), num(c.max_us).c_str(),
-                num(c.mean_us).c_str(), spread_per_caller.c_str(), extra.c_str(),
-                c.verified ? "ok" : ("FAILED: " + c.failure).c_str());
+    if (o.postgres()) {
+      const std::string batch_ms = c.apply_calls ? num(static_cast<double>(c.apply_ns) / c.apply_calls / 1e6, 2) : "-";
+      std::printf("%-18s %9d %7d %14s %10s %10s %10s %10s %15s %9s %9s %9s %s\n", (c.impl + " " + c.workload).c_str(),
+                  c.instances, c.callers, num(c.per_s).c_str(), num(c.p50_us).c_str(), num(c.p99_us).c_str(),
+                  num(c.max_us).c_str(), num(c.mean_us).c_str(), spread_per_caller.c_str(), extra.c_str(),
+                  std::to_string(c.max_batch).c_str(), batch_ms.c_str(),
+                  c.verified ? "ok" : ("FAILED: " + c.failure).c_str());
+    } else {
+      std::printf("%-18s %7d %14s %10s %10s %10s %10s %15s %9s %s\n", (c.impl + " " + c.workload).c_str(), c.callers,
+                  num(c.per_s).c_str(), num(c.p50_us).c_str(), num(c.p99_us).c_str(), num(c.max_us).c_str(),
+                  num(c.mean_us).c_str(), spread_per_caller.c_str(), extra.c_str(),
+                  c.verified ? "ok" : ("FAILED: " + c.failure).c_str());
+    }
   }
 
   // The headline: hot account, 64 callers (or the largest caller count run).
@@ -831,27 +1168,60 @@ int main(int argc, char** argv) {
   const bool targets_met = have_ratio && ratio >= 20.0 && th->per_s >= 25'000.0;
   std::printf("(mean us = callers / rate, Little's law; per caller = fewest-most lifecycles one caller "
               "completed in the window)\n");
-  std::printf("\nhot account, %d callers: tollgate %s/s, baseline %s/s, ratio %s (targets: >= 20x and >= 25000/s: %s)\n",
-              headline, rate_or_null(th).c_str(), rate_or_null(bh).c_str(), have_ratio ? num(ratio, 2).c_str() : "-",
-              targets_met ? "met" : "NOT met");
+  if (o.postgres()) {
+    std::printf("(avg/max batch = commands per group-commit transaction; batch ms = mean wall time of one batch's "
+                "apply(), BEGIN to durable COMMIT)\n");
+    std::printf("\n%d callers, %d instance%s: hot %s lifecycles/s, spread %s lifecycles/s (the pgbench baseline and "
+                "the ratios: scripts/bench postgres)\n",
+                headline, o.instances, o.instances == 1 ? "" : "s", rate_or_null(th).c_str(), rate_or_null(ts).c_str());
+  } else {
+    std::printf("\nhot account, %d callers: tollgate %s/s, baseline %s/s, ratio %s (targets: >= 20x and >= 25000/s: %s)\n",
+                headline, rate_or_null(th).c_str(), rate_or_null(bh).c_str(), have_ratio ? num(ratio, 2).c_str() : "-",
+                targets_met ? "met" : "NOT met");
+  }
 
-  std::string json = "{\"bench\":\"ledger\"";
-  json += ",\"tollgate_lifecycles_per_s\":" + rate_or_null(th);
-  json += ",\"baseline_lifecycles_per_s\":" + rate_or_null(bh);
-  json += ",\"ratio\":" + (have_ratio ? num(ratio, 2) : std::string("null"));
-  json += ",\"spread_tollgate_lifecycles_per_s\":" + rate_or_null(ts);
-  json += ",\"spread_baseline_lifecycles_per_s\":" + rate_or_null(bs);
-  json += ",\"spread_ratio\":" + (ts && bs && bs->per_s > 0 ? num(ts->per_s / bs->per_s, 2) : std::string("null"));
-  json += ",\"p50_us\":" + (th ? num(th->p50_us) : std::string("null"));
-  json += ",\"p99_us\":" + (th ? num(th->p99_us) : std::string("null"));
-  json += ",\"callers\":" + std::to_string(headline);
-  json += ",\"targets\":{\"ratio_min\":20,\"tollgate_lifecycles_per_s_min\":25000}";
-  json += std::string(",\"targets_met\":") + (targets_met ? "true" : "false");
-  json += ",\"verified\":" + std::string(all_ok ? "true" : "false");
-  json += ",\"seconds\":" + num(o.seconds, 2) + ",\"quick\":" + (o.quick ? "true" : "false");
-  json += std::string(",\"caller_mode\":") + (o.async_callers ? "\"async\"" : "\"threads\"");
-  json += ",\"fs_type\":" + json_string(fsi.type);
-  json += ",\"sqlite_version\":" + json_string(sqlite3_libversion());
+  auto avg_batch = [](const Cell* c) {
+    return c && c->batches ? num(static_cast<double>(c->commands) / c->batches, 2) : std::string("null");
+  };
+  std::string json;
+  if (o.postgres()) {
+    json = "{\"bench\":\"ledger_postgres\",\"backend\":\"postgres\"";
+    json += ",\"instances\":" + std::to_string(o.instances);
+    json += ",\"tollgate_lifecycles_per_s\":" + rate_or_null(th);
+    json += ",\"p50_us\":" + (th ? num(th->p50_us) : std::string("null"));
+    json += ",\"p99_us\":" + (th ? num(th->p99_us) : std::string("null"));
+    json += ",\"avg_batch\":" + avg_batch(th);
+    json += ",\"spread_tollgate_lifecycles_per_s\":" + rate_or_null(ts);
+    json += ",\"spread_p50_us\":" + (ts ? num(ts->p50_us) : std::string("null"));
+    json += ",\"spread_p99_us\":" + (ts ? num(ts->p99_us) : std::string("null"));
+    json += ",\"spread_avg_batch\":" + avg_batch(ts);
+    json += ",\"callers\":" + std::to_string(headline);
+    json += ",\"verified\":" + std::string(all_ok ? "true" : "false");
+    json += ",\"seconds\":" + num(o.seconds, 2) + ",\"warmup\":" + num(o.warmup, 2) +
+            ",\"quick\":" + (o.quick ? "true" : "false");
+    json += std::string(",\"caller_mode\":") + (o.async_callers ? "\"async\"" : "\"threads\"");
+    json += ",\"server_version\":" + json_string(server.version);
+    json += ",\"synchronous_commit\":" + json_string(server.synchronous_commit);
+    json += ",\"fsync\":" + json_string(server.fsync);
+  } else {
+    json = "{\"bench\":\"ledger\"";
+    json += ",\"tollgate_lifecycles_per_s\":" + rate_or_null(th);
+    json += ",\"baseline_lifecycles_per_s\":" + rate_or_null(bh);
+    json += ",\"ratio\":" + (have_ratio ? num(ratio, 2) : std::string("null"));
+    json += ",\"spread_tollgate_lifecycles_per_s\":" + rate_or_null(ts);
+    json += ",\"spread_baseline_lifecycles_per_s\":" + rate_or_null(bs);
+    json += ",\"spread_ratio\":" + (ts && bs && bs->per_s > 0 ? num(ts->per_s / bs->per_s, 2) : std::string("null"));
+    json += ",\"p50_us\":" + (th ? num(th->p50_us) : std::string("null"));
+    json += ",\"p99_us\":" + (th ? num(th->p99_us) : std::string("null"));
+    json += ",\"callers\":" + std::to_string(headline);
+    json += ",\"targets\":{\"ratio_min\":20,\"tollgate_lifecycles_per_s_min\":25000}";
+    json += std::string(",\"targets_met\":") + (targets_met ? "true" : "false");
+    json += ",\"verified\":" + std::string(all_ok ? "true" : "false");
+    json += ",\"seconds\":" + num(o.seconds, 2) + ",\"quick\":" + (o.quick ? "true" : "false");
+    json += std::string(",\"caller_mode\":") + (o.async_callers ? "\"async\"" : "\"threads\"");
+    json += ",\"fs_type\":" + json_string(fsi.type);
+    json += ",\"sqlite_version\":" + json_string(sqlite3_libversion());
+  }
   json += ",\"cells\":[";
   for (std::size_t i = 0; i < cells.size(); ++i) {
     const Cell& c = cells[i];
@@ -869,6 +1239,11 @@ int main(int argc, char** argv) {
               ",\"avg_batch\":" + (c.batches ? num(static_cast<double>(c.commands) / c.batches, 2) : "null");
     } else {
       json += ",\"busy_retries\":" + std::to_string(c.busy_retries);
+    }
+    if (o.postgres()) {
+      json += ",\"instances\":" + std::to_string(c.instances) + ",\"max_batch\":" + std::to_string(c.max_batch) +
+              ",\"batch_ms_mean\":" +
+              (c.apply_calls ? num(static_cast<double>(c.apply_ns) / c.apply_calls / 1e6, 3) : std::string("null"));
     }
     json += std::string(",\"verified\":") + (c.verified ? "true" : "false");
     if (!c.failure.empty()) json += ",\"failure\":" + json_string(c.failure);
