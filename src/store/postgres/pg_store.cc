@@ -584,49 +584,6 @@ std::int64_t clock_now(Conn& db, const Clock* clock) {
 
 }  // namespace
 
-// --- reader pool ----------------------------------------------------------------------------------
-class PgStore::ReaderLease {
- public:
-  ReaderLease(PgStore& store, std::unique_ptr<Conn> conn) : store_(store), conn_(std::move(conn)) {}
-  ReaderLease(ReaderLease&&) = default;
-  ~ReaderLease() {
-    std::lock_guard lock(store_.readers_mu_);
-    if (conn_ && conn_->healthy()) {
-      store_.readers_idle_.push_back(std::move(conn_));
-    } else {
-      --store_.readers_open_;  // broken or never opened: the next lease connects again
-    }
-    store_.readers_cv_.notify_one();
-  }
-  Conn& operator*() { return *conn_; }
-
- private:
-  PgStore& store_;
-  std::unique_ptr<Conn> conn_;
-};
-
-PgStore::ReaderLease PgStore::lease_reader() {
-  std::unique_lock lock(readers_mu_);
-  readers_cv_.wait(lock, [&] { return !readers_idle_.empty() || readers_open_ < options_.readers_max; });
-  if (!readers_idle_.empty()) {
-    auto conn = std::move(readers_idle_.back());
-    readers_idle_.pop_back();
-    return ReaderLease(*this, std::move(conn));
-  }
-  ++readers_open_;
-  lock.unlock();
-  std::unique_ptr<Conn> conn;
-  try {
-    conn = Conn::connect(options_.uri, pg::ConnectOptions{options_.connect_timeout_ms, options_.statement_timeout_ms});
-  } catch (...) {
-    std::lock_guard relock(readers_mu_);
-    --readers_open_;
-    readers_cv_.notify_one();
-    throw;
-  }
-  return ReaderLease(*this, std::move(conn));
-}
-
 // Runs `body(conn, now_ms)` in one read-only snapshot; database failures become errors.
 template <typename F>
 auto PgStore::read(F&& body) -> decltype(body(std::declval<pg::Conn&>(), std::int64_t{})) {
@@ -634,7 +591,7 @@ auto PgStore::read(F&& body) -> decltype(body(std::declval<pg::Conn&>(), std::in
   // safe to run again, once, on a new connection.
   for (int attempt = 0;; ++attempt) {
     try {
-      ReaderLease lease = lease_reader();
+      auto lease = readers_.lease();
       Conn& db = *lease;
       try {
         std::int64_t now = 0;
@@ -659,7 +616,15 @@ auto PgStore::read(F&& body) -> decltype(body(std::declval<pg::Conn&>(), std::in
 }
 
 // --- open / migrate -------------------------------------------------------------------------------
-PgStore::PgStore(PgOptions options) : options_(std::move(options)) {}
+PgStore::PgStore(PgOptions options)
+    : options_(std::move(options)),
+      readers_(
+          options_.readers_max,
+          [this] {
+            return Conn::connect(options_.uri,
+                                 pg::ConnectOptions{options_.connect_timeout_ms, options_.statement_timeout_ms});
+          },
+          [](const Conn& conn) { return conn.healthy(); }) {}
 PgStore::~PgStore() = default;
 
 Result<std::unique_ptr<PgStore>> PgStore::open(const PgOptions& options) {

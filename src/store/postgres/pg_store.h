@@ -37,6 +37,7 @@
 #include <vector>
 
 #include "core/clock.h"
+#include "store/conn_pool.h"
 #include "store/store.h"
 
 namespace tollgate {
@@ -78,9 +79,7 @@ class PgStore final : public Store {
   std::int64_t now_ms() override;
 
  private:
-  class ReaderLease;
   explicit PgStore(PgOptions options);
-  ReaderLease lease_reader();
   template <typename F>
   auto read(F&& body) -> decltype(body(std::declval<pg::Conn&>(), std::int64_t{}));
   Status apply_once(std::span<const Command> commands, std::vector<bool>& dropped,
@@ -89,11 +88,7 @@ class PgStore final : public Store {
   const PgOptions options_;
   // Used only by the thread in apply(); null until connected, dropped when the connection breaks.
   std::unique_ptr<pg::Conn> writer_;
-  // Reader pool, protected by readers_mu_.
-  std::mutex readers_mu_;
-  std::condition_variable readers_cv_;
-  std::vector<std::unique_ptr<pg::Conn>> readers_idle_;
-  int readers_open_ = 0;
+  ConnPool<pg::Conn> readers_;  // a broken connection is dropped, not given back
 };
 
 }  // namespace tollgate

@@ -452,53 +452,11 @@ int schema_version(Conn& db) {
 
 }  // namespace
 
-// --- reader pool ----------------------------------------------------------------------------------
-class SqliteStore::ReaderLease {
- public:
-  ReaderLease(SqliteStore& store, std::unique_ptr<Conn> conn) : store_(store), conn_(std::move(conn)) {}
-  ReaderLease(ReaderLease&&) = default;
-  ~ReaderLease() {
-    if (!conn_) return;
-    std::lock_guard lock(store_.readers_mu_);
-    store_.readers_idle_.push_back(std::move(conn_));
-    store_.readers_cv_.notify_one();
-  }
-  Conn& operator*() { return *conn_; }
-
- private:
-  SqliteStore& store_;
-  std::unique_ptr<Conn> conn_;
-};
-
-SqliteStore::ReaderLease SqliteStore::lease_reader() {
-  std::unique_lock lock(readers_mu_);
-  readers_cv_.wait(lock, [&] { return !readers_idle_.empty() || readers_open_ < options_.readers_max; });
-  if (!readers_idle_.empty()) {
-    auto conn = std::move(readers_idle_.back());
-    readers_idle_.pop_back();
-    return ReaderLease(*this, std::move(conn));
-  }
-  ++readers_open_;
-  lock.unlock();
-  try {
-    sqlite::OpenOptions open;
-    open.read_only = true;
-    open.busy_timeout_ms = options_.busy_timeout_ms;
-    open.cache_size_kib = options_.cache_size_kib / 4;
-    return ReaderLease(*this, std::make_unique<Conn>(options_.path, open));
-  } catch (...) {
-    std::lock_guard relock(readers_mu_);
-    --readers_open_;
-    readers_cv_.notify_one();
-    throw;
-  }
-}
-
 // Runs `body` on a reader inside one read transaction (one snapshot); SQL failures become errors.
 template <typename F>
 auto SqliteStore::read(F&& body) -> decltype(body(std::declval<sqlite::Conn&>())) {
   try {
-    ReaderLease lease = lease_reader();
+    auto lease = readers_.lease();
     Conn& db = *lease;
     db.exec("BEGIN");
     try {
@@ -516,7 +474,16 @@ auto SqliteStore::read(F&& body) -> decltype(body(std::declval<sqlite::Conn&>())
 
 // --- open / migrate -------------------------------------------------------------------------------
 SqliteStore::SqliteStore(SqliteOptions options, const Clock& clock, std::unique_ptr<sqlite::Conn> writer)
-    : options_(std::move(options)), clock_(clock), writer_(std::move(writer)) {
+    : options_(std::move(options)),
+      clock_(clock),
+      writer_(std::move(writer)),
+      readers_(options_.readers_max, [this] {
+        sqlite::OpenOptions open;
+        open.read_only = true;
+        open.busy_timeout_ms = options_.busy_timeout_ms;
+        open.cache_size_kib = options_.cache_size_kib / 4;
+        return std::make_unique<Conn>(options_.path, open);
+      }) {
   if (options_.checkpoint_interval_ms > 0) checkpointer_ = std::thread([this] { checkpoint_loop(); });
 }
 

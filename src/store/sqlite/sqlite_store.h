@@ -19,6 +19,7 @@
 #include <vector>
 
 #include "core/clock.h"
+#include "store/conn_pool.h"
 #include "store/store.h"
 
 namespace tollgate {
@@ -63,9 +64,7 @@ class SqliteStore final : public Store {
   std::int64_t now_ms() override { return clock_.now_ms(); }
 
  private:
-  class ReaderLease;
   SqliteStore(SqliteOptions options, const Clock& clock, std::unique_ptr<sqlite::Conn> writer);
-  ReaderLease lease_reader();
   void checkpoint_loop();
   template <typename F>
   auto read(F&& body) -> decltype(body(std::declval<sqlite::Conn&>()));
@@ -75,11 +74,7 @@ class SqliteStore final : public Store {
   const Clock& clock_;
   // Used only by the thread in apply().
   std::unique_ptr<sqlite::Conn> writer_;
-  // Reader pool, protected by readers_mu_.
-  std::mutex readers_mu_;
-  std::condition_variable readers_cv_;
-  std::vector<std::unique_ptr<sqlite::Conn>> readers_idle_;
-  int readers_open_ = 0;
+  ConnPool<sqlite::Conn> readers_;
   // Background checkpointer.
   std::mutex checkpoint_mu_;
   std::condition_variable checkpoint_cv_;

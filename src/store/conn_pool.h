@@ -1,0 +1,91 @@
+// tollgate store: a bounded pool of database connections for reads, shared by the backends.
+//
+// lease() hands out an idle connection, or opens a new one (with `open`) while fewer than `max`
+// are open, or else waits for one to come back. A lease gives its connection back when it goes —
+// unless `healthy` says the connection broke: then it is closed, and a later lease opens a new one.
+// `open` may throw (the backend's error); nothing is counted as open then.
+//
+// Thread safety: lease() may be called from any thread; a Lease belongs to one thread.
+#pragma once
+
+#include <condition_variable>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <vector>
+
+#include "core/result.h"
+
+namespace tollgate {
+
+template <typename Conn>
+class ConnPool {
+ public:
+  using Open = std::function<std::unique_ptr<Conn>()>;
+  using Healthy = std::function<bool(const Conn&)>;
+
+  ConnPool(int max, Open open, Healthy healthy = {})
+      : max_(max), open_(std::move(open)), healthy_(std::move(healthy)) {
+    TG_ASSERT(max_ >= 1);
+  }
+  ConnPool(const ConnPool&) = delete;
+  ConnPool& operator=(const ConnPool&) = delete;
+
+  class Lease {
+   public:
+    Lease(ConnPool& pool, std::unique_ptr<Conn> conn) : pool_(&pool), conn_(std::move(conn)) {}
+    Lease(Lease&& other) noexcept : pool_(other.pool_), conn_(std::move(other.conn_)) {}
+    Lease& operator=(Lease&&) = delete;
+    ~Lease() {
+      if (conn_) pool_->give_back(std::move(conn_));
+    }
+    Conn& operator*() { return *conn_; }
+
+   private:
+    ConnPool* pool_;
+    std::unique_ptr<Conn> conn_;
+  };
+
+  Lease lease() {
+    std::unique_lock lock(mu_);
+    cv_.wait(lock, [&] { return !idle_.empty() || open_count_ < max_; });
+    if (!idle_.empty()) {
+      auto conn = std::move(idle_.back());
+      idle_.pop_back();
+      return Lease(*this, std::move(conn));
+    }
+    ++open_count_;
+    lock.unlock();
+    try {
+      return Lease(*this, open_());
+    } catch (...) {
+      std::lock_guard relock(mu_);
+      --open_count_;
+      cv_.notify_one();
+      throw;
+    }
+  }
+
+ private:
+  void give_back(std::unique_ptr<Conn> conn) {
+    const bool keep = !healthy_ || healthy_(*conn);
+    if (!keep) conn.reset();  // closed outside the lock's critical work below
+    std::lock_guard lock(mu_);
+    if (keep) {
+      idle_.push_back(std::move(conn));
+    } else {
+      --open_count_;
+    }
+    cv_.notify_one();
+  }
+
+  const int max_;
+  const Open open_;
+  const Healthy healthy_;
+  std::mutex mu_;
+  std::condition_variable cv_;
+  std::vector<std::unique_ptr<Conn>> idle_;  // protected by mu_
+  int open_count_ = 0;                       // protected by mu_: idle + leased
+};
+
+}  // namespace tollgate
