@@ -1,0 +1,925 @@
+// Many `tollgate serve` instances on one PostgreSQL database (design.md: "many stateless instances
+// share one database"; api.md: 503 `unavailable` while the database is unreachable). Real server
+// processes, a real PostgreSQL, real kill -9:
+//   - three instances race for the credits of one account: exactly as many holds as credits;
+//   - the reapers of three instances expire every overdue hold exactly once between them;
+//   - a restart of the database under load: only 2xx or 503 answers, service resumes by itself, and
+//     every acknowledged answer is still true (this test starts its own throw-away server with
+//     scripts/pg, so that restarting it disturbs nobody else);
+//   - kill -9 of one instance under load: its clients retry the same request on another instance,
+//     the others never notice, nothing acknowledged is lost.
+//
+// They need a PostgreSQL server (TOLLGATE_TEST_POSTGRES, a libpq URI; scripts/test starts one). Without
+// it they are skipped, unless TOLLGATE_REQUIRE_POSTGRES=1 (CI), where that is a failure. The restart
+// test runs scripts/pg from TOLLGATE_PG_SCRIPT (default: the source tree's). Time bounds are hang
+// detectors, never performance goals; waits poll a condition, none sleeps and hopes.
+#include <sys/stat.h>
+
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <deque>
+#include <latch>
+#include <map>
+#include <random>
+#include <set>
+#include <thread>
+
+#include "http/http_test_support.h"
+
+namespace tollgate::httptest {
+namespace {
+
+using Steady = std::chrono::steady_clock;
+using testing::EnvVars;
+
+// The last `lines` lines of a (server) log, for failure messages: the logs have a line per request.
+std::string tail(const std::string& text, std::size_t lines = 30) {
+  std::size_t at = text.size();
+  for (std::size_t n = 0; n <= lines && at > 0; ++n) {
+    const std::size_t nl = text.rfind('\n', at - 1);
+    if (nl == std::string::npos) return text;
+    at = nl;
+  }
+  return text.substr(at + 1);
+}
+
+// Polls `done` every `period` until it is true or `patience` passes; whether it became true.
+template <typename F>
+bool eventually(F&& done, std::chrono::milliseconds patience = kPatience,
+                std::chrono::milliseconds period = std::chrono::milliseconds(20)) {
+  const auto deadline = Steady::now() + patience;
+  for (;;) {
+    if (done()) return true;
+    if (Steady::now() >= deadline) return false;
+    std::this_thread::sleep_for(period);
+  }
+}
+
+// The seed of the clients' choices and of the moment of a kill or a database restart (printed; rerun
+// with TOLLGATE_MULTI_INSTANCE_SEED=<seed>).
+std::uint64_t base_seed() {
+  if (const char* text = std::getenv("TOLLGATE_MULTI_INSTANCE_SEED"); text && *text) {
+    return std::strtoull(text, nullptr, 10);
+  }
+  return 20240607;
+}
+
+std::uint64_t print_seed() {
+  const std::uint64_t seed = base_seed();
+  std::printf("[ multi ] seed %llu (rerun: TOLLGATE_MULTI_INSTANCE_SEED=%llu)\n", static_cast<unsigned long long>(seed),
+              static_cast<unsigned long long>(seed));
+  std::fflush(stdout);
+  return seed;
+}
+
+// --- processes: instances on one database, a throw-away PostgreSQL server ------------------------
+
+// `count` tollgate serve processes on one database, each on its own port. With `together`, they are
+// started at the same moment (their schema migrations race, under the store's advisory lock).
+class Instances {
+ public:
+  Instances(std::size_t count, const std::string& database, const EnvVars& env, bool together = false) {
+    std::vector<std::unique_ptr<ServerProcess>> started(count);
+    std::vector<std::string> errors(count);
+    auto start = [&](std::size_t i) {
+      try {
+        ServerOptions options = server_options();
+        options.database = database;
+        options.env = env;
+        options.start_timeout = std::chrono::milliseconds(30'000);
+        started[i] = std::make_unique<ServerProcess>(options);
+      } catch (const std::exception& e) {
+        errors[i] = e.what();
+      }
+    };
+    if (together) {
+      std::vector<std::thread> threads;
+      for (std::size_t i = 0; i < count; ++i) threads.emplace_back(start, i);
+      for (auto& t : threads) t.join();
+    } else {
+      for (std::size_t i = 0; i < count; ++i) start(i);
+    }
+    for (std::size_t i = 0; i < count; ++i) {
+      if (!started[i]) throw std::runtime_error("instance " + std::to_string(i) + " did not start: " + errors[i]);
+    }
+    servers_ = std::move(started);
+  }
+
+  std::size_t size() const { return servers_.size(); }
+  ServerProcess& operator[](std::size_t i) { return *servers_.at(i); }
+  std::vector<std::uint16_t> ports() const {
+    std::vector<std::uint16_t> out;
+    for (const auto& s : servers_) out.push_back(s->port());
+    return out;
+  }
+  // The end of every instance's log, for failure messages.
+  std::string logs() const {
+    std::string out;
+    for (std::size_t i = 0; i < servers_.size(); ++i) {
+      out += "--- instance " + std::to_string(i) + " (port " + std::to_string(servers_[i]->port()) + "), last lines:\n" +
+             tail(servers_[i]->log());
+    }
+    return out;
+  }
+
+ private:
+  std::vector<std::unique_ptr<ServerProcess>> servers_;  // the destructor kills what still runs
+};
+
+std::string pg_script() {
+  if (const char* s = std::getenv("TOLLGATE_PG_SCRIPT"); s && *s) return s;
+  return std::string(TOLLGATE_SOURCE_DIR) + "/scripts/pg";
+}
+
+// A PostgreSQL server of this test alone (scripts/pg start in a fresh folder under /tmp), stopped and
+// removed by the destructor. restart() is scripts/pg restart: fast shutdown, start on the same port.
+class ThrowAwayPostgres {
+ public:
+  ThrowAwayPostgres() : script_(pg_script()) {
+    char folder[] = "/tmp/tgmi-XXXXXX";  // short: the unix socket path must fit 107 bytes
+    if (!::mkdtemp(folder)) throw std::runtime_error("mkdtemp failed");
+    dir_ = folder;
+    ::chmod(dir_.c_str(), 0755);  // scripts/pg hands it to the postgres user when run as root
+    const ProcessResult r = testing::run_process({script_, "start", dir_}, {}, std::chrono::seconds(120));
+    if (r.exit_code != 0) {
+      cleanup();
+      throw std::runtime_error(script_ + " start " + dir_ + " exited with " + std::to_string(r.exit_code) + ":\n" +
+                               r.err + r.out);
+    }
+    uri_ = r.out.substr(0, r.out.find('\n'));
+    if (uri_.rfind("postgresql://", 0) != 0) {
+      cleanup();
+      throw std::runtime_error(script_ + " start printed no URI: '" + r.out + "'");
+    }
+  }
+  ~ThrowAwayPostgres() { cleanup(); }
+  ThrowAwayPostgres(const ThrowAwayPostgres&) = delete;
+  ThrowAwayPostgres& operator=(const ThrowAwayPostgres&) = delete;
+
+  const std::string& uri() const { return uri_; }
+  ProcessResult restart() { return testing::run_process({script_, "restart", dir_}, {}, std::chrono::seconds(120)); }
+  std::string log() const { return read_file(dir_ + "/postgres.log"); }
+
+ private:
+  void cleanup() {
+    if (dir_.empty()) return;
+    testing::run_process({script_, "stop", dir_}, {}, std::chrono::seconds(120));
+    std::error_code ignored;
+    std::filesystem::remove_all(dir_, ignored);
+    dir_.clear();
+  }
+
+  std::string script_;
+  std::string dir_;
+  std::string uri_;
+};
+
+// --- reading the ledger over HTTP ----------------------------------------------------------------
+
+// The value of one series of GET /metrics ("name" or "name{labels}"); -1 if it could not be read.
+double metric(std::uint16_t port, const std::string& series) {
+  HttpClient client(port);
+  const HttpResponse r = client.get("/metrics");
+  if (r.status != 200) return -1;
+  const std::string text = "\n" + r.body;
+  const auto at = text.find("\n" + series + " ");
+  if (at == std::string::npos) return -1;
+  return std::stod(text.substr(at + series.size() + 2));
+}
+
+// Every event of an account, oldest first (following next_after); checks that event ids increase.
+std::vector<json::object> all_events(HttpClient& admin, const std::string& account) {
+  std::vector<json::object> out;
+  std::int64_t after = 0;
+  for (int page = 0; page < 100; ++page) {
+    const HttpResponse r = admin.get("/v1/accounts/" + account + "/events?limit=1000&after=" + std::to_string(after));
+    EXPECT_EQ(r.status, 200u) << r;
+    if (r.status != 200) return out;
+    const json::array& events = r.object().at("events").as_array();
+    if (events.empty()) return out;
+    for (const auto& e : events) {
+      const std::int64_t id = jint(e.as_object(), "event_id");
+      EXPECT_GT(id, after) << "event ids of " << account << " do not increase";
+      after = id;
+      out.push_back(e.as_object());
+    }
+  }
+  ADD_FAILURE() << "more than 100 pages of events for " << account;
+  return out;
+}
+
+// Every hold of an account (one list call: the tests keep fewer than 1000 per account).
+std::vector<json::object> all_holds(HttpClient& admin, const std::string& account) {
+  const HttpResponse r = admin.get("/v1/holds?limit=1000&account_id=" + account);
+  EXPECT_EQ(r.status, 200u) << r;
+  std::vector<json::object> out;
+  if (r.status != 200) return out;
+  for (const auto& h : r.object().at("holds").as_array()) out.push_back(h.as_object());
+  EXPECT_LT(out.size(), 1000u) << "the list may be cut off: keep fewer holds per account";
+  return out;
+}
+
+// GET /v1/audit on `port`: 200, no violations, `accounts` accounts checked.
+::testing::AssertionResult audit_is_clean(std::uint16_t port, std::int64_t accounts) {
+  HttpClient admin(port, kAdminKey);
+  const HttpResponse r = admin.get("/v1/audit");
+  if (r.status != 200) return ::testing::AssertionFailure() << "audit: " << r;
+  if (!r.object().at("violations").as_array().empty()) return ::testing::AssertionFailure() << "violations: " << r.body;
+  if (jint(r.object(), "accounts_checked") != accounts) {
+    return ::testing::AssertionFailure() << "accounts_checked is not " << accounts << ": " << r.body;
+  }
+  return ::testing::AssertionSuccess();
+}
+
+void make_account(HttpClient& admin, const std::string& id, std::int64_t credits) {
+  const HttpResponse created = admin.post("/v1/accounts", json::object{{"account_id", id}});
+  ASSERT_EQ(created.status, 201u) << created;
+  const HttpResponse credited =
+      admin.post("/v1/accounts/" + id + "/credits", json::object{{"amount", credits}, {"reference", id + "-buy"}});
+  ASSERT_EQ(credited.status, 201u) << credited;
+}
+
+// --- clients under load, retrying with the same ids ----------------------------------------------
+
+enum class End { commit_all, commit_part, release };
+
+// One reserve → (read) → commit or release, as the client saw it answered.
+struct Lifecycle {
+  std::string request_id;
+  std::int64_t amount = 0;
+  End end = End::commit_all;
+  std::string hold_id;
+  std::string status;                 // answered by the commit or release
+  std::int64_t committed_amount = 0;  // answered by the commit or release
+};
+
+// What one client thread did and saw. The counters are read by the test's thread while it runs.
+struct LoadClient {
+  int thread = 0;
+  std::string account;
+  std::size_t first_instance = 0;
+  std::size_t instance = 0;  // the one it talks to now
+  std::vector<Lifecycle> done;               // complete lifecycles, every step answered 2xx
+  std::vector<std::string> unexpected;       // answers other than 2xx / 503 unavailable / no answer
+  std::atomic<int> completed{0};             // == done.size()
+  std::atomic<int> answered_503{0};
+  std::atomic<int> transport_errors{0};      // no answer (connection refused, reset, time-out)
+  std::atomic<int> retried{0};               // requests sent more than once
+  std::atomic<int> switches{0};              // moves to another instance
+};
+
+struct LoadOptions {
+  std::vector<std::uint16_t> ports;
+  bool switch_instance_on_transport_error = false;
+  int lifecycles_max = 400;  // per client; two clients per account stay below 1000 holds per account
+  std::chrono::milliseconds retry_for{kPatience};
+  std::chrono::milliseconds retry_pause{25};
+};
+
+// The client loop: lifecycles until `stop` (read between lifecycles: each one started is finished).
+// A 503 or a lost answer is retried with the same method, target and body (so the same request_id
+// or hold) until a final answer or `retry_for`; on a lost answer the client may move to the next
+// instance first.
+void run_load_client(const LoadOptions& o, LoadClient& c, std::uint64_t seed, const std::atomic<bool>& stop) {
+  std::mt19937_64 rng(seed);
+  HttpClient client(o.ports.at(c.instance), kAdminKey, std::chrono::milliseconds(10'000));
+
+  // The final answer if it is one of `ok`; nullopt (and `unexpected` noted) otherwise.
+  auto send = [&](const std::string& method, const std::string& target, const std::string& body,
+                  std::initializer_list<unsigned> ok, int* attempts_out = nullptr) -> std::optional<HttpResponse> {
+    const auto deadline = Steady::now() + o.retry_for;
+    for (int attempt = 1;; ++attempt) {
+      if (attempts_out) *attempts_out = attempt;
+      if (attempt == 2) c.retried.fetch_add(1);
+      HttpResponse r = client.request(method, target, body);
+      const std::string what = method + " " + target + " " + body + " (attempt " + std::to_string(attempt) +
+                               ", instance " + std::to_string(c.instance) + ")";
+      if (!r.answered()) {
+        c.transport_errors.fetch_add(1);
+        if (o.switch_instance_on_transport_error) {
+          c.instance = (c.instance + 1) % o.ports.size();
+          client.set_port(o.ports[c.instance]);
+          c.switches.fetch_add(1);
+        }
+      } else if (r.status == 503) {
+        c.answered_503.fetch_add(1);
+        if (!is_problem(r, 503, "unavailable") || !r.has_header("Retry-After")) {
+          c.unexpected.push_back(what + " → 503 without problem unavailable and Retry-After: " + r.describe());
+          return std::nullopt;
+        }
+      } else if (std::find(ok.begin(), ok.end(), r.status) != ok.end()) {
+        return r;
+      } else {
+        c.unexpected.push_back(what + " → " + r.describe());
+        return std::nullopt;
+      }
+      if (Steady::now() >= deadline) {
+        c.unexpected.push_back(what + ": still no final answer after " + std::to_string(o.retry_for.count()) +
+                               " ms; last: " + r.describe());
+        return std::nullopt;
+      }
+      std::this_thread::sleep_for(o.retry_pause);
+    }
+  };
+
+  for (int i = 0; i < o.lifecycles_max && !stop.load(); ++i) {
+    Lifecycle l;
+    l.request_id = c.account + "-t" + std::to_string(c.thread) + "-" + std::to_string(i);
+    l.amount = 1 + static_cast<std::int64_t>(rng() % 3);
+    l.end = static_cast<End>(rng() % 3);
+
+    int attempts = 0;
+    const auto reserved = send("POST", "/v1/holds",
+                               json::serialize(json::object{
+                                   {"account_id", c.account}, {"amount", l.amount}, {"request_id", l.request_id}}),
+                               {200, 201}, &attempts);
+    if (!reserved) return;
+    const json::object& hold = reserved->object();
+    if (reserved->status == 200 && attempts == 1) {
+      c.unexpected.push_back("a new request_id " + l.request_id + " answered 200 at once: " + reserved->describe());
+      return;
+    }
+    if (jstr(hold, "request_id") != l.request_id || jint(hold, "amount") != l.amount ||
+        jstr(hold, "status") != "active") {
+      c.unexpected.push_back("reserve " + l.request_id + " answered another hold: " + reserved->describe());
+      return;
+    }
+    l.hold_id = jstr(hold, "hold_id");
+
+    const auto read = send("GET", "/v1/holds/" + l.hold_id, "", {200});
+    if (!read) return;
+    if (jstr(read->object(), "hold_id") != l.hold_id || jstr(read->object(), "status") != "active") {
+      c.unexpected.push_back("read of " + l.hold_id + ": " + read->describe());
+      return;
+    }
+
+    json::object settle;
+    std::int64_t expected_committed = 0;
+    if (l.end == End::commit_all) expected_committed = l.amount;
+    if (l.end == End::commit_part) {
+      expected_committed = std::max<std::int64_t>(1, l.amount - 1);
+      settle["amount"] = expected_committed;
+    }
+    const auto settled = send("POST", "/v1/holds/" + l.hold_id + (l.end == End::release ? "/release" : "/commit"),
+                              json::serialize(settle), {200});
+    if (!settled) return;
+    l.status = jstr(settled->object(), "status");
+    l.committed_amount = jint(settled->object(), "committed_amount");
+    if (l.status != (l.end == End::release ? "released" : "committed") || l.committed_amount != expected_committed) {
+      c.unexpected.push_back("settling " + l.hold_id + " answered " + settled->describe());
+      return;
+    }
+    c.done.push_back(l);
+    c.completed.fetch_add(1);
+  }
+}
+
+int total_completed(const std::deque<LoadClient>& clients) {
+  int n = 0;
+  for (const auto& c : clients) n += c.completed.load();
+  return n;
+}
+
+// Every acknowledged lifecycle of `account` is in the ledger as answered, each request_id made one
+// hold, each hold has one `reserved` and one ending event, and the books add up.
+void expect_books_match(HttpClient& admin, const std::string& account, std::int64_t credits,
+                        const std::deque<LoadClient>& clients) {
+  SCOPED_TRACE("account " + account);
+  std::map<std::string, const Lifecycle*> by_request;
+  std::int64_t used = 0;
+  for (const LoadClient& c : clients) {
+    if (c.account != account) continue;
+    for (const Lifecycle& l : c.done) {
+      by_request[l.request_id] = &l;
+      used += l.committed_amount;
+    }
+  }
+
+  // Each acknowledged hold, read back: its state is the one answered.
+  for (const auto& [request_id, l] : by_request) {
+    const HttpResponse h = admin.get("/v1/holds/" + l->hold_id);
+    ASSERT_EQ(h.status, 200u) << "acknowledged hold " << l->hold_id << " (" << request_id << ") is lost: " << h;
+    EXPECT_EQ(jstr(h.object(), "request_id"), request_id);
+    EXPECT_EQ(jstr(h.object(), "account_id"), account);
+    EXPECT_EQ(jint(h.object(), "amount"), l->amount) << l->hold_id;
+    EXPECT_EQ(jstr(h.object(), "status"), l->status) << l->hold_id;
+    EXPECT_EQ(jint(h.object(), "committed_amount"), l->committed_amount) << l->hold_id;
+  }
+
+  // The account's holds are exactly those: one per request_id, none that no client asked for.
+  std::set<std::string> listed_requests;
+  for (const json::object& h : all_holds(admin, account)) {
+    const std::string request_id = jstr(h, "request_id");
+    EXPECT_TRUE(listed_requests.insert(request_id).second) << "request_id " << request_id << " made two holds";
+    auto it = by_request.find(request_id);
+    if (it == by_request.end()) {
+      ADD_FAILURE() << "a hold no acknowledged lifecycle names: " << json::serialize(h);
+    } else {
+      EXPECT_EQ(jstr(h, "hold_id"), it->second->hold_id) << request_id;
+    }
+  }
+  EXPECT_EQ(listed_requests.size(), by_request.size());
+
+  // The event log: per hold one `reserved` and one ending event, as answered.
+  std::map<std::string, std::vector<std::string>> events_of;  // hold_id → types
+  int credited = 0;
+  for (const json::object& e : all_events(admin, account)) {
+    const std::string type = jstr(e, "type");
+    if (type == "credited") {
+      ++credited;
+      continue;
+    }
+    auto* hold_id = e.if_contains("hold_id");
+    ASSERT_TRUE(hold_id && hold_id->is_string()) << json::serialize(e);
+    events_of[std::string(hold_id->as_string())].push_back(type);
+  }
+  EXPECT_EQ(credited, 1);
+  EXPECT_EQ(events_of.size(), by_request.size()) << "events name holds that were not acknowledged, or miss some";
+  for (const auto& [request_id, l] : by_request) {
+    const std::vector<std::string> expected{"reserved", l->status};
+    EXPECT_EQ(events_of[l->hold_id], expected) << l->hold_id << " (" << request_id << ")";
+  }
+
+  const HttpResponse a = admin.get("/v1/accounts/" + account);
+  ASSERT_EQ(a.status, 200u) << a;
+  EXPECT_EQ(jint(a.object(), "purchased"), credits);
+  EXPECT_EQ(jint(a.object(), "used"), used) << "used is not the sum of the acknowledged commits";
+  EXPECT_EQ(jint(a.object(), "reserved"), 0);
+  EXPECT_EQ(jint(a.object(), "active_holds"), 0);
+  EXPECT_EQ(jint(a.object(), "available"), credits - used);
+}
+
+std::string describe(const std::deque<LoadClient>& clients) {
+  std::string out;
+  for (const LoadClient& c : clients) {
+    out += "  client " + std::to_string(c.thread) + " (" + c.account + ", instance " + std::to_string(c.first_instance) +
+           (c.instance != c.first_instance ? "→" + std::to_string(c.instance) : "") +
+           "): " + std::to_string(c.completed.load()) + " lifecycles, " + std::to_string(c.answered_503.load()) +
+           " × 503, " + std::to_string(c.transport_errors.load()) + " lost answers, " + std::to_string(c.retried.load()) +
+           " requests retried\n";
+  }
+  return out;
+}
+
+// --- the fixture -----------------------------------------------------------------------------------
+
+class MultiInstance : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    auto uri = testing::postgres_server_uri();
+    if (!uri) {
+      if (testing::postgres_required()) {
+        FAIL() << "TOLLGATE_REQUIRE_POSTGRES=1 but TOLLGATE_TEST_POSTGRES names no PostgreSQL server: the "
+                  "multi-instance tests cannot run (scripts/test starts one)";
+      }
+      GTEST_SKIP() << "no PostgreSQL server (set TOLLGATE_TEST_POSTGRES to a libpq URI to run these tests)";
+    }
+    server_uri_ = *uri;
+  }
+
+  const std::string& server_uri() const { return server_uri_; }
+
+ private:
+  std::string server_uri_;
+};
+
+// 1. Three instances, one account with kCredits, every client fires at once over the three: the
+// database's conditional write hands out exactly kCredits holds, whichever instance took them.
+TEST_F(MultiInstance, ThreeInstancesOnOneDatabaseGrantExactlyAsManyHoldsAsThereAreCredits) {
+  constexpr std::int64_t kCredits = 25;
+  constexpr int kRequests = 48;
+  constexpr int kRounds = 5;  // one account each
+
+  testing::PgSchema schema(server_uri());
+  std::unique_ptr<Instances> instances;
+  try {
+    instances = std::make_unique<Instances>(3, schema.uri(), EnvVars{}, /*together=*/true);
+  } catch (const std::exception& e) {
+    FAIL() << e.what();
+  }
+  const auto ports = instances->ports();
+  for (const auto port : ports) ASSERT_EQ(wait_until_ready(port).status, 200u) << instances->logs();
+
+  HttpClient admin(ports[0], kAdminKey);
+  for (int round = 0; round < kRounds; ++round) {
+    SCOPED_TRACE("round " + std::to_string(round));
+    const std::string account = "race-" + std::to_string(round);
+    make_account(admin, account, kCredits);
+
+    std::vector<HttpResponse> answers(kRequests);
+    std::latch connected(kRequests);
+    std::latch go(1);
+    std::vector<std::thread> threads;
+    for (int i = 0; i < kRequests; ++i) {
+      threads.emplace_back([&, i] {
+        HttpClient device(ports[static_cast<std::size_t>(i) % ports.size()], kAdminKey);
+        std::string error;
+        const bool ok = device.connect(&error);
+        connected.count_down();
+        go.wait();
+        if (!ok) {
+          answers[static_cast<std::size_t>(i)].error = error;
+          return;
+        }
+        answers[static_cast<std::size_t>(i)] = device.post(
+            "/v1/holds",
+            json::object{{"account_id", account}, {"amount", 1}, {"request_id", account + "-dev-" + std::to_string(i)}});
+      });
+    }
+    connected.wait();
+    go.count_down();  // every device fires at once, a third of them on each instance
+    for (auto& t : threads) t.join();
+
+    int created = 0, refused = 0;
+    std::set<std::string> holds;
+    std::vector<int> created_by_instance(ports.size(), 0);
+    for (int i = 0; i < kRequests; ++i) {
+      const HttpResponse& r = answers[static_cast<std::size_t>(i)];
+      if (r.status == 201) {
+        ++created;
+        ++created_by_instance[static_cast<std::size_t>(i) % ports.size()];
+        holds.insert(jstr(r.object(), "hold_id"));
+        EXPECT_EQ(jstr(r.object(), "status"), "active");
+      } else if (is_problem(r, 409, "insufficient_credits")) {
+        ++refused;
+        EXPECT_EQ(jint(r.object(), "available"), 0) << r;
+        EXPECT_EQ(jint(r.object(), "requested"), 1) << r;
+      } else {
+        ADD_FAILURE() << "device " << i << " (instance " << i % ports.size() << "): unexpected answer " << r;
+      }
+    }
+    std::printf("[ multi ] round %d: holds created by instance: %d %d %d\n", round, created_by_instance[0],
+                created_by_instance[1], created_by_instance[2]);
+    EXPECT_EQ(created, kCredits);
+    EXPECT_EQ(refused, kRequests - kCredits);
+    EXPECT_EQ(holds.size(), static_cast<std::size_t>(kCredits)) << "two devices got the same hold";
+
+    // Every instance reads the same account: nothing available, everything reserved.
+    for (std::size_t i = 0; i < ports.size(); ++i) {
+      HttpClient reader(ports[i], kAdminKey);
+      const HttpResponse a = reader.get("/v1/accounts/" + account);
+      ASSERT_EQ(a.status, 200u) << a;
+      EXPECT_EQ(jint(a.object(), "available"), 0) << "instance " << i;
+      EXPECT_EQ(jint(a.object(), "reserved"), kCredits) << "instance " << i;
+      EXPECT_EQ(jint(a.object(), "active_holds"), kCredits) << "instance " << i;
+      EXPECT_EQ(jint(a.object(), "used"), 0) << "instance " << i;
+    }
+    // The event log: one credit, then one `reserved` per hold.
+    int reserved_events = 0;
+    for (const json::object& e : all_events(admin, account)) {
+      if (jstr(e, "type") == "reserved") {
+        ++reserved_events;
+        auto* hold_id = e.if_contains("hold_id");
+        EXPECT_TRUE(hold_id && hold_id->is_string() && holds.count(std::string(hold_id->as_string())))
+            << json::serialize(e);
+      }
+    }
+    EXPECT_EQ(reserved_events, kCredits);
+    for (std::size_t i = 0; i < ports.size(); ++i) {
+      EXPECT_TRUE(audit_is_clean(ports[i], round + 1)) << "instance " << i;
+    }
+  }
+  for (std::size_t i = 0; i < instances->size(); ++i) {
+    EXPECT_EQ((*instances)[i].stop(SIGTERM), 0) << "instance " << i << ":\n" << tail((*instances)[i].log());
+  }
+}
+
+// 2. Short holds on several accounts, reapers running every 20 ms on all three instances: every hold
+// gets exactly one `expired` event, the instances' expired counters add up to the number of holds
+// (so no hold was expired twice, by two instances), and the work was shared.
+TEST_F(MultiInstance, ReapersOnEveryInstanceExpireEachOverdueHoldExactlyOnce) {
+  constexpr int kAccounts = 6;
+  constexpr int kHolds = 300;  // 50 per account
+  constexpr std::int64_t kCredits = 1000;
+
+  testing::PgSchema schema(server_uri());
+  std::unique_ptr<Instances> instances;
+  try {
+    instances = std::make_unique<Instances>(3, schema.uri(), EnvVars{{"TOLLGATE_REAPER_INTERVAL_MS", "20"}});
+  } catch (const std::exception& e) {
+    FAIL() << e.what();
+  }
+  const auto ports = instances->ports();
+  for (const auto port : ports) ASSERT_EQ(wait_until_ready(port).status, 200u) << instances->logs();
+
+  HttpClient admin(ports[0], kAdminKey);
+  std::vector<std::string> accounts;
+  for (int a = 0; a < kAccounts; ++a) {
+    accounts.push_back("reap-" + std::to_string(a));
+    make_account(admin, accounts.back(), kCredits);
+  }
+
+  // Holds reserved through every instance, expiring spread over 0.3–1.9 s, so that expiries keep
+  // coming while the three reapers run. The credits never run short: no reservation expires anything.
+  std::vector<std::vector<std::string>> hold_ids(ports.size());
+  std::vector<std::string> errors(ports.size());
+  {
+    std::vector<std::thread> threads;
+    for (std::size_t k = 0; k < ports.size(); ++k) {
+      threads.emplace_back([&, k] {
+        HttpClient client(ports[k], kAdminKey);
+        for (int i = static_cast<int>(k); i < kHolds; i += static_cast<int>(ports.size())) {
+          const std::int64_t ttl_ms = 300 + (i * 7 % 41) * 40;
+          const HttpResponse r = client.post(
+              "/v1/holds", json::object{{"account_id", accounts[static_cast<std::size_t>(i % kAccounts)]},
+                                        {"amount", 1 + i % 3},
+                                        {"request_id", "reap-r" + std::to_string(i)},
+                                        {"ttl_ms", ttl_ms}});
+          if (r.status != 201) {
+            errors[k] = "reserve " + std::to_string(i) + " on instance " + std::to_string(k) + ": " + r.describe();
+            return;
+          }
+          hold_ids[k].push_back(jstr(r.object(), "hold_id"));
+        }
+      });
+    }
+    for (auto& t : threads) t.join();
+  }
+  for (const std::string& e : errors) ASSERT_TRUE(e.empty()) << e;
+
+  const std::string series = "tollgate_holds_ended_total{outcome=\"expired\"}";
+  auto expired_by = [&] {
+    std::vector<double> out;
+    for (const auto port : ports) out.push_back(metric(port, series));
+    return out;
+  };
+  auto sum = [](const std::vector<double>& v) {
+    double s = 0;
+    for (double x : v) s += x;
+    return s;
+  };
+  const bool all_reaped = eventually([&] { return sum(expired_by()) >= kHolds; }, kPatience, 50ms);
+  const std::vector<double> counts = expired_by();
+  std::printf("[ multi ] holds expired by instance: %.0f %.0f %.0f\n", counts[0], counts[1], counts[2]);
+  ASSERT_TRUE(all_reaped) << "the reapers expired " << sum(counts) << " of " << kHolds << " holds\n"
+                          << instances->logs();
+
+  // The ledger: every hold expired by exactly one `expired` event, the credits are back.
+  for (const std::string& account : accounts) {
+    SCOPED_TRACE(account);
+    std::map<std::string, std::vector<std::string>> events_of;
+    for (const json::object& e : all_events(admin, account)) {
+      if (jstr(e, "type") == "credited") continue;
+      events_of[jstr(e, "hold_id")].push_back(jstr(e, "type"));
+    }
+    const std::vector<json::object> holds = all_holds(admin, account);
+    EXPECT_EQ(holds.size(), static_cast<std::size_t>(kHolds / kAccounts));
+    for (const json::object& h : holds) {
+      EXPECT_EQ(jstr(h, "status"), "expired") << json::serialize(h);
+      EXPECT_EQ(events_of[jstr(h, "hold_id")], (std::vector<std::string>{"reserved", "expired"})) << jstr(h, "hold_id");
+    }
+    EXPECT_EQ(events_of.size(), holds.size()) << "events of holds that are not listed";
+    const HttpResponse a = admin.get("/v1/accounts/" + account);
+    ASSERT_EQ(a.status, 200u) << a;
+    EXPECT_EQ(jint(a.object(), "available"), kCredits);
+    EXPECT_EQ(jint(a.object(), "reserved"), 0);
+    EXPECT_EQ(jint(a.object(), "used"), 0);
+    EXPECT_EQ(jint(a.object(), "active_holds"), 0);
+  }
+
+  // Read again after the checks (the reapers kept running): still exactly one expiry per hold.
+  const std::vector<double> final_counts = expired_by();
+  EXPECT_EQ(sum(final_counts), kHolds) << "some hold was expired more than once, across instances";
+  const auto reaping = std::count_if(final_counts.begin(), final_counts.end(), [](double c) { return c > 0; });
+  EXPECT_GE(reaping, 2) << "one instance's reaper did all the work: the reapers did not run side by side";
+  for (std::size_t i = 0; i < ports.size(); ++i) {
+    EXPECT_TRUE(audit_is_clean(ports[i], kAccounts)) << "instance " << i;
+    EXPECT_EQ((*instances)[i].stop(SIGTERM), 0) << "instance " << i << ":\n" << tail((*instances)[i].log());
+  }
+}
+
+// 3. The database restarts (scripts/pg restart: fast shutdown, start) while three instances serve
+// lifecycles. Every answer is 2xx or 503 `unavailable` with Retry-After (or no answer); the clients
+// retry the same request and carry on after the restart with no instance restarted; every
+// acknowledged answer is still true and each retried request_id made one hold.
+TEST_F(MultiInstance, ADatabaseRestartUnderLoadAnswersOnly2xxOr503AndServiceResumesWithNothingLost) {
+  constexpr int kClients = 6;  // two per account, on different instances
+  constexpr std::int64_t kCredits = 1'000'000;
+  constexpr int kRestarts = 2;
+
+  std::unique_ptr<ThrowAwayPostgres> pg;
+  try {
+    pg = std::make_unique<ThrowAwayPostgres>();
+  } catch (const std::exception& e) {
+    FAIL() << "could not start a PostgreSQL server of this test: " << e.what();
+  }
+  std::unique_ptr<Instances> instances;
+  try {
+    instances = std::make_unique<Instances>(3, pg->uri(), EnvVars{{"TOLLGATE_REAPER_INTERVAL_MS", "100"}});
+  } catch (const std::exception& e) {
+    FAIL() << e.what();
+  }
+  LoadOptions options;
+  options.ports = instances->ports();
+  for (const auto port : options.ports) ASSERT_EQ(wait_until_ready(port).status, 200u) << instances->logs();
+
+  std::deque<LoadClient> clients(kClients);
+  std::set<std::string> accounts;
+  {
+    HttpClient admin(options.ports[0], kAdminKey);
+    for (int t = 0; t < kClients; ++t) {
+      LoadClient& c = clients[static_cast<std::size_t>(t)];
+      c.thread = t;
+      c.account = "restart-" + std::to_string(t / 2);
+      c.first_instance = c.instance = static_cast<std::size_t>(t) % options.ports.size();
+      if (accounts.insert(c.account).second) {
+        ASSERT_NO_FATAL_FAILURE(make_account(admin, c.account, kCredits));
+      }
+    }
+  }
+
+  const std::uint64_t seed = print_seed();
+  std::mt19937_64 rng(seed);
+  std::atomic<bool> stop{false};
+  std::vector<std::thread> threads;
+  for (auto& c : clients) threads.emplace_back(run_load_client, std::cref(options), std::ref(c), rng(), std::cref(stop));
+  struct Joiner {
+    std::atomic<bool>& stop;
+    std::vector<std::thread>& threads;
+    ~Joiner() {
+      stop = true;
+      for (auto& t : threads)
+        if (t.joinable()) t.join();
+    }
+  } joiner{stop, threads};
+
+  auto errors_seen = [&] {
+    int n = 0;
+    for (const auto& c : clients) n += c.answered_503.load() + c.transport_errors.load();
+    return n;
+  };
+  // Two restarts: the second one hits connections the instances opened again after the first.
+  for (int round = 1; round <= kRestarts; ++round) {
+    SCOPED_TRACE("restart " + std::to_string(round));
+    const int target = total_completed(clients) + 30;
+    if (!eventually([&] { return total_completed(clients) >= target; })) {
+      ADD_FAILURE() << "the load is not running:\n" << describe(clients) << instances->logs();
+      break;  // the clients' own findings are reported below
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(rng() % 200));  // a random moment in the load
+
+    const int errors_before = errors_seen();
+    const auto restart_started = Steady::now();
+    const ProcessResult restarted = pg->restart();
+    const auto restart_ms =
+        std::chrono::duration_cast<std::chrono::milliseconds>(Steady::now() - restart_started).count();
+    ASSERT_EQ(restarted.exit_code, 0) << "scripts/pg restart failed:\n" << restarted.err << restarted.out;
+    const int errors_during = errors_seen() - errors_before;
+
+    // The service resumes by itself: every client completes more lifecycles after the restart.
+    std::vector<int> after_restart;
+    for (const auto& c : clients) after_restart.push_back(c.completed.load());
+    const bool resumed = eventually([&] {
+      for (std::size_t i = 0; i < clients.size(); ++i) {
+        if (clients[i].completed.load() < after_restart[i] + 10) return false;
+      }
+      return true;
+    });
+    std::printf("[ multi ] database restart %d took %lld ms; %d answers 503 or lost during it\n", round,
+                static_cast<long long>(restart_ms), errors_during);
+    std::fflush(stdout);
+    EXPECT_GT(errors_during, 0) << "no request noticed the database restart: the test did not test it";
+    if (!resumed) {
+      ADD_FAILURE() << "the clients did not carry on after the database restart:\n"
+                    << describe(clients) << instances->logs() << "\n--- postgres:\n"
+                    << tail(pg->log());
+      break;
+    }
+  }
+  stop = true;
+  for (auto& t : threads) t.join();
+  std::printf("[ multi ] clients:\n%s", describe(clients).c_str());
+  std::fflush(stdout);
+  for (const auto& c : clients) {
+    for (const std::string& u : c.unexpected) ADD_FAILURE() << "client " << c.thread << ": " << u;
+  }
+
+  // No instance was restarted: the same processes are ready again, and stop cleanly (exit 0) below.
+  for (std::size_t i = 0; i < instances->size(); ++i) {
+    EXPECT_EQ(wait_until_ready(options.ports[i]).status, 200u) << "instance " << i << "\n" << instances->logs();
+  }
+  HttpClient admin(options.ports[1], kAdminKey);
+  for (const std::string& account : accounts) expect_books_match(admin, account, kCredits, clients);
+  for (std::size_t i = 0; i < instances->size(); ++i) {
+    EXPECT_TRUE(audit_is_clean(options.ports[i], static_cast<std::int64_t>(accounts.size()))) << "instance " << i;
+    EXPECT_EQ((*instances)[i].stop(SIGTERM), 0) << "instance " << i << " did not survive the restart cleanly:\n"
+                                                << tail((*instances)[i].log());
+  }
+}
+
+// 4. kill -9 of one of three instances under load: its clients retry their request in flight, with
+// the same request_id or hold, on another instance; the clients of the other two never see an error;
+// every acknowledged answer is still true; the killed instance starts again on the same database.
+TEST_F(MultiInstance, KillNineOfOneInstanceUnderLoadLosesNothingAndTheOthersCarryOn) {
+  constexpr int kClients = 6;  // two per account, on different instances
+  constexpr std::int64_t kCredits = 1'000'000;
+  constexpr std::size_t kVictim = 1;
+
+  testing::PgSchema schema(server_uri());
+  std::unique_ptr<Instances> instances;
+  try {
+    instances = std::make_unique<Instances>(3, schema.uri(), EnvVars{});
+  } catch (const std::exception& e) {
+    FAIL() << e.what();
+  }
+  LoadOptions options;
+  options.ports = instances->ports();
+  options.switch_instance_on_transport_error = true;
+  for (const auto port : options.ports) ASSERT_EQ(wait_until_ready(port).status, 200u) << instances->logs();
+
+  std::deque<LoadClient> clients(kClients);
+  std::set<std::string> accounts;
+  {
+    HttpClient admin(options.ports[0], kAdminKey);
+    for (int t = 0; t < kClients; ++t) {
+      LoadClient& c = clients[static_cast<std::size_t>(t)];
+      c.thread = t;
+      c.account = "kill-" + std::to_string(t / 2);
+      c.first_instance = c.instance = static_cast<std::size_t>(t) % options.ports.size();
+      if (accounts.insert(c.account).second) {
+        ASSERT_NO_FATAL_FAILURE(make_account(admin, c.account, kCredits));
+      }
+    }
+  }
+
+  const std::uint64_t seed = print_seed();
+  std::mt19937_64 rng(seed);
+  std::atomic<bool> stop{false};
+  std::vector<std::thread> threads;
+  for (auto& c : clients) threads.emplace_back(run_load_client, std::cref(options), std::ref(c), rng(), std::cref(stop));
+  struct Joiner {
+    std::atomic<bool>& stop;
+    std::vector<std::thread>& threads;
+    ~Joiner() {
+      stop = true;
+      for (auto& t : threads)
+        if (t.joinable()) t.join();
+    }
+  } joiner{stop, threads};
+
+  const bool loaded = eventually([&] { return total_completed(clients) >= 60; });
+  int killed_code = 0;
+  bool carried_on = false;
+  if (loaded) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(rng() % 200));  // a random moment in the load
+    killed_code = (*instances)[kVictim].stop(SIGKILL);
+    std::vector<int> at_kill;
+    for (const auto& c : clients) at_kill.push_back(c.completed.load());
+    // Every client, the victim's included (now on another instance), completes more lifecycles.
+    carried_on = eventually([&] {
+      for (std::size_t i = 0; i < clients.size(); ++i) {
+        if (clients[i].completed.load() < at_kill[i] + 10) return false;
+      }
+      return true;
+    });
+  }
+  stop = true;
+  for (auto& t : threads) t.join();
+  std::printf("[ multi ] killed instance %zu; clients:\n%s", kVictim, describe(clients).c_str());
+  std::fflush(stdout);
+  for (const auto& c : clients) {
+    for (const std::string& u : c.unexpected) ADD_FAILURE() << "client " << c.thread << ": " << u;
+  }
+  ASSERT_TRUE(loaded) << "the load never got going:\n" << describe(clients) << instances->logs();
+  ASSERT_EQ(killed_code, 128 + SIGKILL) << "the instance ended otherwise than by our SIGKILL";
+  EXPECT_TRUE(carried_on) << "the clients did not carry on after the kill:\n" << describe(clients) << instances->logs();
+  for (const auto& c : clients) {
+    if (c.first_instance == kVictim) {
+      EXPECT_GE(c.switches.load(), 1) << "client " << c.thread << " never noticed that its instance died";
+      EXPECT_NE(c.instance, kVictim) << "client " << c.thread;
+    } else {
+      EXPECT_EQ(c.transport_errors.load(), 0) << "client " << c.thread << " of a surviving instance lost answers";
+      EXPECT_EQ(c.answered_503.load(), 0) << "client " << c.thread << " of a surviving instance got 503s";
+      EXPECT_EQ(c.switches.load(), 0) << "client " << c.thread;
+    }
+  }
+
+  HttpClient admin(options.ports[0], kAdminKey);
+  for (const std::string& account : accounts) expect_books_match(admin, account, kCredits, clients);
+  for (std::size_t i = 0; i < instances->size(); ++i) {
+    if (i != kVictim) {
+      EXPECT_TRUE(audit_is_clean(options.ports[i], static_cast<std::int64_t>(accounts.size()))) << "instance " << i;
+    }
+  }
+
+  // The killed instance starts again on the same database and sees the same ledger.
+  ServerProcess& victim = (*instances)[kVictim];
+  ASSERT_NO_THROW(victim.restart(/*same_port=*/false)) << tail(victim.log());
+  ASSERT_EQ(wait_until_ready(victim.port()).status, 200u) << tail(victim.log());
+  EXPECT_TRUE(audit_is_clean(victim.port(), static_cast<std::int64_t>(accounts.size())));
+  HttpClient again(victim.port(), kAdminKey);
+  for (const std::string& account : accounts) {
+    json::object there = again.get("/v1/accounts/" + account).object();
+    json::object here = admin.get("/v1/accounts/" + account).object();
+    there.erase("oldest_active_hold_age_ms");
+    here.erase("oldest_active_hold_age_ms");
+    EXPECT_EQ(there, here) << account;
+  }
+  for (std::size_t i = 0; i < instances->size(); ++i) {
+    EXPECT_EQ((*instances)[i].stop(SIGTERM), 0) << "instance " << i << ":\n" << tail((*instances)[i].log());
+  }
+}
+
+}  // namespace
+}  // namespace tollgate::httptest
