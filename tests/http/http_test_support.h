@@ -30,6 +30,7 @@
 #include <csignal>
 #include <chrono>
 #include <cstdint>
+#include <cstdlib>
 #include <cstring>
 #include <fstream>
 #include <map>
@@ -449,14 +450,42 @@ inline ::testing::AssertionResult is_problem(const HttpResponse& r, unsigned sta
   return ::testing::AssertionSuccess();
 }
 
+// The database of the ServerSuite servers: a fresh SQLite file (the default), or, with
+// TOLLGATE_TEST_HTTP_BACKEND=postgres, a fresh schema on the PostgreSQL server of
+// TOLLGATE_TEST_POSTGRES (CMakeLists.txt registers the HTTP suites a second time that way).
+inline bool http_suites_on_postgres() {
+  const char* backend = std::getenv("TOLLGATE_TEST_HTTP_BACKEND");
+  return backend && std::string_view(backend) == "postgres";
+}
+
 // One server process per test suite, on its own fresh database, started before the suite's first
 // test and stopped (SIGTERM; it must exit 0) after its last. Tests isolate themselves by unique ids.
+// On PostgreSQL (http_suites_on_postgres()) the database is a schema owned by the suite, dropped
+// after its last test; without a server the suite is skipped, or fails if postgres_required().
 template <typename Suite>
 class ServerSuite : public ::testing::Test {
  public:
   static void SetUpTestSuite() {
+    ServerOptions options = server_options();
+    if (http_suites_on_postgres()) {
+      const auto uri = testing::postgres_server_uri();
+      if (!uri) {
+        if (testing::postgres_required()) {
+          FAIL() << "TOLLGATE_TEST_HTTP_BACKEND=postgres and TOLLGATE_REQUIRE_POSTGRES=1, but TOLLGATE_TEST_POSTGRES "
+                    "names no PostgreSQL server";
+        }
+        skip_ = true;
+        return;
+      }
+      try {
+        schema_ = new testing::PgSchema(*uri);
+      } catch (const std::exception& e) {
+        FAIL() << "could not make a schema on " << *uri << ": " << e.what();
+      }
+      options.database = schema_->uri();
+    }
     try {
-      server_ = new ServerProcess(server_options());
+      server_ = new ServerProcess(options);
     } catch (const std::exception& e) {
       FAIL() << "the server did not start: " << e.what();
     }
@@ -464,15 +493,20 @@ class ServerSuite : public ::testing::Test {
     ASSERT_EQ(ready.status, 200u) << "the server did not become ready: " << ready << "\n" << server_->log();
   }
   static void TearDownTestSuite() {
-    if (!server_) return;
-    const int code = server_->stop(SIGTERM);
-    EXPECT_EQ(code, 0) << "the server did not stop cleanly on SIGTERM:\n" << server_->log();
-    delete server_;
-    server_ = nullptr;
+    if (server_) {
+      const int code = server_->stop(SIGTERM);
+      EXPECT_EQ(code, 0) << "the server did not stop cleanly on SIGTERM:\n" << server_->log();
+      delete server_;
+      server_ = nullptr;
+    }
+    delete schema_;  // drops the schema, after the server that used it stopped
+    schema_ = nullptr;
+    skip_ = false;
   }
 
  protected:
   void SetUp() override {
+    if (skip_) GTEST_SKIP() << "TOLLGATE_TEST_HTTP_BACKEND=postgres but no PostgreSQL server (TOLLGATE_TEST_POSTGRES)";
     ASSERT_NE(server_, nullptr) << "the suite's server did not start";
     ASSERT_TRUE(server_->running()) << "the suite's server is not running:\n" << server_->log();
     admin_ = std::make_unique<HttpClient>(server_->port(), kAdminKey);
@@ -528,6 +562,8 @@ class ServerSuite : public ::testing::Test {
 
  private:
   static inline ServerProcess* server_ = nullptr;
+  static inline testing::PgSchema* schema_ = nullptr;  // the server's database on PostgreSQL, else null
+  static inline bool skip_ = false;                    // PostgreSQL asked for, none to test against
   std::unique_ptr<HttpClient> admin_;
 };
 

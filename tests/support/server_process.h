@@ -33,7 +33,8 @@ struct ServerOptions {
   std::string binary;                                // empty: TOLLGATE_BINARY (the build's tollgate)
   std::string admin_key = "test-admin-key-0123456789abcdef";  // TOLLGATE_ADMIN_KEY; empty: the server
                                                      // generates one, which admin_key() then returns
-  std::string database;                              // "sqlite:PATH"; empty: a new file in the helper's folder
+  std::string database;                              // "sqlite:PATH" or a "postgresql://…" URI, passed as it is;
+                                                     // empty: a new SQLite file in the helper's folder
   std::string host = "127.0.0.1";
   std::uint16_t port = 0;                            // 0: any free port
   std::vector<std::string> extra_args;               // appended after serve --listen … --database …
@@ -53,7 +54,7 @@ class ServerProcess {
   std::uint16_t port() const { return port_; }
   std::string url() const;  // "http://HOST:PORT"
   const std::string& admin_key() const { return admin_key_; }
-  const std::string& database() const { return database_; }  // "sqlite:PATH"
+  const std::string& database() const { return database_; }  // "sqlite:PATH" or the postgresql:// URI
   const std::filesystem::path& folder() const { return dir_.path(); }
   pid_t pid() const { return pid_; }
   bool running() const { return pid_ > 0; }
