@@ -12,8 +12,10 @@
 //   - per write transaction: round trips and statements, wall time from the start of BEGIN to the end of
 //     COMMIT, of which in COMMIT (the WAL flush the commit waits for, plus one round trip) and in the
 //     other statements; and the time the connection was idle between transactions.
-// Only PQ_TIMING_SKIP_TX (default 4) write transactions per connection are skipped at the start (the
-// setup batches: accounts, credits); everything after counts, the warm-up included.
+// The first PQ_TIMING_SKIP_TX (default 4) write transactions of each connection are not counted (the
+// setup batches of a hot cell: accounts, credits), nor is anything before PQ_TIMING_START_S seconds
+// after the library loaded (default 0; e.g. 8 for a spread cell's 10,000 accounts); everything else
+// counts, a warm-up included.
 //
 // Build and use (bench/postgres/postgres_bench.sh --profile does this):
 //   g++ -O2 -shared -fPIC -o pq_timing.so bench/postgres/pq_timing.cc -ldl
@@ -63,12 +65,15 @@ struct State {
   std::uint64_t read_tx = 0;
   std::vector<std::uint64_t> tx_stmt_hist = std::vector<std::uint64_t>(8, 0);
   std::uint64_t skip = 4;
+  std::int64_t start_ns = 0;  // calls that begin earlier are not counted
 };
 
 State& state() {
   static State* s = [] {
     auto* st = new State();
     if (const char* v = std::getenv("PQ_TIMING_SKIP_TX")) st->skip = std::strtoull(v, nullptr, 10);
+    const char* start = std::getenv("PQ_TIMING_START_S");
+    st->start_ns = now_ns() + static_cast<std::int64_t>((start ? std::strtod(start, nullptr) : 0.0) * 1e9);
     return st;
   }();
   return *s;
@@ -98,7 +103,7 @@ void book_locked(State& st, ConnState& c, const std::string& sql, std::int64_t t
     c.tx_round_trips = 0;
     c.tx_statements = 0;
     c.tx_commit_ns = 0;
-    if (c.last_tx_end != 0 && c.write_tx_seen >= st.skip) {
+    if (c.last_tx_end != 0 && c.write_tx_seen >= st.skip && c.last_tx_end >= st.start_ns) {
       st.idle_ns += static_cast<std::uint64_t>(t0 - c.last_tx_end);
       ++st.idle_n;
     }
@@ -106,7 +111,7 @@ void book_locked(State& st, ConnState& c, const std::string& sql, std::int64_t t
     c.in_read_tx = true;
     ++st.read_tx;
   }
-  const bool counted = c.in_read_tx || c.write_tx_seen >= st.skip;
+  const bool counted = t0 >= st.start_ns && (c.in_read_tx || c.write_tx_seen >= st.skip);
   const std::string key = c.in_read_tx ? "(read-only transactions)"
                           : pipeline ? "(pipeline) " + label(sql.c_str())
                                            : label(sql.c_str());
@@ -124,7 +129,7 @@ void book_locked(State& st, ConnState& c, const std::string& sql, std::int64_t t
   }
   if (end) {
     if (c.in_write_tx) {
-      if (c.write_tx_seen >= st.skip) {
+      if (c.write_tx_seen >= st.skip && c.tx_start >= st.start_ns) {
         ++st.tx;
         st.tx_round_trips += static_cast<std::uint64_t>(c.tx_round_trips);
         st.tx_statements += static_cast<std::uint64_t>(c.tx_statements);
@@ -161,6 +166,7 @@ F real(const char* name) {
 }
 
 struct Report {
+  Report() { state(); }  // the clock of PQ_TIMING_START_S starts when the library loads
   ~Report() {
     State& st = state();
     std::lock_guard lock(st.mu);
