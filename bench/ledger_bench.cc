@@ -54,9 +54,9 @@
 // Verification as for SQLite: audit() clean, sum(used) equals every lifecycle completed, nothing
 // reserved, no active hold. The baseline cells stay SQLite-only: the PostgreSQL baseline is pgbench
 // (bench/postgres/baseline.sh; scripts/bench postgres runs both). The table adds each cell's mean
-// store apply() time per batch (writer wall time, BEGIN to durable COMMIT); the last line is then
-// one JSON object with bench "ledger_postgres" (tollgate hot/spread figures, instances, server
-// settings, cells with batch figures).
+// store apply() time per batch (writer wall time, BEGIN to durable COMMIT) and the share of batches
+// that held a single command; the last line is then one JSON object with bench "ledger_postgres"
+// (tollgate hot/spread figures, instances, server settings, cells with batch figures).
 #include <sqlite3.h>
 #include <sys/statfs.h>
 #include <unistd.h>
@@ -321,7 +321,7 @@ struct Cell {
   // PostgreSQL only: instances, and the stores' apply() calls during the window (writer wall time
   // per batch, BEGIN to durable COMMIT, summed over instances; the largest batch).
   int instances = 1;
-  std::uint64_t apply_calls = 0, apply_ns = 0, max_batch = 0;
+  std::uint64_t apply_calls = 0, apply_ns = 0, max_batch = 0, single_batches = 0;  // single: of one command
   bool verified = false;
   std::string failure;
 };
@@ -690,6 +690,7 @@ class TimedStore final : public tollgate::Store {
     const auto ns = std::chrono::duration_cast<std::chrono::nanoseconds>(Clock::now() - t0).count();
     // One writer thread per store: plain read-modify-write of the atomics is enough.
     calls_.fetch_add(1, std::memory_order_relaxed);
+    if (commands.size() == 1) singles_.fetch_add(1, std::memory_order_relaxed);
     ns_.fetch_add(static_cast<std::uint64_t>(ns), std::memory_order_relaxed);
     if (commands.size() > max_batch_.load(std::memory_order_relaxed)) {
       max_batch_.store(commands.size(), std::memory_order_relaxed);
@@ -720,15 +721,15 @@ class TimedStore final : public tollgate::Store {
   std::int64_t now_ms() override { return inner_->now_ms(); }
 
   struct Totals {
-    std::uint64_t calls = 0, ns = 0;
+    std::uint64_t calls = 0, ns = 0, singles = 0;
   };
-  Totals totals() const { return {calls_.load(), ns_.load()}; }
+  Totals totals() const { return {calls_.load(), ns_.load(), singles_.load()}; }
   void reset_max_batch() { max_batch_.store(0); }
   std::uint64_t max_batch() const { return max_batch_.load(); }
 
  private:
   std::unique_ptr<tollgate::Store> inner_;
-  std::atomic<std::uint64_t> calls_{0}, ns_{0}, max_batch_{0};
+  std::atomic<std::uint64_t> calls_{0}, ns_{0}, singles_{0}, max_batch_{0};
 };
 
 // `uri` with search_path set to `schema` (libpq's options parameter, as tests/support does).
@@ -839,6 +840,7 @@ Cell run_tollgate_pg(const Options& o, bool hot, int callers, int cell_no) {
     for (std::size_t i = 0; i < stores.size(); ++i) {
       cell.apply_calls += after[i].calls - before[i].calls;
       cell.apply_ns += after[i].ns - before[i].ns;
+      cell.single_batches += after[i].singles - before[i].singles;
     }
     if (!cell.failure.empty()) return cell;
 
@@ -1128,9 +1130,9 @@ int main(int argc, char** argv) {
 
   // The table.
   if (o.postgres()) {
-    std::printf("\n%-18s %9s %7s %14s %10s %10s %10s %10s %15s %9s %9s %9s %s\n", "workload", "instances", "callers",
-                "lifecycles/s", "p50 us", "p99 us", "max us", "mean us", "per caller", "avg batch", "max batch",
-                "batch ms", "verified");
+    std::printf("\n%-18s %9s %7s %14s %10s %10s %10s %10s %15s %9s %9s %9s %9s %s\n", "workload", "instances",
+                "callers", "lifecycles/s", "p50 us", "p99 us", "max us", "mean us", "per caller", "avg batch",
+                "max batch", "batches/1", "batch ms", "verified");
   } else {
     std::printf("\n%-18s %7s %14s %10s %10s %10s %10s %15s %9s %s\n", "workload", "callers", "lifecycles/s",
                 "p50 us", "p99 us", "max us", "mean us", "per caller", "avg batch", "verified");
@@ -1142,11 +1144,13 @@ int main(int argc, char** argv) {
     const std::string spread_per_caller = std::to_string(c.caller_min) + "-" + std::to_string(c.caller_max);
     if (o.postgres()) {
       const std::string batch_ms = c.apply_calls ? num(static_cast<double>(c.apply_ns) / c.apply_calls / 1e6, 2) : "-";
-      std::printf("%-18s %9d %7d %14s %10s %10s %10s %10s %15s %9s %9s %9s %s\n", (c.impl + " " + c.workload).c_str(),
-                  c.instances, c.callers, num(c.per_s).c_str(), num(c.p50_us).c_str(), num(c.p99_us).c_str(),
-                  num(c.max_us).c_str(), num(c.mean_us).c_str(), spread_per_caller.c_str(), extra.c_str(),
-                  std::to_string(c.max_batch).c_str(), batch_ms.c_str(),
-                  c.verified ? "ok" : ("FAILED: " + c.failure).c_str());
+      const std::string singles =
+          c.apply_calls ? num(100.0 * static_cast<double>(c.single_batches) / c.apply_calls, 0) + "%" : "-";
+      std::printf("%-18s %9d %7d %14s %10s %10s %10s %10s %15s %9s %9s %9s %9s %s\n",
+                  (c.impl + " " + c.workload).c_str(), c.instances, c.callers, num(c.per_s).c_str(),
+                  num(c.p50_us).c_str(), num(c.p99_us).c_str(), num(c.max_us).c_str(), num(c.mean_us).c_str(),
+                  spread_per_caller.c_str(), extra.c_str(), std::to_string(c.max_batch).c_str(), singles.c_str(),
+                  batch_ms.c_str(), c.verified ? "ok" : ("FAILED: " + c.failure).c_str());
     } else {
       std::printf("%-18s %7d %14s %10s %10s %10s %10s %15s %9s %s\n", (c.impl + " " + c.workload).c_str(), c.callers,
                   num(c.per_s).c_str(), num(c.p50_us).c_str(), num(c.p99_us).c_str(), num(c.max_us).c_str(),
@@ -1169,8 +1173,8 @@ int main(int argc, char** argv) {
   std::printf("(mean us = callers / rate, Little's law; per caller = fewest-most lifecycles one caller "
               "completed in the window)\n");
   if (o.postgres()) {
-    std::printf("(avg/max batch = commands per group-commit transaction; batch ms = mean wall time of one batch's "
-                "apply(), BEGIN to durable COMMIT)\n");
+    std::printf("(avg/max batch = commands per group-commit transaction; batches/1 = share of the batches that held "
+                "one command; batch ms = mean wall time of one batch's apply(), BEGIN to durable COMMIT)\n");
     std::printf("\n%d callers, %d instance%s: hot %s lifecycles/s, spread %s lifecycles/s (the pgbench baseline and "
                 "the ratios: scripts/bench postgres)\n",
                 headline, o.instances, o.instances == 1 ? "" : "s", rate_or_null(th).c_str(), rate_or_null(ts).c_str());
@@ -1242,6 +1246,7 @@ int main(int argc, char** argv) {
     }
     if (o.postgres()) {
       json += ",\"instances\":" + std::to_string(c.instances) + ",\"max_batch\":" + std::to_string(c.max_batch) +
+              ",\"single_command_batches\":" + std::to_string(c.single_batches) +
               ",\"batch_ms_mean\":" +
               (c.apply_calls ? num(static_cast<double>(c.apply_ns) / c.apply_calls / 1e6, 3) : std::string("null"));
     }

@@ -178,6 +178,8 @@ report=$(jq -n -c --argjson base "$base_json" --slurpfile runs "$work/ledger.jso
   def ratio($a; $b): if $a == null or $b == null or $b == 0 then null else ($a / $b) | r2 end;
   def us_ms: if . == null then null else (. | round) / 1000 end;
   def r3: if . == null then null else (. * 1000 | round) / 1000 end;
+  def single_pct($c): if $c.batches == null or $c.batches == 0 or $c.single_command_batches == null then null
+                      else (100 * $c.single_command_batches / $c.batches | round) end;
   def cell($run; $w): [$run.cells[] | select(.workload == $w)] | first;
   ($runs | map(select(.instances == 1)) | first) as $one
   | ($one // {}) as $one
@@ -196,11 +198,12 @@ report=$(jq -n -c --argjson base "$base_json" --slurpfile runs "$work/ledger.jso
      by_instances: [$runs[] | . as $run | cell($run; "hot") as $h | cell($run; "spread") as $s | {
        instances: $run.instances,
        hot_lifecycles_per_s: $h.lifecycles_per_s, hot_p50_ms: ($h.p50_us | us_ms), hot_p99_ms: ($h.p99_us | us_ms),
-       hot_avg_batch: $h.avg_batch, hot_batch_ms: ($h.batch_ms_mean | r3),
+       hot_avg_batch: $h.avg_batch, hot_single_command_batches_pct: single_pct($h), hot_batch_ms: ($h.batch_ms_mean | r3),
        hot_ratio: ratio($h.lifecycles_per_s; $base.baseline_hot_lifecycles_per_s),
        hot_vs_1_instance: ratio($h.lifecycles_per_s; $one.tollgate_lifecycles_per_s),
        spread_lifecycles_per_s: $s.lifecycles_per_s, spread_p50_ms: ($s.p50_us | us_ms), spread_p99_ms: ($s.p99_us | us_ms),
-       spread_avg_batch: $s.avg_batch, spread_batch_ms: ($s.batch_ms_mean | r3),
+       spread_avg_batch: $s.avg_batch, spread_single_command_batches_pct: single_pct($s),
+       spread_batch_ms: ($s.batch_ms_mean | r3),
        spread_ratio: ratio($s.lifecycles_per_s; $base.baseline_spread_lifecycles_per_s),
        spread_vs_1_instance: ratio($s.lifecycles_per_s; $one.spread_tollgate_lifecycles_per_s),
        verified: $run.verified}],
@@ -212,9 +215,10 @@ report=$(jq -n -c --argjson base "$base_json" --slurpfile runs "$work/ledger.jso
 
 fmt() { [[ "$1" == null || -z "$1" ]] && echo - || echo "$1"; }
 x() { [[ "$1" == null || -z "$1" ]] && echo - || echo "${1}x"; }
-row() {  # row LABEL INSTANCES RATE P50 P99 AVG_BATCH BATCH_MS RATIO
-  printf '%-26s %9s %13s %9s %9s %9s %9s %11s\n' "$1" "$(fmt "$2")" "$(fmt "$3")" "$(fmt "$4")" "$(fmt "$5")" \
-    "$(fmt "$6")" "$(fmt "$7")" "$(x "$8")"
+pct() { [[ "$1" == null || -z "$1" || "$1" == - ]] && echo - || echo "${1}%"; }
+row() {  # row LABEL INSTANCES RATE P50 P99 AVG_BATCH SINGLE_PCT BATCH_MS RATIO
+  printf '%-26s %9s %13s %9s %9s %9s %9s %9s %11s\n' "$1" "$(fmt "$2")" "$(fmt "$3")" "$(fmt "$4")" "$(fmt "$5")" \
+    "$(fmt "$6")" "$(pct "$7")" "$(fmt "$8")" "$(x "$9")"
 }
 q() { jq -r "$1" <<<"$report"; }
 
@@ -223,19 +227,22 @@ printf '\ntollgate on PostgreSQL %s (synchronous_commit=%s, fsync=%s) against th
 printf '%d clients/callers, %s per run, %d spread accounts; load average %s before, %s after\n\n' \
   "$clients" "$( (( quick && ! seconds_set )) && echo "quick (1 s pgbench, 0.3 s tollgate windows)" || echo "${seconds} s")" \
   "$accounts" "$load_before" "$load_after"
-printf '%-26s %9s %13s %9s %9s %9s %9s %11s\n' run instances lifecycles/s 'p50 ms' 'p99 ms' 'avg batch' 'batch ms' 'vs baseline'
+printf '%-26s %9s %13s %9s %9s %9s %9s %9s %11s\n' run instances lifecycles/s 'p50 ms' 'p99 ms' 'avg batch' \
+  'batches/1' 'batch ms' 'vs baseline'
 for w in hot spread; do
   label_base="baseline $w (pgbench)"
-  row "$label_base" - "$(q ".baseline_${w}_lifecycles_per_s")" "$(q ".baseline_${w}_p50_ms")" "$(q ".baseline_${w}_p99_ms")" - - 1.00
+  row "$label_base" - "$(q ".baseline_${w}_lifecycles_per_s")" "$(q ".baseline_${w}_p50_ms")" "$(q ".baseline_${w}_p99_ms")" - - - 1.00
   n=$(q '.by_instances | length')
   for ((i = 0; i < n; i++)); do
     row "tollgate $w" "$(q ".by_instances[$i].instances")" "$(q ".by_instances[$i].${w}_lifecycles_per_s")" \
       "$(q ".by_instances[$i].${w}_p50_ms")" "$(q ".by_instances[$i].${w}_p99_ms")" \
-      "$(q ".by_instances[$i].${w}_avg_batch")" "$(q ".by_instances[$i].${w}_batch_ms")" \
+      "$(q ".by_instances[$i].${w}_avg_batch")" "$(q ".by_instances[$i].${w}_single_command_batches_pct")" \
+      "$(q ".by_instances[$i].${w}_batch_ms")" \
       "$(q ".by_instances[$i].${w}_ratio")"
   done
 done
-printf '\n(avg batch = commands per group-commit transaction; batch ms = mean wall time of one batch, BEGIN to durable COMMIT)\n'
+printf '\n(avg batch = commands per group-commit transaction; batches/1 = share of the batches that held one command;\n'
+printf ' batch ms = mean wall time of one batch, BEGIN to durable COMMIT)\n'
 met() { awk -v v="$1" -v t="$2" 'BEGIN { print (v != "null" && v + 0 >= t) ? "met" : "NOT met" }'; }
 printf 'targets, 1 instance: hot >= 20x the baseline: %s (%s); spread >= 5x: %s (%s)\n' \
   "$(x "$(q .hot_ratio)")" "$(met "$(q .hot_ratio)" 20)" "$(x "$(q .spread_ratio)")" "$(met "$(q .spread_ratio)" 5)"
