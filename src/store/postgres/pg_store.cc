@@ -1,5 +1,6 @@
 #include "store/postgres/pg_store.h"
 
+#include <algorithm>
 #include <limits>
 
 #include "core/checked.h"
@@ -564,6 +565,53 @@ std::optional<CommandResult> fast_outcome(const Command& command, const Rows& r,
   return HoldOutcome{std::move(hold), true};
 }
 
+// Two instances' batches that lock the same accounts in opposite orders deadlock (PostgreSQL breaks
+// it after deadlock_timeout, 1 s by default, and the loser re-runs). A batch that will write more
+// than one account row therefore locks them all first, sorted by id: the accounts its reserves,
+// credits and debits name, and those of the holds its commits, releases and extends name.
+std::string pg_array(const std::vector<std::string>& items) {
+  std::string out = "{";
+  for (const std::string& item : items) {
+    if (out.size() > 1) out += ',';
+    out += '"';
+    for (char c : item) {
+      if (c == '"' || c == '\\') out += '\\';
+      out += c;
+    }
+    out += '"';
+  }
+  return out + "}";
+}
+
+std::optional<Conn::Pipelined> account_lock_statement(std::span<const Command> commands) {
+  static const std::string sql =
+      "SELECT account_id FROM accounts WHERE account_id = ANY(ARRAY("
+      "SELECT unnest($1::text[]) UNION ALL SELECT account_id FROM holds WHERE seq = ANY($2::bigint[]))) "
+      "ORDER BY account_id FOR UPDATE";  // ARRAY(…): evaluated once, then primary-key lookups
+  std::vector<std::string> accounts, seqs;
+  const auto hold = [&](std::string_view hold_id) {
+    if (auto seq = hold_id_seq(hold_id)) seqs.push_back(std::to_string(*seq));
+  };
+  for (const Command& command : commands) {
+    std::visit(
+        [&](const auto& c) {
+          using T = std::decay_t<decltype(c)>;
+          if constexpr (std::is_same_v<T, ReserveCommand> || std::is_same_v<T, CreditCommand> ||
+                        std::is_same_v<T, DebitCommand>) {
+            accounts.push_back(c.account_id);
+          } else if constexpr (std::is_same_v<T, CommitCommand> || std::is_same_v<T, ReleaseCommand> ||
+                               std::is_same_v<T, ExtendCommand>) {
+            hold(c.hold_id);
+          }
+        },
+        command);
+  }
+  std::sort(accounts.begin(), accounts.end());
+  accounts.erase(std::unique(accounts.begin(), accounts.end()), accounts.end());
+  if (accounts.size() + seqs.size() < 2) return std::nullopt;  // one row: no order to get wrong
+  return Conn::Pipelined{&sql, pg::Params(pg_array(accounts), pg_array(seqs))};
+}
+
 Error pg_failure(const PgError& e) {
   return Error::make(e.is_transient() ? Code::unavailable : Code::internal, std::string("database: ") + e.what());
 }
@@ -678,13 +726,16 @@ Status PgStore::apply_once(std::span<const Command> commands, std::vector<bool>&
     writer_ = Conn::connect(options_.uri, pg::ConnectOptions{options_.connect_timeout_ms, options_.statement_timeout_ms});
   }
   Conn& db = *writer_;
-  std::int64_t now = 0;
-  if (options_.clock) {
-    db.exec("BEGIN");
-    now = options_.clock->now_ms();
-  } else {
-    now = db.exec(std::string("BEGIN; ") + kNowSql).int64(0, 0);
-  }
+  // One round trip opens the transaction, reads the clock and locks the batch's accounts in order.
+  static const std::string begin_sql = "BEGIN";
+  static const std::string now_sql = kNowSql;
+  std::vector<Conn::Pipelined> start;
+  start.push_back({&begin_sql, pg::Params()});
+  if (!options_.clock) start.push_back({&now_sql, pg::Params()});
+  if (auto lock = account_lock_statement(commands)) start.push_back(std::move(*lock));
+  std::size_t start_failed = 0;
+  const std::vector<Rows> started = db.pipeline(start, start_failed);
+  const std::int64_t now = options_.clock ? options_.clock->now_ms() : started[1].int64(0, 0);
   PgTransaction tx(db);
   int run = 0;
   current = 0;
@@ -697,7 +748,7 @@ Status PgStore::apply_once(std::span<const Command> commands, std::vector<bool>&
     // A run of commands with a fused form: one round trip for all of them.
     std::size_t end = current;
     while (end < commands.size() && end - current < kPipelineMax && !dropped[end] && has_fast_form(commands[end])) ++end;
-    if (end - current >= 2) {
+    if (end > current) {
       const std::string run_id = std::to_string(++run);
       std::vector<Conn::Pipelined> statements;
       statements.reserve(end - current);
@@ -721,7 +772,7 @@ Status PgStore::apply_once(std::span<const Command> commands, std::vector<bool>&
       current += done;
       if (current == end) continue;
     }
-    // One command through execute(): no fused form, a run of one, or the one that bailed.
+    // One command through execute(): no fused form, or the one that bailed.
     command_failed = true;
     results.push_back(execute(tx, commands[current], now));
     command_failed = false;
