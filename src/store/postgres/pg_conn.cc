@@ -90,7 +90,7 @@ std::unique_ptr<Conn> Conn::connect(const std::string& uri, const ConnectOptions
   const std::string timeout = std::to_string(options.statement_timeout_ms);
   conn->exec("SET statement_timeout = " + timeout + "; SET lock_timeout = " + timeout +
              "; SET idle_in_transaction_session_timeout = " + std::to_string(options.statement_timeout_ms * 4) +
-             "; SET TIME ZONE 'UTC'; SET synchronous_commit = on; SET client_min_messages = warning");
+             "; SET TIME ZONE 'UTC'; SET synchronous_commit = on; SET client_min_messages = warning; SET plan_cache_mode = force_generic_plan");
   return conn;
 }
 
