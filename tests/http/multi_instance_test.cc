@@ -7,12 +7,15 @@
 //     every acknowledged answer is still true (this test starts its own throw-away server with
 //     scripts/pg, so that restarting it disturbs nobody else);
 //   - kill -9 of one instance under load: its clients retry the same request on another instance,
-//     the others never notice, nothing acknowledged is lost.
+//     the others never notice, nothing acknowledged is lost;
+//   - the primary crashes under load and its synchronous standby is promoted: the instances, given
+//     both hosts with target_session_attrs=read-write, follow by themselves; only 2xx or 503 answers,
+//     nothing acknowledged is lost (its own primary and standby, made with scripts/pg).
 //
 // They need a PostgreSQL server (TOLLGATE_TEST_POSTGRES, a libpq URI; scripts/test starts one). Without
 // it they are skipped, unless TOLLGATE_REQUIRE_POSTGRES=1 (CI), where that is a failure. The restart
-// test runs scripts/pg from TOLLGATE_PG_SCRIPT (default: the source tree's). Time bounds are hang
-// detectors, never performance goals; waits poll a condition, none sleeps and hopes.
+// and fail-over tests run scripts/pg from TOLLGATE_PG_SCRIPT (default: the source tree's). Time bounds
+// are hang detectors, never performance goals; waits poll a condition, none sleeps and hopes.
 #include <sys/stat.h>
 
 #include <gtest/gtest.h>
@@ -133,19 +136,24 @@ std::string pg_script() {
 }
 
 // A PostgreSQL server of this test alone (scripts/pg start in a fresh folder under /tmp), stopped and
-// removed by the destructor. restart() is scripts/pg restart: fast shutdown, start on the same port.
+// removed by the destructor. restart() is scripts/pg restart: fast shutdown, start on the same port;
+// crash() is an immediate shutdown. Made with `standby_of`, it is a synchronous streaming standby of
+// that server (scripts/pg standby) instead, which promote() turns into a primary.
 class ThrowAwayPostgres {
  public:
-  ThrowAwayPostgres() : script_(pg_script()) {
+  explicit ThrowAwayPostgres(const ThrowAwayPostgres* standby_of = nullptr) : script_(pg_script()) {
     char folder[] = "/tmp/tgmi-XXXXXX";  // short: the unix socket path must fit 107 bytes
     if (!::mkdtemp(folder)) throw std::runtime_error("mkdtemp failed");
     dir_ = folder;
     ::chmod(dir_.c_str(), 0755);  // scripts/pg hands it to the postgres user when run as root
-    const ProcessResult r = testing::run_process({script_, "start", dir_}, {}, std::chrono::seconds(120));
+    const std::vector<std::string> argv =
+        standby_of ? std::vector<std::string>{script_, "standby", standby_of->dir_, dir_}
+                   : std::vector<std::string>{script_, "start", dir_};
+    const ProcessResult r = testing::run_process(argv, {}, std::chrono::seconds(120));
     if (r.exit_code != 0) {
       cleanup();
-      throw std::runtime_error(script_ + " start " + dir_ + " exited with " + std::to_string(r.exit_code) + ":\n" +
-                               r.err + r.out);
+      throw std::runtime_error(script_ + " " + argv[1] + " " + dir_ + " exited with " + std::to_string(r.exit_code) +
+                               ":\n" + r.err + r.out);
     }
     uri_ = r.out.substr(0, r.out.find('\n'));
     if (uri_.rfind("postgresql://", 0) != 0) {
@@ -158,7 +166,14 @@ class ThrowAwayPostgres {
   ThrowAwayPostgres& operator=(const ThrowAwayPostgres&) = delete;
 
   const std::string& uri() const { return uri_; }
+  // "127.0.0.1:PORT", the host part of uri(), for a URI that names several hosts.
+  std::string host_port() const {
+    const auto at = uri_.find('@') + 1;
+    return uri_.substr(at, uri_.find('/', at) - at);
+  }
   ProcessResult restart() { return testing::run_process({script_, "restart", dir_}, {}, std::chrono::seconds(120)); }
+  ProcessResult crash() { return testing::run_process({script_, "crash", dir_}, {}, std::chrono::seconds(120)); }
+  ProcessResult promote() { return testing::run_process({script_, "promote", dir_}, {}, std::chrono::seconds(120)); }
   std::string log() const { return read_file(dir_ + "/postgres.log"); }
 
  private:
@@ -918,6 +933,126 @@ TEST_F(MultiInstance, KillNineOfOneInstanceUnderLoadLosesNothingAndTheOthersCarr
   }
   for (std::size_t i = 0; i < instances->size(); ++i) {
     EXPECT_EQ((*instances)[i].stop(SIGTERM), 0) << "instance " << i << ":\n" << tail((*instances)[i].log());
+  }
+}
+
+// 5. Fail-over: a primary with a synchronous streaming standby (scripts/pg start, scripts/pg standby),
+// two instances given both hosts with target_session_attrs=read-write. Under load the primary
+// crashes (immediate shutdown) and the standby is promoted. Every answer is 2xx or 503 `unavailable`
+// with Retry-After (or no answer); the clients retry the same request and carry on against the
+// promoted standby with no instance restarted; every acknowledged answer is still true there (the
+// standby was synchronous: an acknowledged commit was flushed on it before it was answered).
+TEST_F(MultiInstance, APrimaryCrashAndPromotedStandbyIsFollowedWithNothingAcknowledgedLost) {
+  constexpr int kClients = 4;  // two per account, on different instances
+  constexpr std::int64_t kCredits = 1'000'000;
+
+  std::unique_ptr<ThrowAwayPostgres> primary, standby;
+  try {
+    primary = std::make_unique<ThrowAwayPostgres>();
+    standby = std::make_unique<ThrowAwayPostgres>(primary.get());
+  } catch (const std::exception& e) {
+    FAIL() << "could not start a primary and a standby of this test: " << e.what();
+  }
+  const std::string database = "postgresql://tollgate@" + primary->host_port() + "," + standby->host_port() +
+                               "/tollgate?target_session_attrs=read-write";
+  std::unique_ptr<Instances> instances;
+  try {
+    instances = std::make_unique<Instances>(
+        2, database, EnvVars{{"TOLLGATE_REAPER_INTERVAL_MS", "100"}, {"TOLLGATE_DATABASE_TIMEOUT_MS", "2000"}});
+  } catch (const std::exception& e) {
+    FAIL() << e.what();
+  }
+  LoadOptions options;
+  options.ports = instances->ports();
+  for (const auto port : options.ports) ASSERT_EQ(wait_until_ready(port).status, 200u) << instances->logs();
+
+  std::deque<LoadClient> clients(kClients);
+  std::set<std::string> accounts;
+  {
+    HttpClient admin(options.ports[0], kAdminKey);
+    for (int t = 0; t < kClients; ++t) {
+      LoadClient& c = clients[static_cast<std::size_t>(t)];
+      c.thread = t;
+      c.account = "failover-" + std::to_string(t / 2);
+      c.first_instance = c.instance = static_cast<std::size_t>(t) % options.ports.size();
+      if (accounts.insert(c.account).second) {
+        ASSERT_NO_FATAL_FAILURE(make_account(admin, c.account, kCredits));
+      }
+    }
+  }
+
+  const std::uint64_t seed = print_seed();
+  std::mt19937_64 rng(seed);
+  std::atomic<bool> stop{false};
+  std::vector<std::thread> threads;
+  for (auto& c : clients) threads.emplace_back(run_load_client, std::cref(options), std::ref(c), rng(), std::cref(stop));
+  struct Joiner {
+    std::atomic<bool>& stop;
+    std::vector<std::thread>& threads;
+    ~Joiner() {
+      stop = true;
+      for (auto& t : threads)
+        if (t.joinable()) t.join();
+    }
+  } joiner{stop, threads};
+
+  auto errors_seen = [&] {
+    int n = 0;
+    for (const auto& c : clients) n += c.answered_503.load() + c.transport_errors.load();
+    return n;
+  };
+  const bool loaded = eventually([&] { return total_completed(clients) >= 40; });
+  bool followed = false;
+  int errors_during = 0;
+  ProcessResult crashed, promoted;
+  if (loaded) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(rng() % 200));  // a random moment in the load
+    const int errors_before = errors_seen();
+    const auto failover_started = Steady::now();
+    crashed = primary->crash();
+    promoted = standby->promote();
+    const auto failover_ms =
+        std::chrono::duration_cast<std::chrono::milliseconds>(Steady::now() - failover_started).count();
+    // The service follows by itself: every client completes more lifecycles after the promotion.
+    std::vector<int> at_promotion;
+    for (const auto& c : clients) at_promotion.push_back(c.completed.load());
+    followed = eventually([&] {
+      for (std::size_t i = 0; i < clients.size(); ++i) {
+        if (clients[i].completed.load() < at_promotion[i] + 20) return false;
+      }
+      return true;
+    });
+    errors_during = errors_seen() - errors_before;
+    std::printf("[ multi ] crash + promote took %lld ms; %d answers 503 or lost since the crash\n",
+                static_cast<long long>(failover_ms), errors_during);
+    std::fflush(stdout);
+  }
+  stop = true;
+  for (auto& t : threads) t.join();
+  std::printf("[ multi ] clients:\n%s", describe(clients).c_str());
+  std::fflush(stdout);
+  for (const auto& c : clients) {
+    for (const std::string& u : c.unexpected) ADD_FAILURE() << "client " << c.thread << ": " << u;
+  }
+  ASSERT_TRUE(loaded) << "the load never got going:\n" << describe(clients) << instances->logs();
+  ASSERT_EQ(crashed.exit_code, 0) << "scripts/pg crash failed:\n" << crashed.err << crashed.out;
+  ASSERT_EQ(promoted.exit_code, 0) << "scripts/pg promote failed:\n" << promoted.err << promoted.out;
+  ASSERT_TRUE(followed) << "the clients did not carry on after the promotion:\n"
+                        << describe(clients) << instances->logs() << "\n--- promoted standby:\n"
+                        << tail(standby->log());
+  EXPECT_GT(errors_during, 0) << "no request noticed the fail-over: the test did not test it";
+
+  // No instance was restarted: the same processes are ready, on the promoted standby (the old
+  // primary is down, so every answer below comes from it), and stop cleanly (exit 0) below.
+  for (std::size_t i = 0; i < instances->size(); ++i) {
+    EXPECT_EQ(wait_until_ready(options.ports[i]).status, 200u) << "instance " << i << "\n" << instances->logs();
+  }
+  HttpClient admin(options.ports[1], kAdminKey);
+  for (const std::string& account : accounts) expect_books_match(admin, account, kCredits, clients);
+  for (std::size_t i = 0; i < instances->size(); ++i) {
+    EXPECT_TRUE(audit_is_clean(options.ports[i], static_cast<std::int64_t>(accounts.size()))) << "instance " << i;
+    EXPECT_EQ((*instances)[i].stop(SIGTERM), 0) << "instance " << i << " did not survive the fail-over cleanly:\n"
+                                                << tail((*instances)[i].log());
   }
 }
 
