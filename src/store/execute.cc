@@ -110,8 +110,12 @@ CommandResult transfer(Transaction& tx, const TransferCommand& c, EventType kind
     if (!row) return account_not_found(c.account_id);
     auto refusal = kind == EventType::credited ? rules::credit(row->balances, c.amount)
                                                : rules::debit(row->balances, c.amount);
-    TG_ASSERT(!refusal.ok());  // the rule and the conditional write agree
-    return refusal.error();
+    if (!refusal.ok()) return refusal.error();
+    // A shared database: another instance changed the row between the conditional write and this
+    // read, which locked it. Locked, the write and the rule agree.
+    after = kind == EventType::credited ? tx.credit_if_fits(c.account_id, c.amount)
+                                        : tx.debit_if_available(c.account_id, c.amount);
+    TG_ASSERT(after.has_value());
   }
   Event e = make_event(c.account_id, kind, c.amount, *after, now_ms);
   e.reference = c.reference;
@@ -139,8 +143,10 @@ CommandResult reserve(Transaction& tx, const ReserveCommand& c, std::int64_t now
     auto row = tx.account_row(c.account_id);
     if (!row) return account_not_found(c.account_id);
     auto refusal = rules::reserve(*row, c.amount);
-    TG_ASSERT(!refusal.ok());
-    return refusal.error();
+    if (!refusal.ok()) return refusal.error();
+    // Another instance changed the row in between (see transfer()); locked now, the write decides.
+    after = tx.reserve_if_available(c.account_id, c.amount);
+    TG_ASSERT(after.has_value());
   }
   Hold hold;
   hold.account_id = c.account_id;
@@ -184,9 +190,13 @@ CommandResult commit(Transaction& tx, const CommitCommand& c, std::int64_t now_m
   switch (plan->action) {
     case rules::CommitAction::replay:
       return HoldOutcome{std::move(*hold), false};
-    case rules::CommitAction::commit:
-      // An active, not overdue hold with an amount it covers: end_active() committed it.
-      TG_ASSERT(false && "the fast path commits every committable hold");
+    case rules::CommitAction::commit: {
+      // The fast path's write refused a hold that is committable now: on a shared database another
+      // instance extended it in between. load_hold_for_change() locked it, so this write succeeds.
+      auto done = end_active(tx, c.hold_id, HoldStatus::committed, c.amount, EventType::committed, now_ms);
+      TG_ASSERT(done.has_value());
+      return HoldOutcome{std::move(*done), true};
+    }
     case rules::CommitAction::late_charge: {
       auto after = tx.late_charge_if_available(hold->account_id, plan->amount);
       if (!after && expire_overdue_of(tx, hold->account_id, now_ms)) {
@@ -221,9 +231,12 @@ CommandResult release(Transaction& tx, const ReleaseCommand& c, std::int64_t now
   if (!hold) return hold_not_found(c.hold_id);
   auto action = rules::plan_release(*hold, now_ms);
   if (!action) return action.error();
-  // An active, not overdue hold: end_active() released it.
-  TG_ASSERT(*action == rules::ReleaseAction::replay);
-  return HoldOutcome{std::move(*hold), false};
+  if (*action == rules::ReleaseAction::replay) return HoldOutcome{std::move(*hold), false};
+  // Releasable now, refused by the fast path's write: extended by another instance in between (see
+  // commit()). Locked now, so this write succeeds.
+  auto done = end_active(tx, c.hold_id, HoldStatus::released, 0, EventType::released, now_ms);
+  TG_ASSERT(done.has_value());
+  return HoldOutcome{std::move(*done), true};
 }
 
 CommandResult extend(Transaction& tx, const ExtendCommand& c, std::int64_t now_ms) {

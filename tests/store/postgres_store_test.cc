@@ -12,6 +12,7 @@
 #include <chrono>
 #include <latch>
 #include <map>
+#include <optional>
 #include <memory>
 #include <string>
 #include <thread>
@@ -44,6 +45,7 @@ struct Instance {
     options.uri = uri;
     options.clock = store_clock;
     options.readers_max = 2;
+    options.statement_timeout_ms = 30'000;  // a hang detector (see tests/support/backends.cc)
     auto opened = PgStore::open(options);
     if (!opened) throw std::runtime_error("open: " + opened.error().detail);
     store = std::move(opened).value();
@@ -308,6 +310,57 @@ TEST(PostgresStore, AFollowerOfOneAccountsEventsMissesNoneWhileTwoInstancesWrite
   ASSERT_EQ(followed.size(), all.size()) << "the follower missed or repeated events";
   for (std::size_t i = 0; i < all.size(); ++i) EXPECT_EQ(followed[i].event_id, all[i].event_id);
   expect_audit_clean(*a.ledger);
+}
+
+// The window between a refused conditional write and the locked read that explains the refusal:
+// another instance's credit commits in it. Made deterministic with a third session holding the
+// account's row lock: the credit (instance B) queues on it first, then the reservation (instance A)
+// finds too little, takes its refusal's locked read and queues behind the credit. When the lock
+// goes, the credit commits and the reservation's locked read sees credits the refused write did
+// not: it must reserve them (not refuse, and not abort).
+TEST(PostgresStore, ACreditCommittedBetweenARefusedReservationAndItsLockedReadIsUsed) {
+  REQUIRE_POSTGRES(server);
+  PgSchema schema(server);
+  ManualClock clock;
+  Instance a(schema.uri(), &clock, clock);
+  Instance b(schema.uri(), &clock, clock);
+  ASSERT_TRUE(a.ledger->create_account({"gap", 0, std::nullopt}).ok());
+  auto holder = pg::Conn::connect(schema.uri(), pg::ConnectOptions{});
+  auto observer = pg::Conn::connect(schema.uri(), pg::ConnectOptions{});
+  const std::int64_t holder_pid = holder->exec("SELECT pg_backend_pid()").int64(0, 0);
+  holder->exec("BEGIN; SELECT 1 FROM accounts WHERE account_id = 'gap' FOR UPDATE");
+  const auto blocked_by_holder = [&] {
+    // Waiting on the holder, or queued behind a session that is (a row lock's later waiters wait
+    // on its first waiter).
+    return observer
+        ->query("WITH first AS (SELECT pid FROM pg_stat_activity WHERE $1::int = ANY(pg_blocking_pids(pid))) "
+                "SELECT count(*) FROM pg_stat_activity WHERE $1::int = ANY(pg_blocking_pids(pid)) "
+                "OR pg_blocking_pids(pid) && ARRAY(SELECT pid FROM first)",
+                holder_pid)
+        .int64(0, 0);
+  };
+  const auto wait_for_blocked = [&](std::int64_t n) {
+    for (int i = 0; i < 1000 && blocked_by_holder() < n; ++i) std::this_thread::sleep_for(std::chrono::milliseconds(5));
+    return blocked_by_holder() >= n;
+  };
+  std::optional<Result<TransferOutcome>> credited;
+  std::optional<Result<HoldOutcome>> reserved;
+  std::thread credit([&] { credited = b.ledger->credit({"gap", 10, "gap-credit"}); });
+  ASSERT_TRUE(wait_for_blocked(1)) << "the credit did not queue on the row lock";
+  std::thread reserve([&] { reserved = a.ledger->reserve({"gap", 5, "gap-reserve", 60'000, "", ""}); });
+  const bool both_queued = wait_for_blocked(2);
+  holder->exec("COMMIT");
+  credit.join();
+  reserve.join();
+  ASSERT_TRUE(both_queued) << "the reservation did not queue behind the credit";
+  ASSERT_TRUE(credited && credited->ok()) << (credited ? credited->error().detail : "no answer");
+  ASSERT_TRUE(reserved && reserved->ok()) << (reserved ? reserved->error().detail : "no answer");
+  EXPECT_TRUE((*reserved)->created);
+  auto account = a.ledger->get_account("gap");
+  ASSERT_TRUE(account.ok());
+  EXPECT_EQ(account->balances.available, 5);
+  EXPECT_EQ(account->balances.reserved, 5);
+  expect_audit_clean(*b.ledger);
 }
 
 TEST(PostgresStore, AnUnreachableDatabaseIsUnavailableWithinTheConnectTimeout) {

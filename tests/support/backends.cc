@@ -103,6 +103,10 @@ std::vector<StoreBackend> all_backends() {
                                  options.uri = schema->uri();
                                  options.clock = &clock;
                                  options.readers_max = 4;
+                                 // A hang detector, not a latency goal: a loaded CI machine (a
+                                 // checkpoint's sync took 8 s here once) must not fail an
+                                 // invariant test with `unavailable`.
+                                 options.statement_timeout_ms = 30'000;
                                  auto store = PgStore::open(options);
                                  if (!store) throw std::runtime_error("open postgres: " + store.error().detail);
                                  return std::make_unique<OwningStore>(std::move(schema), std::move(store).value());

@@ -172,6 +172,7 @@ std::vector<Rows> Conn::pipeline(const std::vector<Pipelined>& statements, std::
   if (!synced) throw lost("missing sync");
   if (PQexitPipelineMode(conn_) != 1) throw lost("could not leave pipeline mode");
   if (first_error) throw *first_error;
+  if (out.size() != statements.size()) throw lost("a statement was aborted without an error");
   return out;
 }
 

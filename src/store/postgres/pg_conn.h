@@ -65,6 +65,8 @@ class Rows {
   std::optional<std::int64_t> optional_int64(int row, int column) const;
   // Rows changed by an INSERT/UPDATE/DELETE without RETURNING.
   std::int64_t affected() const;
+  // The command tag: "COMMIT", "ROLLBACK", "UPDATE 1", …
+  std::string command_tag() const { return PQcmdStatus(result_); }
 
  private:
   PGresult* result_;

@@ -106,7 +106,7 @@ constexpr int kMigrationCount = static_cast<int>(std::size(kMigrations));
 static_assert(kMigrationCount == PgStore::kSchemaVersion);
 
 constexpr std::int64_t kMax = std::numeric_limits<std::int64_t>::max();
-// Statements sent in one pipeline, at most (their answers must fit the socket buffers).
+// Statements sent in one pipeline, at most (bounds the memory of one round trip).
 constexpr std::size_t kPipelineMax = 256;
 // The database's clock in ms since the epoch: the real time, not the transaction's start.
 constexpr const char* kNowSql = "SELECT floor(extract(epoch FROM clock_timestamp()) * 1000)::bigint";
@@ -412,8 +412,9 @@ class PgTransaction final : public Transaction {
               t.reference, t.account_id, event_type_name(t.kind), t.amount, t.reason, t.event_id);
   }
 
+  // Locked: a revoke may follow, and another instance may be revoking the same key.
   std::optional<ApiKey> key_by_id(std::string_view key_id) override {
-    static const std::string sql = std::string("SELECT ") + kKeyColumns + " FROM api_keys WHERE key_id = $1";
+    static const std::string sql = std::string("SELECT ") + kKeyColumns + " FROM api_keys WHERE key_id = $1 FOR UPDATE";
     Rows r = db_.query(sql, key_id);
     if (r.empty()) return std::nullopt;
     return read_key(r, 0);
@@ -778,7 +779,14 @@ Status PgStore::apply_once(std::span<const Command> commands, std::vector<bool>&
     command_failed = false;
     ++current;
   }
-  db.exec("COMMIT");  // durable: synchronous_commit=on (set by the session)
+  // Durable: synchronous_commit=on (set by the session). No statement time-out on the COMMIT: a
+  // cancelled wait for a synchronous standby would still answer OK for a commit that is only on
+  // the primary (PostgreSQL's "committed locally, but might not have been replicated"), and a
+  // fail-over could then lose it. The COMMIT waits as long as the database does.
+  Rows committed = db.exec("SET LOCAL statement_timeout = 0; COMMIT");
+  if (committed.command_tag() != "COMMIT") {  // PostgreSQL answers ROLLBACK for a failed transaction
+    throw PgError("XX000", false, "the transaction rolled back at COMMIT (" + committed.command_tag() + ")");
+  }
   return ok_status();
 }
 
