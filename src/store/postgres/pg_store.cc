@@ -567,9 +567,11 @@ std::optional<CommandResult> fast_outcome(const Command& command, const Rows& r,
 }
 
 // Two instances' batches that lock the same accounts in opposite orders deadlock (PostgreSQL breaks
-// it after deadlock_timeout, 1 s by default, and the loser re-runs). A batch that will write more
-// than one account row therefore locks them all first, sorted by id: the accounts its reserves,
-// credits and debits name, and those of the holds its commits, releases and extends name.
+// it after deadlock_timeout, 1 s by default, and the loser re-runs). So every batch that writes
+// locks the accounts it will write first, sorted by id, and only then their holds: the accounts its
+// reserves, credits and debits name, those of the holds its commits, releases and extends name, and
+// for the reaper's pass those of the overdue holds it is about to expire (holds that become overdue
+// between this statement and the pass are the one gap left).
 std::string pg_array(const std::vector<std::string>& items) {
   std::string out = "{";
   for (const std::string& item : items) {
@@ -584,12 +586,19 @@ std::string pg_array(const std::vector<std::string>& items) {
   return out + "}";
 }
 
-std::optional<Conn::Pipelined> account_lock_statement(std::span<const Command> commands) {
+// `now_ms`: the injected clock's time, or nullopt for the database's.
+std::optional<Conn::Pipelined> account_lock_statement(std::span<const Command> commands,
+                                                      std::optional<std::int64_t> now_ms) {
   static const std::string sql =
       "SELECT account_id FROM accounts WHERE account_id = ANY(ARRAY("
-      "SELECT unnest($1::text[]) UNION ALL SELECT account_id FROM holds WHERE seq = ANY($2::bigint[]))) "
+      "SELECT unnest($1::text[]) "
+      "UNION ALL SELECT account_id FROM holds WHERE seq = ANY($2::bigint[]) "
+      "UNION ALL (SELECT account_id FROM holds WHERE status = 'active' AND expires_at_ms <= "
+      "coalesce($3::bigint, floor(extract(epoch FROM clock_timestamp()) * 1000)::bigint) "
+      "ORDER BY expires_at_ms LIMIT $4))) "
       "ORDER BY account_id FOR UPDATE";  // ARRAY(…): evaluated once, then primary-key lookups
   std::vector<std::string> accounts, seqs;
+  std::int64_t overdue_max = 0;
   const auto hold = [&](std::string_view hold_id) {
     if (auto seq = hold_id_seq(hold_id)) seqs.push_back(std::to_string(*seq));
   };
@@ -603,14 +612,16 @@ std::optional<Conn::Pipelined> account_lock_statement(std::span<const Command> c
           } else if constexpr (std::is_same_v<T, CommitCommand> || std::is_same_v<T, ReleaseCommand> ||
                                std::is_same_v<T, ExtendCommand>) {
             hold(c.hold_id);
+          } else if constexpr (std::is_same_v<T, ExpireOverdueCommand>) {
+            overdue_max += c.max_holds;
           }
         },
         command);
   }
   std::sort(accounts.begin(), accounts.end());
   accounts.erase(std::unique(accounts.begin(), accounts.end()), accounts.end());
-  if (accounts.size() + seqs.size() < 2) return std::nullopt;  // one row: no order to get wrong
-  return Conn::Pipelined{&sql, pg::Params(pg_array(accounts), pg_array(seqs))};
+  if (accounts.empty() && seqs.empty() && overdue_max == 0) return std::nullopt;  // writes no account
+  return Conn::Pipelined{&sql, pg::Params(pg_array(accounts), pg_array(seqs), now_ms, overdue_max)};
 }
 
 Error pg_failure(const PgError& e) {
@@ -733,10 +744,12 @@ Status PgStore::apply_once(std::span<const Command> commands, std::vector<bool>&
   std::vector<Conn::Pipelined> start;
   start.push_back({&begin_sql, pg::Params()});
   if (!options_.clock) start.push_back({&now_sql, pg::Params()});
-  if (auto lock = account_lock_statement(commands)) start.push_back(std::move(*lock));
+  const std::optional<std::int64_t> injected_now =
+      options_.clock ? std::optional<std::int64_t>(options_.clock->now_ms()) : std::nullopt;
+  if (auto lock = account_lock_statement(commands, injected_now)) start.push_back(std::move(*lock));
   std::size_t start_failed = 0;
   const std::vector<Rows> started = db.pipeline(start, start_failed);
-  const std::int64_t now = options_.clock ? options_.clock->now_ms() : started[1].int64(0, 0);
+  const std::int64_t now = injected_now ? *injected_now : started[1].int64(0, 0);
   PgTransaction tx(db);
   int run = 0;
   current = 0;
