@@ -390,6 +390,51 @@ void run_load_client(const LoadOptions& o, LoadClient& c, std::uint64_t seed, co
   }
 }
 
+// Makes the clients: two per account (account `prefix`<n>, `credits` purchased, added to
+// `accounts`), on different instances.
+void open_load_accounts(std::deque<LoadClient>& clients, const LoadOptions& options, const std::string& prefix,
+                        std::int64_t credits, std::set<std::string>& accounts) {
+  HttpClient admin(options.ports[0], kAdminKey);
+  for (std::size_t t = 0; t < clients.size(); ++t) {
+    LoadClient& c = clients[t];
+    c.thread = static_cast<int>(t);
+    c.account = prefix + std::to_string(t / 2);
+    c.first_instance = c.instance = t % options.ports.size();
+    if (accounts.insert(c.account).second) {
+      ASSERT_NO_FATAL_FAILURE(make_account(admin, c.account, credits));
+    }
+  }
+}
+
+// Runs every client on a thread of its own until stop() (or the object goes): each lifecycle
+// started is finished.
+class LoadRun {
+ public:
+  LoadRun(const LoadOptions& options, std::deque<LoadClient>& clients, std::mt19937_64& rng) : clients_(clients) {
+    for (auto& c : clients_) threads_.emplace_back(run_load_client, std::cref(options), std::ref(c), rng(), std::cref(stop_));
+  }
+  ~LoadRun() { stop(); }
+  LoadRun(const LoadRun&) = delete;
+  LoadRun& operator=(const LoadRun&) = delete;
+
+  void stop() {
+    stop_ = true;
+    for (auto& t : threads_)
+      if (t.joinable()) t.join();
+  }
+  // Answers 503 and requests that got no answer, so far, over every client.
+  int errors_seen() const {
+    int n = 0;
+    for (const auto& c : clients_) n += c.answered_503.load() + c.transport_errors.load();
+    return n;
+  }
+
+ private:
+  std::deque<LoadClient>& clients_;
+  std::atomic<bool> stop_{false};
+  std::vector<std::thread> threads_;
+};
+
 int total_completed(const std::deque<LoadClient>& clients) {
   int n = 0;
   for (const auto& c : clients) n += c.completed.load();
@@ -731,39 +776,10 @@ TEST_F(MultiInstance, ADatabaseRestartUnderLoadAnswersOnly2xxOr503AndServiceResu
 
   std::deque<LoadClient> clients(kClients);
   std::set<std::string> accounts;
-  {
-    HttpClient admin(options.ports[0], kAdminKey);
-    for (int t = 0; t < kClients; ++t) {
-      LoadClient& c = clients[static_cast<std::size_t>(t)];
-      c.thread = t;
-      c.account = "restart-" + std::to_string(t / 2);
-      c.first_instance = c.instance = static_cast<std::size_t>(t) % options.ports.size();
-      if (accounts.insert(c.account).second) {
-        ASSERT_NO_FATAL_FAILURE(make_account(admin, c.account, kCredits));
-      }
-    }
-  }
-
+  ASSERT_NO_FATAL_FAILURE(open_load_accounts(clients, options, "restart-", kCredits, accounts));
   const std::uint64_t seed = print_seed();
   std::mt19937_64 rng(seed);
-  std::atomic<bool> stop{false};
-  std::vector<std::thread> threads;
-  for (auto& c : clients) threads.emplace_back(run_load_client, std::cref(options), std::ref(c), rng(), std::cref(stop));
-  struct Joiner {
-    std::atomic<bool>& stop;
-    std::vector<std::thread>& threads;
-    ~Joiner() {
-      stop = true;
-      for (auto& t : threads)
-        if (t.joinable()) t.join();
-    }
-  } joiner{stop, threads};
-
-  auto errors_seen = [&] {
-    int n = 0;
-    for (const auto& c : clients) n += c.answered_503.load() + c.transport_errors.load();
-    return n;
-  };
+  LoadRun load(options, clients, rng);
   // Two restarts: the second one hits connections the instances opened again after the first.
   for (int round = 1; round <= kRestarts; ++round) {
     SCOPED_TRACE("restart " + std::to_string(round));
@@ -774,13 +790,13 @@ TEST_F(MultiInstance, ADatabaseRestartUnderLoadAnswersOnly2xxOr503AndServiceResu
     }
     std::this_thread::sleep_for(std::chrono::milliseconds(rng() % 200));  // a random moment in the load
 
-    const int errors_before = errors_seen();
+    const int errors_before = load.errors_seen();
     const auto restart_started = Steady::now();
     const ProcessResult restarted = pg->restart();
     const auto restart_ms =
         std::chrono::duration_cast<std::chrono::milliseconds>(Steady::now() - restart_started).count();
     ASSERT_EQ(restarted.exit_code, 0) << "scripts/pg restart failed:\n" << restarted.err << restarted.out;
-    const int errors_during = errors_seen() - errors_before;
+    const int errors_during = load.errors_seen() - errors_before;
 
     // The service resumes by itself: every client completes more lifecycles after the restart.
     std::vector<int> after_restart;
@@ -802,8 +818,7 @@ TEST_F(MultiInstance, ADatabaseRestartUnderLoadAnswersOnly2xxOr503AndServiceResu
       break;
     }
   }
-  stop = true;
-  for (auto& t : threads) t.join();
+  load.stop();
   std::printf("[ multi ] clients:\n%s", describe(clients).c_str());
   std::fflush(stdout);
   for (const auto& c : clients) {
@@ -845,34 +860,10 @@ TEST_F(MultiInstance, KillNineOfOneInstanceUnderLoadLosesNothingAndTheOthersCarr
 
   std::deque<LoadClient> clients(kClients);
   std::set<std::string> accounts;
-  {
-    HttpClient admin(options.ports[0], kAdminKey);
-    for (int t = 0; t < kClients; ++t) {
-      LoadClient& c = clients[static_cast<std::size_t>(t)];
-      c.thread = t;
-      c.account = "kill-" + std::to_string(t / 2);
-      c.first_instance = c.instance = static_cast<std::size_t>(t) % options.ports.size();
-      if (accounts.insert(c.account).second) {
-        ASSERT_NO_FATAL_FAILURE(make_account(admin, c.account, kCredits));
-      }
-    }
-  }
-
+  ASSERT_NO_FATAL_FAILURE(open_load_accounts(clients, options, "kill-", kCredits, accounts));
   const std::uint64_t seed = print_seed();
   std::mt19937_64 rng(seed);
-  std::atomic<bool> stop{false};
-  std::vector<std::thread> threads;
-  for (auto& c : clients) threads.emplace_back(run_load_client, std::cref(options), std::ref(c), rng(), std::cref(stop));
-  struct Joiner {
-    std::atomic<bool>& stop;
-    std::vector<std::thread>& threads;
-    ~Joiner() {
-      stop = true;
-      for (auto& t : threads)
-        if (t.joinable()) t.join();
-    }
-  } joiner{stop, threads};
-
+  LoadRun load(options, clients, rng);
   const bool loaded = eventually([&] { return total_completed(clients) >= 60; });
   int killed_code = 0;
   bool carried_on = false;
@@ -889,8 +880,7 @@ TEST_F(MultiInstance, KillNineOfOneInstanceUnderLoadLosesNothingAndTheOthersCarr
       return true;
     });
   }
-  stop = true;
-  for (auto& t : threads) t.join();
+  load.stop();
   std::printf("[ multi ] killed instance %zu; clients:\n%s", kVictim, describe(clients).c_str());
   std::fflush(stdout);
   for (const auto& c : clients) {
@@ -968,46 +958,17 @@ TEST_F(MultiInstance, APrimaryCrashAndPromotedStandbyIsFollowedWithNothingAcknow
 
   std::deque<LoadClient> clients(kClients);
   std::set<std::string> accounts;
-  {
-    HttpClient admin(options.ports[0], kAdminKey);
-    for (int t = 0; t < kClients; ++t) {
-      LoadClient& c = clients[static_cast<std::size_t>(t)];
-      c.thread = t;
-      c.account = "failover-" + std::to_string(t / 2);
-      c.first_instance = c.instance = static_cast<std::size_t>(t) % options.ports.size();
-      if (accounts.insert(c.account).second) {
-        ASSERT_NO_FATAL_FAILURE(make_account(admin, c.account, kCredits));
-      }
-    }
-  }
-
+  ASSERT_NO_FATAL_FAILURE(open_load_accounts(clients, options, "failover-", kCredits, accounts));
   const std::uint64_t seed = print_seed();
   std::mt19937_64 rng(seed);
-  std::atomic<bool> stop{false};
-  std::vector<std::thread> threads;
-  for (auto& c : clients) threads.emplace_back(run_load_client, std::cref(options), std::ref(c), rng(), std::cref(stop));
-  struct Joiner {
-    std::atomic<bool>& stop;
-    std::vector<std::thread>& threads;
-    ~Joiner() {
-      stop = true;
-      for (auto& t : threads)
-        if (t.joinable()) t.join();
-    }
-  } joiner{stop, threads};
-
-  auto errors_seen = [&] {
-    int n = 0;
-    for (const auto& c : clients) n += c.answered_503.load() + c.transport_errors.load();
-    return n;
-  };
+  LoadRun load(options, clients, rng);
   const bool loaded = eventually([&] { return total_completed(clients) >= 40; });
   bool followed = false;
   int errors_during = 0;
   ProcessResult crashed, promoted;
   if (loaded) {
     std::this_thread::sleep_for(std::chrono::milliseconds(rng() % 200));  // a random moment in the load
-    const int errors_before = errors_seen();
+    const int errors_before = load.errors_seen();
     const auto failover_started = Steady::now();
     crashed = primary->crash();
     promoted = standby->promote();
@@ -1022,13 +983,12 @@ TEST_F(MultiInstance, APrimaryCrashAndPromotedStandbyIsFollowedWithNothingAcknow
       }
       return true;
     });
-    errors_during = errors_seen() - errors_before;
+    errors_during = load.errors_seen() - errors_before;
     std::printf("[ multi ] crash + promote took %lld ms; %d answers 503 or lost since the crash\n",
                 static_cast<long long>(failover_ms), errors_during);
     std::fflush(stdout);
   }
-  stop = true;
-  for (auto& t : threads) t.join();
+  load.stop();
   std::printf("[ multi ] clients:\n%s", describe(clients).c_str());
   std::fflush(stdout);
   for (const auto& c : clients) {

@@ -183,15 +183,6 @@ void Conn::rollback() noexcept {
   PQclear(r);
 }
 
-std::string quote_literal(std::string_view text) {
-  std::string out = "'";
-  for (char c : text) {
-    if (c == '\'') out += '\'';
-    out += c;
-  }
-  return out + "'";
-}
-
 std::string quote_identifier(std::string_view name) {
   std::string out = "\"";
   for (char c : name) {

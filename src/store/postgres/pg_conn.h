@@ -141,9 +141,6 @@ class Conn {
   std::unordered_map<std::string, std::string> prepared_;  // SQL text → statement name
 };
 
-// 'text' as a SQL string literal ('…' with quotes doubled), for the few statements that take no
-// parameters (DDL).
-std::string quote_literal(std::string_view text);
 // A SQL identifier ("…" with quotes doubled).
 std::string quote_identifier(std::string_view name);
 
