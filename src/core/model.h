@@ -86,6 +86,19 @@ struct Event {
   friend bool operator==(const Event&, const Event&) = default;
 };
 
+// A credit or debit recorded under its reference (unique over all credits and debits, ever), with
+// the event it wrote.
+struct Transfer {
+  std::string reference;
+  std::string account_id;
+  EventType kind = EventType::credited;  // credited | debited
+  std::int64_t amount = 0;
+  std::string reason;
+  std::int64_t event_id = 0;
+
+  friend bool operator==(const Transfer&, const Transfer&) = default;
+};
+
 // An API key. The secret is never stored: only its SHA-256 (hex). An admin key has no account_id;
 // an account key may only touch its own account.
 struct ApiKey {

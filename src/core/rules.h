@@ -45,6 +45,14 @@ HoldStatus effective_status(const Hold& hold, std::int64_t now_ms);
 inline bool is_overdue(const Hold& hold, std::int64_t now_ms) {
   return hold.status == HoldStatus::active && now_ms >= hold.expires_at_ms;
 }
+// The hold as a reader sees it at `now_ms`: an overdue active hold is expired, closed at its deadline.
+inline Hold hold_view(Hold hold, std::int64_t now_ms) {
+  if (is_overdue(hold, now_ms)) {
+    hold.status = HoldStatus::expired;
+    hold.closed_at_ms = hold.expires_at_ms;
+  }
+  return hold;
+}
 
 enum class CommitAction : std::uint8_t {
   commit,       // active: move `amount` to used, the rest back to available

@@ -1,11 +1,27 @@
 #include "ledger/group_commit.h"
 
+#include <chrono>
+
 namespace tollgate {
+namespace {
+
+std::uint64_t since_ns(std::chrono::steady_clock::time_point start) {
+  return static_cast<std::uint64_t>(
+      std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now() - start).count());
+}
+
+// A moving average that gives the newest sample 1/8 of the weight (the first sample: all of it).
+void average_in(std::atomic<std::uint64_t>& average, std::uint64_t sample) {
+  const std::uint64_t old = average.load(std::memory_order_relaxed);
+  average.store(old == 0 ? sample : old - old / 8 + sample / 8, std::memory_order_relaxed);
+}
+
+}  // namespace
 
 GroupCommitter::GroupCommitter(Store& store, GroupCommitOptions options) : store_(store), options_(options) {
   TG_ASSERT(options_.batch_max >= 1);
   TG_ASSERT(options_.queue_max >= options_.batch_max);
-  completer_ = std::thread([this] { completion_loop(); });
+  syncer_ = std::thread([this] { syncer_loop(); });
   writer_ = std::thread([this] { writer_loop(); });
 }
 
@@ -41,9 +57,51 @@ void GroupCommitter::stop() {
   }
   wake_writer_.notify_one();
   std::call_once(joined_, [this] {
-    writer_.join();     // applies everything queued, then tells the completer it is done
-    completer_.join();  // answers everything applied
+    writer_.join();  // applies everything queued, then tells the syncer it is done
+    syncer_.join();  // flushes and answers everything applied
   });
+}
+
+std::optional<Error> GroupCommitter::flush(const std::deque<Finished>& batches) {
+  bool any_committed = false;
+  for (const Finished& f : batches) any_committed = any_committed || !f.batch_error;
+  if (!any_committed) return std::nullopt;
+  syncs_.fetch_add(1, std::memory_order_relaxed);
+  const auto start = std::chrono::steady_clock::now();
+  const Status synced = store_.sync();
+  const std::uint64_t took = since_ns(start);
+  sync_ns_.fetch_add(took, std::memory_order_relaxed);
+  average_in(sync_ns_avg_, took);
+  if (synced) return std::nullopt;
+  return synced.error();
+}
+
+void GroupCommitter::answer(std::deque<Finished>& batches, const std::optional<Error>& flush_error) {
+  for (Finished& batch : batches) {
+    for (std::size_t i = 0; i < batch.callbacks.size(); ++i) {
+      if (batch.batch_error) {
+        batch.callbacks[i](*batch.batch_error);
+      } else if (flush_error) {
+        // Committed, but whether it is on disk is unknown: the caller retries with the same id.
+        batch.callbacks[i](*flush_error);
+      } else {
+        batch.callbacks[i](std::move(batch.results[i]));
+      }
+    }
+  }
+}
+
+std::size_t GroupCommitter::batch_size(std::size_t waiting) {
+  const std::size_t all = std::min(waiting, options_.batch_max);
+  if (all < 2) return all;
+  {
+    std::lock_guard lock(committed_mu_);
+    if (!committed_.empty() || syncing_) return all;  // a flush is under way: this batch overlaps it
+  }
+  const std::uint64_t apply_all_ns = apply_ns_per_command_avg_.load(std::memory_order_relaxed) * all;
+  if (apply_all_ns <= sync_ns_avg_.load(std::memory_order_relaxed)) return all;  // in step is faster
+  split_batches_.fetch_add(1, std::memory_order_relaxed);
+  return (all + 1) / 2;
 }
 
 void GroupCommitter::writer_loop() {
@@ -56,14 +114,18 @@ void GroupCommitter::writer_loop() {
       std::unique_lock lock(mu_);
       wake_writer_.wait(lock, [&] { return stopping_ || !queue_.empty(); });
       if (queue_.empty()) break;  // stopping, and everything queued is written
-      const std::size_t n = std::min(queue_.size(), options_.batch_max);
+      const std::size_t n = batch_size(queue_.size());
       for (std::size_t i = 0; i < n; ++i) {
         commands.push_back(std::move(queue_.front().command));
         finished.callbacks.push_back(std::move(queue_.front().done));
         queue_.pop_front();
       }
     }
+    const auto start = std::chrono::steady_clock::now();
     const Status committed = store_.apply(commands, finished.results);
+    const std::uint64_t took = since_ns(start);
+    apply_ns_.fetch_add(took, std::memory_order_relaxed);
+    average_in(apply_ns_per_command_avg_, took / commands.size());
     batches_.fetch_add(1, std::memory_order_relaxed);
     commands_.fetch_add(commands.size(), std::memory_order_relaxed);
     if (committed) {
@@ -74,43 +136,56 @@ void GroupCommitter::writer_loop() {
       finished.batch_error = committed.error();
     }
     commands.clear();
+    // A lone caller: nothing else waits to be written and every earlier batch is answered. Flush
+    // and answer here: a hand-off to the syncer would only add its wake-up to the flush.
+    bool alone = false;
     {
-      std::unique_lock lock(finished_mu_);
-      finished_cv_.wait(lock, [&] { return finished_.size() < kFinishedMax; });
-      finished_.push_back(std::move(finished));
+      std::lock_guard lock(mu_);
+      alone = queue_.empty();
     }
-    finished_cv_.notify_all();
+    std::unique_lock lock(committed_mu_);
+    if (alone && committed_.empty() && !syncing_) {
+      lock.unlock();
+      std::deque<Finished> one;
+      one.push_back(std::move(finished));
+      answer(one, flush(one));
+      answered_inline_.fetch_add(1, std::memory_order_relaxed);
+      continue;
+    }
+    committed_cv_.wait(lock, [&] { return committed_.size() < kCommittedMax; });
+    committed_.push_back(std::move(finished));
+    lock.unlock();
+    committed_cv_.notify_all();
   }
   {
-    std::lock_guard lock(finished_mu_);
+    std::lock_guard lock(committed_mu_);
     writer_done_ = true;
   }
-  finished_cv_.notify_all();
+  committed_cv_.notify_all();
 }
 
-void GroupCommitter::completion_loop() {
+void GroupCommitter::syncer_loop() {
   for (;;) {
-    Finished batch;
+    std::deque<Finished> batches;
     {
-      std::unique_lock lock(finished_mu_);
-      finished_cv_.wait(lock, [&] { return writer_done_ || !finished_.empty(); });
-      if (finished_.empty()) return;  // the writer is done and everything is answered
-      batch = std::move(finished_.front());
-      finished_.pop_front();
+      std::unique_lock lock(committed_mu_);
+      committed_cv_.wait(lock, [&] { return writer_done_ || !committed_.empty(); });
+      if (committed_.empty()) return;  // the writer is done and everything is answered
+      batches.swap(committed_);
+      syncing_ = true;
     }
-    finished_cv_.notify_all();  // room for the writer
-    for (std::size_t i = 0; i < batch.callbacks.size(); ++i) {
-      if (batch.batch_error) {
-        batch.callbacks[i](*batch.batch_error);
-      } else {
-        batch.callbacks[i](std::move(batch.results[i]));
-      }
-    }
+    committed_cv_.notify_all();  // room for the writer
+    // Every batch here committed before this flush starts: one flush makes all of them durable.
+    answer(batches, flush(batches));
+    std::lock_guard lock(committed_mu_);
+    syncing_ = false;
   }
 }
 
 GroupCommitStats GroupCommitter::stats() const {
-  return GroupCommitStats{batches_.load(), commands_.load(), overloaded_.load(), failed_batches_.load()};
+  return GroupCommitStats{batches_.load(),         commands_.load(), overloaded_.load(), failed_batches_.load(),
+                          syncs_.load(),           answered_inline_.load(), apply_ns_.load(),   sync_ns_.load(),
+                          split_batches_.load()};
 }
 
 std::size_t GroupCommitter::queue_depth() const {

@@ -1,15 +1,28 @@
-// tollgate ledger: group commit — many callers, one writer, one flush per batch.
+// tollgate ledger: group commit — many callers, one writer, one flush for many batches.
 //
 // Callers on any thread submit() commands. One writer thread takes every command waiting at that
-// moment (at most batch_max), hands them to Store::apply() — one transaction, in submission order,
-// each seeing the effects of the ones before it — and only after the commit is durable are the
-// callers answered. A completion thread runs the callbacks of a committed batch while the writer
-// already applies the next one. The queue is bounded: when queue_max commands wait already,
-// submit() answers `overloaded` at once instead of waiting.
+// moment (at most batch_max) and hands them to Store::apply() — one transaction, in submission
+// order, each seeing the effects of the ones before it — which commits without waiting for the
+// disk. A syncer thread then makes the committed batches durable with one Store::sync() (every batch
+// committed before the sync started) and only then answers their callers, while the writer already
+// applies the next batch: the flush of batch k overlaps the work of batch k+1.
 //
-// Thread safety: every method may be called from any thread. Callbacks run on the completion
-// thread (keep them short: hand the result to another thread), or on the caller's thread for an
-// immediate `overloaded` / `unavailable` answer.
+// Overlap needs two batches in flight. When every waiting caller is in one batch (closed-loop callers
+// fall into step) and the syncer is idle, the writer takes only half of what waits if applying all of
+// it would take longer than a flush (both measured, moving averages): the second half is applied
+// while the first is flushed, and the two halves stay out of step.
+//
+// No penalty for a lone caller: when nothing else waits to be written and the syncer is idle, the
+// writer flushes and answers the batch itself — no thread hand-off on top of the flush — and a
+// caller that submits its next command from its callback finds the writer already there.
+//
+// The queue is bounded: when queue_max commands wait already, submit() answers `overloaded` at once
+// instead of waiting; at most kCommittedMax committed batches wait for the syncer.
+//
+// Thread safety: every method may be called from any thread. Callbacks run on the writer or the
+// syncer thread (keep them short: hand the result to another thread), or on the caller's thread for
+// an immediate `overloaded` / `unavailable` answer. A batch's callbacks run after every earlier
+// batch's.
 #pragma once
 
 #include <atomic>
@@ -39,6 +52,11 @@ struct GroupCommitStats {
   std::uint64_t commands = 0;
   std::uint64_t overloaded = 0;       // submissions refused because the queue was full
   std::uint64_t failed_batches = 0;   // transactions that did not commit (every caller got the error)
+  std::uint64_t syncs = 0;            // Store::sync() calls (each made one or more batches durable)
+  std::uint64_t answered_inline = 0;  // batches the writer flushed and answered itself (lone caller)
+  std::uint64_t apply_ns = 0;         // wall time in Store::apply() (load, decide, write, COMMIT)
+  std::uint64_t sync_ns = 0;          // wall time in Store::sync() (the flush)
+  std::uint64_t split_batches = 0;    // batches that took half of what waited, to overlap the flush
 };
 
 // Calls `submit(callback)` and blocks (without spinning) until the callback delivered the result.
@@ -84,13 +102,20 @@ class GroupCommitter {
     Command command;
     Callback done;
   };
-  struct Finished {  // a batch whose transaction ended, waiting for its callbacks to run
+  struct Finished {  // a batch whose transaction ended, waiting for its flush and its answers
     std::vector<Callback> callbacks;
     std::vector<CommandResult> results;  // empty when the whole batch failed
     std::optional<Error> batch_error;
   };
   void writer_loop();
-  void completion_loop();
+  void syncer_loop();
+  // How many of `waiting` commands the writer takes now (see the header comment on overlap).
+  std::size_t batch_size(std::size_t waiting);
+  // Runs the callbacks of `batches` (in order): their results, or `flush_error` for the committed
+  // ones if the flush failed, or each failed batch's error.
+  static void answer(std::deque<Finished>& batches, const std::optional<Error>& flush_error);
+  // One sync() for `batches` (none if every one of them failed: nothing to flush); its error.
+  std::optional<Error> flush(const std::deque<Finished>& batches);
 
   // Constant after construction.
   Store& store_;
@@ -101,17 +126,21 @@ class GroupCommitter {
   std::deque<Pending> queue_;  // protected by mu_
   bool stopping_ = false;      // protected by mu_
 
-  // The hand-off from the writer to the completion thread: at most kFinishedMax batches wait, so
-  // a slow callback slows the writer instead of growing memory.
-  static constexpr std::size_t kFinishedMax = 4;
-  std::mutex finished_mu_;
-  std::condition_variable finished_cv_;
-  std::deque<Finished> finished_;  // protected by finished_mu_
-  bool writer_done_ = false;       // protected by finished_mu_
+  // The hand-off from the writer to the syncer: at most kCommittedMax batches wait, so a slow disk
+  // or a slow callback slows the writer instead of growing memory.
+  static constexpr std::size_t kCommittedMax = 8;
+  std::mutex committed_mu_;
+  std::condition_variable committed_cv_;
+  std::deque<Finished> committed_;  // protected by committed_mu_
+  bool syncing_ = false;            // the syncer holds batches it has not answered; by committed_mu_
+  bool writer_done_ = false;        // protected by committed_mu_
 
-  std::atomic<std::uint64_t> batches_{0}, commands_{0}, overloaded_{0}, failed_batches_{0};
+  std::atomic<std::uint64_t> batches_{0}, commands_{0}, overloaded_{0}, failed_batches_{0}, syncs_{0},
+      answered_inline_{0}, apply_ns_{0}, sync_ns_{0}, split_batches_{0};
+  // Moving averages (1/8 weight to the newest): apply() time per command, and one sync().
+  std::atomic<std::uint64_t> apply_ns_per_command_avg_{0}, sync_ns_avg_{0};
   std::once_flag joined_;
-  std::thread completer_;  // started after everything above exists
+  std::thread syncer_;  // started after everything above exists
   std::thread writer_;
 };
 

@@ -132,7 +132,7 @@ CommandResult reserve(Transaction& tx, const ReserveCommand& c, std::int64_t now
                                                          std::to_string(existing->amount) + " on account " +
                                                          existing->account_id);
     }
-    return HoldOutcome{hold_view(std::move(*existing), now_ms), false};
+    return HoldOutcome{rules::hold_view(std::move(*existing), now_ms), false};
   }
   TG_ASSERT(c.ttl_ms.has_value());
   std::optional<Balances> after = tx.reserve_if_available(c.account_id, c.amount);
@@ -285,14 +285,6 @@ CommandResult revoke_key(Transaction& tx, const RevokeKeyCommand& c, std::int64_
 }
 
 }  // namespace
-
-Hold hold_view(Hold hold, std::int64_t now_ms) {
-  if (rules::is_overdue(hold, now_ms)) {
-    hold.status = HoldStatus::expired;
-    hold.closed_at_ms = hold.expires_at_ms;
-  }
-  return hold;
-}
 
 CommandResult execute(Transaction& tx, const Command& command, std::int64_t now_ms) {
   return std::visit(

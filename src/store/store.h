@@ -1,23 +1,26 @@
 // tollgate store: the one interface every storage backend implements.
 //
 // A Store keeps accounts, holds, credits/debits and the append-only event log durably. Writes come
-// in batches (group commit): apply() takes commands in order, applies each with the effects of the
-// ones before it visible, and commits all of them in ONE durable transaction (a single flush).
+// in batches (group commit): apply() takes commands in order, decides each with the effects of the
+// ones before it visible, and commits all of them in ONE transaction; sync() then makes every
+// committed batch durable with one flush, and nothing may be acknowledged before it returned.
 // A command that is refused (insufficient credits, unknown hold, …) answers its error and changes
-// nothing; it does not undo the others in its batch. apply() returns only after the commit is
-// durable (SQLite WAL + synchronous=FULL; PostgreSQL synchronous_commit=on).
+// nothing; it does not undo the others in its batch.
 //
-// Rules every implementation follows (checked by tests/store/conformance):
+// Rules every implementation follows (checked by tests/store/conformance and the differential test):
+//   - a batch is decided in memory under an exclusive lock on every account row it may change
+//     (core/batch.h; store/batch_runner.h runs it the same way for every backend) — as safe as one
+//     conditional write per command, since nobody else can change the row in between;
 //   - a state change and its event are written in the same transaction;
-//   - the reservation is one conditional write (UPDATE … WHERE available − amount ≥ −overdraft …),
-//     never read-then-write;
-//   - event_id increases strictly with commit order;
+//   - event_id increases strictly with commit order (per account on a shared database);
 //   - reads show an active hold past its deadline as expired (and its amount as available), whether
 //     or not the reaper has run;
 //   - time is the store's clock (now_ms): injected for SQLite, the database's for a shared database.
 //
 // Thread safety: apply() must be called by one thread at a time per Store (the group committer's
-// writer). Every read may be called from any thread, concurrently with apply().
+// writer); sync() by one thread at a time, concurrently with apply() (the group committer's syncer
+// flushes batch k while the writer applies batch k+1). Every read may be called from any thread,
+// concurrently with both.
 #pragma once
 
 #include <cstdint>
@@ -66,10 +69,15 @@ class Store {
  public:
   virtual ~Store() = default;
 
-  // Applies `commands` in order in one durable transaction; `results` gets one entry per command.
+  // Applies `commands` in order in one transaction and commits it; `results` gets one entry per
+  // command. The commit is visible to reads at once but durable only once a later sync() returned.
   // Returns an error (unavailable, internal) only when the transaction as a whole could not commit:
   // then nothing of the batch happened and `results` must be ignored.
   virtual Status apply(std::span<const Command> commands, std::vector<CommandResult>& results) = 0;
+  // Makes every batch whose apply() returned before this call durable (one flush for all of them).
+  // An error (unavailable) means durability is unknown: the store refuses every later write, since a
+  // failed flush may have dropped data the page cache still shows, until it is opened again.
+  virtual Status sync() = 0;
 
   // Reads. Each answers from one consistent snapshot.
   virtual Result<Account> get_account(std::string_view account_id) = 0;

@@ -25,16 +25,6 @@
 
 namespace tollgate {
 
-// A credit or debit recorded under its reference.
-struct Transfer {
-  std::string reference;
-  std::string account_id;
-  EventType kind = EventType::credited;  // credited | debited
-  std::int64_t amount = 0;
-  std::string reason;
-  std::int64_t event_id = 0;
-};
-
 class Transaction {
  public:
   virtual ~Transaction() = default;
@@ -92,8 +82,5 @@ class Transaction {
 // Applies one command inside `tx` at time `now_ms`. Expected refusals are returned as errors and
 // have written nothing.
 CommandResult execute(Transaction& tx, const Command& command, std::int64_t now_ms);
-
-// The hold as a reader sees it at `now_ms` (overdue active → expired, closed at its deadline).
-Hold hold_view(Hold hold, std::int64_t now_ms);
 
 }  // namespace tollgate

@@ -33,6 +33,7 @@ class OwningStore final : public Store {
   OwningStore(std::shared_ptr<void> home, std::unique_ptr<Store> store)
       : home_(std::move(home)), store_(std::move(store)) {}
   Status apply(std::span<const Command> c, std::vector<CommandResult>& r) override { return store_->apply(c, r); }
+  Status sync() override { return store_->sync(); }
   Result<Account> get_account(std::string_view id) override { return store_->get_account(id); }
   Result<Hold> get_hold(std::string_view id) override { return store_->get_hold(id); }
   Result<std::vector<Hold>> list_holds(const HoldFilter& f) override { return store_->list_holds(f); }

@@ -89,7 +89,7 @@ std::optional<std::string> Stmt::optional_text(int column) const {
 Conn::Conn(const std::string& path, const OpenOptions& options) {
   const int flags = (options.read_only ? SQLITE_OPEN_READONLY : SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE) |
                     SQLITE_OPEN_NOMUTEX | SQLITE_OPEN_EXRESCODE;
-  const int rc = sqlite3_open_v2(path.c_str(), &db_, flags, nullptr);
+  const int rc = sqlite3_open_v2(path.c_str(), &db_, flags, options.vfs);
   if (rc != SQLITE_OK) {
     std::string message = "open " + path + ": " + (db_ ? sqlite3_errmsg(db_) : sqlite3_errstr(rc));
     sqlite3_close_v2(db_);
@@ -98,8 +98,9 @@ Conn::Conn(const std::string& path, const OpenOptions& options) {
   }
   sqlite3_busy_timeout(db_, options.busy_timeout_ms);
   if (!options.read_only) exec("PRAGMA journal_mode=WAL");
-  // FULL: the WAL is flushed at every commit, so an acknowledged write survives power loss.
-  exec("PRAGMA synchronous=FULL");
+  const std::string synchronous = std::string(options.synchronous);
+  TG_ASSERT(synchronous == "FULL" || synchronous == "NORMAL");
+  exec(("PRAGMA synchronous=" + synchronous).c_str());
   exec("PRAGMA foreign_keys=ON");
   exec("PRAGMA temp_store=MEMORY");
   const std::string cache = "PRAGMA cache_size=-" + std::to_string(options.cache_size_kib);

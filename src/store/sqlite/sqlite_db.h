@@ -84,12 +84,17 @@ struct OpenOptions {
   bool read_only = false;
   int busy_timeout_ms = 5000;
   int cache_size_kib = 64 * 1024;
+  // PRAGMA synchronous: "FULL" flushes the WAL at every commit; "NORMAL" leaves that to the
+  // caller (the store's sync()) and keeps the checkpoint order (WAL flushed before it is copied,
+  // the database before the WAL restarts). Never "OFF".
+  const char* synchronous = "FULL";
+  const char* vfs = nullptr;  // the SQLite VFS by name; nullptr: the default one
 };
 
 class Conn {
  public:
-  // Opens (creating if asked and missing) with WAL, synchronous=FULL, foreign keys on and a busy
-  // time-out: every setting explicit, none left to defaults.
+  // Opens (creating if asked and missing) with WAL, the given synchronous level, foreign keys on and
+  // a busy time-out: every setting explicit, none left to defaults.
   Conn(const std::string& path, const OpenOptions& options);
   ~Conn();
   Conn(const Conn&) = delete;

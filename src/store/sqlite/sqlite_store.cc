@@ -1,21 +1,38 @@
 #include "store/sqlite/sqlite_store.h"
 
-#include <limits>
+#include <fcntl.h>
+#include <sys/file.h>
+#include <unistd.h>
+
+#include <cerrno>
 #include <chrono>
 #include <cstdio>
+#include <cstring>
+#include <limits>
 
 #include "core/invariants.h"
 #include "core/log.h"
 #include "core/limits.h"
-#include "store/hold_id.h"
+#include "core/rules.h"
 #include "store/sqlite/sqlite_db.h"
-#include "store/transaction.h"
+#include "store/sqlite/sqlite_rows.h"
+#include "store/sqlite/sqlite_write.h"
 
 namespace tollgate {
 namespace {
 
+using sqlite::account_row;
+using sqlite::account_view;
 using sqlite::Conn;
+using sqlite::hold_by_id;
+using sqlite::kEventColumns;
+using sqlite::kHoldColumns;
+using sqlite::kKeyColumns;
 using sqlite::Query;
+using sqlite::read_event;
+using sqlite::read_hold;
+using sqlite::read_key;
+using sqlite::sql_failure;
 using sqlite::SqlError;
 using sqlite::Stmt;
 
@@ -102,344 +119,13 @@ CREATE TABLE api_keys (
 constexpr int kMigrationCount = static_cast<int>(std::size(kMigrations));
 static_assert(kMigrationCount == SqliteStore::kSchemaVersion);
 
-constexpr std::int64_t kMax = std::numeric_limits<std::int64_t>::max();
+// The VFS name for sqlite3_open_v2 / sqlite3_vfs_find: nullptr is the default one.
+const char* vfs_name(const SqliteOptions& options) { return options.vfs.empty() ? nullptr : options.vfs.c_str(); }
 
-// --- row mapping ----------------------------------------------------------------------------------
-constexpr const char* kHoldColumns =
-    "hold_id, account_id, request_id, amount, committed_amount, status, late_outcome, created_at_ms, "
-    "expires_at_ms, closed_at_ms, metadata";
-
-Hold read_hold(Stmt& s, int first = 0) {
-  Hold h;
-  h.hold_id = s.text(first + 0);
-  h.account_id = s.text(first + 1);
-  h.request_id = s.text(first + 2);
-  h.amount = s.int64(first + 3);
-  h.committed_amount = s.int64(first + 4);
-  const auto status = parse_hold_status(s.text(first + 5));
-  const auto late = parse_late_outcome(s.optional_text(first + 6).value_or(""));
-  if (!status || !late) throw SqlError(SQLITE_CORRUPT, "hold " + h.hold_id + " has an unknown status");
-  h.status = *status;
-  h.late_outcome = *late;
-  h.created_at_ms = s.int64(first + 7);
-  h.expires_at_ms = s.int64(first + 8);
-  h.closed_at_ms = s.optional_int64(first + 9);
-  h.metadata_json = s.text(first + 10);
-  return h;
+Error flush_failure() {
+  return Error::make(Code::unavailable,
+                     "the database file could not be flushed to disk; writes are refused until tollgate restarts");
 }
-
-constexpr const char* kEventColumns =
-    "event_id, account_id, type, amount, hold_id, job_id, reference, at_ms, available_after, reserved_after, "
-    "used_after";
-
-Event read_event(Stmt& s) {
-  Event e;
-  e.event_id = s.int64(0);
-  e.account_id = s.text(1);
-  const auto type = parse_event_type(s.text(2));
-  if (!type) throw SqlError(SQLITE_CORRUPT, "event " + std::to_string(e.event_id) + " has an unknown type");
-  e.type = *type;
-  e.amount = s.int64(3);
-  e.hold_id = s.optional_text(4);
-  e.job_id = s.optional_text(5);
-  e.reference = s.optional_text(6);
-  e.at_ms = s.int64(7);
-  e.available_after = s.int64(8);
-  e.reserved_after = s.int64(9);
-  e.used_after = s.int64(10);
-  return e;
-}
-
-std::optional<Account> account_row(Conn& db, std::string_view account_id) {
-  Query q(db.stmt("SELECT account_id, available, reserved, used, purchased, overdraft_limit, max_active_holds, "
-                  "active_holds, created_at_ms FROM accounts WHERE account_id = ?"),
-          account_id);
-  if (!q.step()) return std::nullopt;
-  Stmt& s = q.row();
-  Account a;
-  a.account_id = s.text(0);
-  a.balances = Balances{s.int64(1), s.int64(2), s.int64(3), s.int64(4)};
-  a.overdraft_limit = s.int64(5);
-  a.max_active_holds = s.optional_int64(6);
-  a.active_holds = s.int64(7);
-  a.created_at_ms = s.int64(8);
-  return a;
-}
-
-// The account as a reader sees it at now_ms: overdue holds already count as available.
-std::optional<Account> account_view(Conn& db, std::string_view account_id, std::int64_t now_ms) {
-  auto a = account_row(db, account_id);
-  if (!a) return a;
-  Query q(db.stmt("SELECT count(*), coalesce(sum(amount), 0), "
-                  "min(CASE WHEN expires_at_ms > ?2 THEN created_at_ms END) "
-                  "FROM holds WHERE account_id = ?1 AND status = 'active'"),
-          account_id, now_ms);
-  TG_ASSERT(q.step());
-  Query overdue(db.stmt("SELECT count(*), coalesce(sum(amount), 0) FROM holds "
-                        "WHERE account_id = ?1 AND status = 'active' AND expires_at_ms <= ?2"),
-                account_id, now_ms);
-  TG_ASSERT(overdue.step());
-  const std::int64_t overdue_count = overdue->int64(0);
-  const std::int64_t overdue_sum = overdue->int64(1);
-  a->balances.available += overdue_sum;
-  a->balances.reserved -= overdue_sum;
-  a->active_holds -= overdue_count;
-  if (auto oldest = q->optional_int64(2)) a->oldest_active_hold_age_ms = std::max<std::int64_t>(0, now_ms - *oldest);
-  return a;
-}
-
-std::optional<Hold> hold_by_id(Conn& db, std::string_view hold_id) {
-  static const std::string sql = std::string("SELECT ") + kHoldColumns + " FROM holds WHERE seq = ?1 AND hold_id = ?2";
-  const auto seq = hold_id_seq(hold_id);
-  if (!seq) return std::nullopt;
-  Query q(db.stmt(sql.c_str()), *seq, hold_id);
-  if (!q.step()) return std::nullopt;
-  return read_hold(q.row());
-}
-
-// Runs a conditional UPDATE of one account row; when it changed the row, reads the balances back.
-// (UPDATE … RETURNING would do it in one statement, but SQLite buffers RETURNING rows in an
-// ephemeral table, which costs more than this primary-key read.)
-std::optional<Balances> updated_balances(Conn& db, Query& update, std::string_view account_id) {
-  update.step();
-  if (db.changes() == 0) return std::nullopt;
-  TG_ASSERT(db.changes() == 1);
-  Query q(db.stmt("SELECT available, reserved, used, purchased FROM accounts WHERE account_id = ?1"), account_id);
-  TG_ASSERT(q.step());
-  Balances b{q->int64(0), q->int64(1), q->int64(2), q->int64(3)};
-  TG_ASSERT(b.available + b.reserved + b.used == b.purchased);  // also a CHECK constraint
-  return b;
-}
-
-constexpr const char* kKeyColumns = "key_id, account_id, secret_sha256, created_at_ms, revoked_at_ms";
-
-ApiKey read_key(Stmt& s) {
-  return ApiKey{s.text(0), s.optional_text(1), s.text(2), s.int64(3), s.optional_int64(4)};
-}
-
-
-// --- the write transaction on the writer connection ------------------------------------------------
-class SqliteTransaction final : public Transaction {
-  // Ids of holds this transaction read: they are well formed.
-  static std::int64_t must_seq(std::string_view hold_id) {
-    const auto seq = hold_id_seq(hold_id);
-    TG_ASSERT(seq.has_value());
-    return *seq;
-  }
-
- public:
-  explicit SqliteTransaction(Conn& db) : db_(db) {}
-
-  std::optional<Account> account_row(std::string_view account_id) override {
-    return tollgate::account_row(db_, account_id);
-  }
-  std::optional<Account> account_view(std::string_view account_id, std::int64_t now_ms) override {
-    return tollgate::account_view(db_, account_id, now_ms);
-  }
-
-  std::optional<Hold> hold_by_id(std::string_view hold_id) override { return tollgate::hold_by_id(db_, hold_id); }
-
-  std::optional<Hold> hold_by_request(std::string_view request_id) override {
-    static const std::string sql = std::string("SELECT ") + kHoldColumns + " FROM holds WHERE request_id = ?";
-    Query q(db_.stmt(sql.c_str()), request_id);
-    if (!q.step()) return std::nullopt;
-    return read_hold(q.row());
-  }
-
-  std::optional<Transfer> transfer_by_reference(std::string_view reference) override {
-    Query q(db_.stmt("SELECT reference, account_id, kind, amount, reason, event_id FROM transfers WHERE reference = ?"),
-            reference);
-    if (!q.step()) return std::nullopt;
-    Transfer t;
-    t.reference = q->text(0);
-    t.account_id = q->text(1);
-    t.kind = q->text(2) == "credited" ? EventType::credited : EventType::debited;
-    t.amount = q->int64(3);
-    t.reason = q->text(4);
-    t.event_id = q->int64(5);
-    return t;
-  }
-
-  std::optional<Event> event_by_id(std::int64_t event_id) override {
-    static const std::string sql = std::string("SELECT ") + kEventColumns + " FROM events WHERE event_id = ?";
-    Query q(db_.stmt(sql.c_str()), event_id);
-    if (!q.step()) return std::nullopt;
-    return read_event(q.row());
-  }
-
-  std::vector<Hold> overdue_holds(std::optional<std::string_view> account_id, std::int64_t now_ms,
-                                  std::int64_t limit) override {
-    static const std::string one = std::string("SELECT ") + kHoldColumns +
-                                   " FROM holds WHERE account_id = ?1 AND status = 'active' AND expires_at_ms <= ?2 "
-                                   "ORDER BY expires_at_ms LIMIT ?3";
-    static const std::string all = std::string("SELECT ") + kHoldColumns +
-                                   " FROM holds WHERE status = 'active' AND expires_at_ms <= ?1 "
-                                   "ORDER BY expires_at_ms LIMIT ?2";
-    std::vector<Hold> out;
-    if (account_id) {
-      Query q(db_.stmt(one.c_str()), *account_id, now_ms, limit);
-      while (q.step()) out.push_back(read_hold(q.row()));
-    } else {
-      Query q(db_.stmt(all.c_str()), now_ms, limit);
-      while (q.step()) out.push_back(read_hold(q.row()));
-    }
-    return out;
-  }
-
-  std::optional<Balances> credit_if_fits(std::string_view account_id, std::int64_t amount) override {
-    Query q(db_.stmt("UPDATE accounts SET available = available + ?2, purchased = purchased + ?2 "
-                     "WHERE account_id = ?1 AND available <= ?3 - ?2 AND purchased <= ?3 - ?2"),
-            account_id, amount, kMax);
-    return updated_balances(db_, q, account_id);
-  }
-
-  std::optional<Balances> debit_if_available(std::string_view account_id, std::int64_t amount) override {
-    Query q(db_.stmt("UPDATE accounts SET available = available - ?2, purchased = purchased - ?2 "
-                     "WHERE account_id = ?1 AND available >= ?2"),
-            account_id, amount);
-    return updated_balances(db_, q, account_id);
-  }
-
-  std::optional<Balances> reserve_if_available(std::string_view account_id, std::int64_t amount) override {
-    Query q(db_.stmt("UPDATE accounts SET available = available - ?2, reserved = reserved + ?2, "
-                     "active_holds = active_holds + 1 "
-                     "WHERE account_id = ?1 AND available - ?2 >= -overdraft_limit AND reserved <= ?3 - ?2 "
-                     "AND (max_active_holds IS NULL OR active_holds < max_active_holds)"),
-            account_id, amount, kMax);
-    return updated_balances(db_, q, account_id);
-  }
-
-  std::optional<Balances> late_charge_if_available(std::string_view account_id, std::int64_t amount) override {
-    Query q(db_.stmt("UPDATE accounts SET available = available - ?2, used = used + ?2 "
-                     "WHERE account_id = ?1 AND available - ?2 >= -overdraft_limit AND used <= ?3 - ?2"),
-            account_id, amount, kMax);
-    return updated_balances(db_, q, account_id);
-  }
-
-  Balances end_hold_balances(std::string_view account_id, std::int64_t held, std::int64_t committed) override {
-    TG_ASSERT(held >= 1 && committed >= 0 && committed <= held);
-    Query q(db_.stmt("UPDATE accounts SET available = available + ?2, reserved = reserved - ?3, used = used + ?4, "
-                     "active_holds = active_holds - 1 WHERE account_id = ?1"),
-            account_id, held - committed, held, committed);
-    auto after = updated_balances(db_, q, account_id);
-    TG_ASSERT(after.has_value());
-    return *after;
-  }
-
-  void insert_account(const Account& a) override {
-    Query q(db_.stmt("INSERT INTO accounts (account_id, available, reserved, used, purchased, overdraft_limit, "
-                     "max_active_holds, active_holds, created_at_ms) VALUES (?1, 0, 0, 0, 0, ?2, ?3, 0, ?4)"),
-            a.account_id, a.overdraft_limit, a.max_active_holds, a.created_at_ms);
-    q.step();
-  }
-
-  std::string insert_hold(const Hold& h, std::string_view random) override {
-    // One writer holds the write lock for the whole batch, so the next seq is max(seq) + 1, read
-    // once per transaction (max(rowid) is one B-tree descent) and counted here after that.
-    if (!next_seq_) {
-      Query q(db_.stmt("SELECT coalesce(max(seq), 0) FROM holds"));
-      TG_ASSERT(q.step());
-      next_seq_ = q->int64(0) + 1;
-    }
-    const std::int64_t seq = (*next_seq_)++;
-    const std::string hold_id = make_hold_id(seq, random);
-    Query q(db_.stmt("INSERT INTO holds (seq, hold_id, account_id, request_id, amount, committed_amount, status, "
-                     "created_at_ms, expires_at_ms, metadata) VALUES (?1, ?2, ?3, ?4, ?5, 0, 'active', ?6, ?7, ?8)"),
-            seq, hold_id, h.account_id, h.request_id, h.amount, h.created_at_ms, h.expires_at_ms, h.metadata_json);
-    q.step();
-    return hold_id;
-  }
-
-  std::optional<Hold> end_active_hold(std::string_view hold_id, HoldStatus status, std::optional<std::int64_t> committed,
-                                      std::int64_t now_ms) override {
-    TG_ASSERT(status == HoldStatus::committed || status == HoldStatus::released);
-    const auto seq = hold_id_seq(hold_id);
-    if (!seq) return std::nullopt;
-    Query q(db_.stmt("UPDATE holds SET status = ?3, committed_amount = coalesce(?4, amount), closed_at_ms = ?5 "
-                     "WHERE seq = ?1 AND hold_id = ?2 AND status = 'active' AND expires_at_ms > ?5 "
-                     "AND amount >= coalesce(?4, amount)"),
-            *seq, hold_id, hold_status_name(status), committed, now_ms);
-    q.step();
-    if (db_.changes() == 0) return std::nullopt;
-    auto before = tollgate::hold_by_id(db_, hold_id);  // the row after the update, by primary key
-    TG_ASSERT(before.has_value() && before->status == status);
-    before->status = HoldStatus::active;
-    before->committed_amount = 0;
-    before->closed_at_ms.reset();
-    return before;
-  }
-
-  void end_hold(std::string_view hold_id, HoldStatus status, std::int64_t committed_amount,
-                std::int64_t closed_at_ms) override {
-    TG_ASSERT(status != HoldStatus::active);
-    Query q(db_.stmt("UPDATE holds SET status = ?3, committed_amount = ?4, closed_at_ms = ?5 "
-                     "WHERE seq = ?1 AND hold_id = ?2 AND status = 'active'"),
-            must_seq(hold_id), hold_id, hold_status_name(status), committed_amount, closed_at_ms);
-    q.step();
-    TG_ASSERT(db_.changes() == 1);
-  }
-
-  void settle_late(std::string_view hold_id, LateOutcome outcome, std::int64_t committed_amount) override {
-    TG_ASSERT(outcome != LateOutcome::none);
-    Query q(db_.stmt("UPDATE holds SET late_outcome = ?3, committed_amount = ?4 "
-                     "WHERE seq = ?1 AND hold_id = ?2 AND status = 'expired' AND late_outcome IS NULL"),
-            must_seq(hold_id), hold_id, late_outcome_name(outcome), committed_amount);
-    q.step();
-    TG_ASSERT(db_.changes() == 1);
-  }
-
-  void set_hold_expiry(std::string_view hold_id, std::int64_t expires_at_ms) override {
-    Query q(db_.stmt("UPDATE holds SET expires_at_ms = ?3 WHERE seq = ?1 AND hold_id = ?2 AND status = 'active'"),
-            must_seq(hold_id), hold_id, expires_at_ms);
-    q.step();
-    TG_ASSERT(db_.changes() == 1);
-  }
-
-  void insert_transfer(const Transfer& t) override {
-    Query q(db_.stmt("INSERT INTO transfers (reference, account_id, kind, amount, reason, event_id) "
-                     "VALUES (?1, ?2, ?3, ?4, ?5, ?6)"),
-            t.reference, t.account_id, event_type_name(t.kind), t.amount, t.reason, t.event_id);
-    q.step();
-  }
-
-  std::optional<ApiKey> key_by_id(std::string_view key_id) override {
-    static const std::string sql = std::string("SELECT ") + kKeyColumns + " FROM api_keys WHERE key_id = ?1";
-    Query q(db_.stmt(sql.c_str()), key_id);
-    if (!q.step()) return std::nullopt;
-    return read_key(q.row());
-  }
-
-  void insert_key(const ApiKey& k) override {
-    Query q(db_.stmt("INSERT INTO api_keys (key_id, account_id, secret_sha256, created_at_ms) VALUES (?1, ?2, ?3, ?4)"),
-            k.key_id, k.account_id, k.secret_sha256, k.created_at_ms);
-    q.step();
-  }
-
-  void revoke_key(std::string_view key_id, std::int64_t revoked_at_ms) override {
-    Query q(db_.stmt("UPDATE api_keys SET revoked_at_ms = ?2 WHERE key_id = ?1 AND revoked_at_ms IS NULL"), key_id,
-            revoked_at_ms);
-    q.step();
-    TG_ASSERT(db_.changes() == 1);
-  }
-
-  Event append_event(Event e) override {
-    Query q(db_.stmt("INSERT INTO events (account_id, type, amount, hold_id, job_id, reference, at_ms, "
-                     "available_after, reserved_after, used_after) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10)"),
-            e.account_id, event_type_name(e.type), e.amount, e.hold_id, e.job_id, e.reference, e.at_ms,
-            e.available_after, e.reserved_after, e.used_after);
-    q.step();
-    e.event_id = db_.last_insert_rowid();
-    return e;
-  }
-
- private:
-  Conn& db_;
-  std::optional<std::int64_t> next_seq_;  // the seq of the next hold this transaction inserts
-};
-
-Error unavailable_error(const SqlError& e) { return Error::make(Code::unavailable, std::string("database: ") + e.what()); }
-Error internal_error(const SqlError& e) { return Error::make(Code::internal, std::string("database: ") + e.what()); }
-Error sql_failure(const SqlError& e) { return e.is_transient() ? unavailable_error(e) : internal_error(e); }
 
 int schema_version(Conn& db) {
   Query exists(db.stmt("SELECT count(*) FROM sqlite_master WHERE type = 'table' AND name = 'schema_migrations'"));
@@ -473,15 +159,23 @@ auto SqliteStore::read(F&& body) -> decltype(body(std::declval<sqlite::Conn&>())
 }
 
 // --- open / migrate -------------------------------------------------------------------------------
-SqliteStore::SqliteStore(SqliteOptions options, const Clock& clock, std::unique_ptr<sqlite::Conn> writer)
+FileLock::~FileLock() {
+  if (fd_ >= 0) ::close(fd_);
+}
+
+SqliteStore::SqliteStore(SqliteOptions options, const Clock& clock, FileLock lock, std::string wal_path,
+                         std::unique_ptr<sqlite::Conn> writer)
     : options_(std::move(options)),
       clock_(clock),
+      lock_(std::move(lock)),
+      wal_path_(std::move(wal_path)),
       writer_(std::move(writer)),
       readers_(options_.readers_max, [this] {
         sqlite::OpenOptions open;
         open.read_only = true;
         open.busy_timeout_ms = options_.busy_timeout_ms;
         open.cache_size_kib = options_.cache_size_kib / 4;
+        open.vfs = vfs_name(options_);
         return std::make_unique<Conn>(options_.path, open);
       }) {
   if (options_.checkpoint_interval_ms > 0) checkpointer_ = std::thread([this] { checkpoint_loop(); });
@@ -507,10 +201,12 @@ void SqliteStore::checkpoint_loop() {
         sqlite::OpenOptions open;
         open.busy_timeout_ms = 0;  // a passive checkpoint never waits
         open.cache_size_kib = 1024;
+        open.synchronous = "FULL";  // checkpoints sync the WAL before copying, the database after
+        open.vfs = vfs_name(options_);
         conn = std::make_unique<Conn>(options_.path, open);
       }
-      // PASSIVE: copies what it can without blocking the writer or readers; with
-      // synchronous=FULL it syncs the database file, off the commit path.
+      // PASSIVE: copies what it can without blocking the writer or readers; it syncs the WAL
+      // before copying and the database file after, off the commit path.
       sqlite3_wal_checkpoint_v2(conn->raw(), nullptr, SQLITE_CHECKPOINT_PASSIVE, nullptr, nullptr);
     } catch (const SqlError& e) {
       log("warn", std::string("sqlite checkpointer: ") + e.what());
@@ -523,10 +219,26 @@ void SqliteStore::checkpoint_loop() {
 Result<std::unique_ptr<SqliteStore>> SqliteStore::open(const SqliteOptions& options, const Clock& clock) {
   if (options.path.empty()) return invalid("the SQLite database path is empty");
   if (options.readers_max < 1) return invalid("readers_max must be at least 1");
+  // One process owns the file (see sqlite_store.h); the lock goes with the process, also on kill -9.
+  const int lock_fd = ::open(options.path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+  if (lock_fd < 0) {
+    return Error::make(Code::unavailable, "cannot open " + options.path + ": " + std::strerror(errno));
+  }
+  FileLock lock(lock_fd);
+  if (::flock(lock_fd, LOCK_EX | LOCK_NB) != 0) {
+    const int err = errno;
+    if (err == EWOULDBLOCK) {
+      return Error::make(Code::conflict, options.path + " is in use by another tollgate process: run one `tollgate "
+                                                         "serve` per SQLite file (for many instances, use PostgreSQL)");
+    }
+    return Error::make(Code::unavailable, "cannot lock " + options.path + ": " + std::strerror(err));
+  }
   try {
     sqlite::OpenOptions open;
     open.busy_timeout_ms = options.busy_timeout_ms;
     open.cache_size_kib = options.cache_size_kib;
+    open.synchronous = "NORMAL";  // the WAL is flushed by sync(), off the writer's path
+    open.vfs = vfs_name(options);
     auto writer = std::make_unique<Conn>(options.path, open);
     if (options.checkpoint_interval_ms > 0) {
       const std::string pages = "PRAGMA wal_autocheckpoint=" + std::to_string(options.wal_autocheckpoint_pages);
@@ -560,7 +272,15 @@ Result<std::unique_ptr<SqliteStore>> SqliteStore::open(const SqliteOptions& opti
       sqlite3_exec(writer->raw(), "ROLLBACK", nullptr, nullptr, nullptr);
       throw;
     }
-    return std::unique_ptr<SqliteStore>(new SqliteStore(options, clock, std::move(writer)));
+    // The migration's commit is durable before the store is handed out.
+    // The WAL's name as SQLite spells it (absolute, with the terminator its VFS expects).
+    const char* wal = sqlite3_filename_wal(sqlite3_db_filename(writer->raw(), "main"));
+    std::string wal_path(wal);
+    wal_path.push_back('\0');
+    auto store = std::unique_ptr<SqliteStore>(
+        new SqliteStore(options, clock, std::move(lock), std::move(wal_path), std::move(writer)));
+    if (auto synced = store->sync(); !synced) return synced.error();
+    return store;
   } catch (const SqlError& e) {
     return sql_failure(e);
   }
@@ -568,38 +288,46 @@ Result<std::unique_ptr<SqliteStore>> SqliteStore::open(const SqliteOptions& opti
 
 // --- writes ---------------------------------------------------------------------------------------
 Status SqliteStore::apply(std::span<const Command> commands, std::vector<CommandResult>& results) {
-  // A command that fails unexpectedly (not a refusal: an SQL error in the middle of its writes) is
-  // answered `internal` and the batch is run again without it, so it cannot take the others down.
-  // Each round drops at least one command, so this loop ends.
-  std::vector<bool> dropped(commands.size(), false);
-  for (std::size_t round = 0; round <= commands.size(); ++round) {
-    results.clear();
-    results.reserve(commands.size());
-    std::size_t current = 0;
-    bool command_failed = false;
-    try {
-      writer_->exec("BEGIN IMMEDIATE");
-      const std::int64_t now = clock_.now_ms();
-      SqliteTransaction tx(*writer_);
-      for (current = 0; current < commands.size(); ++current) {
-        if (dropped[current]) {
-          results.push_back(Error::make(Code::internal, "the database refused this operation"));
-          continue;
-        }
-        command_failed = true;
-        results.push_back(execute(tx, commands[current], now));
-        command_failed = false;
-      }
-      writer_->exec("COMMIT");  // durable: WAL + synchronous=FULL
-      return ok_status();
-    } catch (const SqlError& e) {
-      sqlite3_exec(writer_->raw(), "ROLLBACK", nullptr, nullptr, nullptr);
-      if (!command_failed || e.is_transient()) return sql_failure(e);  // BEGIN/COMMIT or I/O: the whole batch
-      dropped[current] = true;
-      log("error", "sqlite: operation " + std::to_string(current) + " of a batch failed and was dropped: " + e.what());
-    }
+  if (flush_failed_.load(std::memory_order_acquire)) return flush_failure();
+  if (options_.write_path == SqliteWritePath::per_statement) {
+    return sqlite::apply_per_statement(*writer_, clock_, commands, results);
   }
-  TG_ASSERT(false && "apply: every command dropped and still failing");
+  sqlite::SqliteBatchIo io(*writer_, clock_);
+  return run_batch(io, commands, results, BatchRunOptions{}, counters_);
+}
+
+Status SqliteStore::sync() {
+  std::lock_guard lock(sync_mu_);
+  if (flush_failed_.load(std::memory_order_acquire)) return flush_failure();
+  if (!wal_) {
+    // The WAL file through the store's VFS (its own handle: the writer's is the writer's thread's).
+    // Opened for creation, so its first sync also syncs the directory (unix VFS: DIRSYNC).
+    sqlite3_vfs* vfs = sqlite3_vfs_find(vfs_name(options_));
+    TG_ASSERT(vfs != nullptr);  // open() opened the database through it
+    auto* file = static_cast<sqlite3_file*>(sqlite3_malloc(vfs->szOsFile));
+    if (file == nullptr) return Error::make(Code::unavailable, "out of memory opening the WAL");
+    std::memset(file, 0, static_cast<std::size_t>(vfs->szOsFile));
+    std::unique_ptr<sqlite3_file, void (*)(sqlite3_file*)> handle(file, [](sqlite3_file* f) {
+      if (f->pMethods != nullptr) f->pMethods->xClose(f);
+      sqlite3_free(f);
+    });
+    int out_flags = 0;
+    const int rc = vfs->xOpen(vfs, wal_path_.c_str(), file,
+                              SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE | SQLITE_OPEN_WAL, &out_flags);
+    if (rc != SQLITE_OK) {
+      return Error::make(Code::unavailable, "cannot open the WAL " + std::string(wal_path_.c_str()) + " to flush it: " +
+                                                sqlite3_errstr(rc));
+    }
+    wal_ = std::move(handle);
+  }
+  const int rc = wal_->pMethods->xSync(wal_.get(), SQLITE_SYNC_NORMAL);
+  if (rc != SQLITE_OK) {
+    flush_failed_.store(true, std::memory_order_release);
+    log("error", "sqlite: flushing the WAL failed (" + std::string(sqlite3_errstr(rc)) +
+                     "); refusing writes until tollgate is restarted");
+    return flush_failure();
+  }
+  return ok_status();
 }
 
 // --- reads ----------------------------------------------------------------------------------------
@@ -617,7 +345,7 @@ Result<Hold> SqliteStore::get_hold(std::string_view hold_id) {
   return read([&](Conn& db) -> Result<Hold> {
     auto hold = hold_by_id(db, hold_id);
     if (!hold) return Error::make(Code::not_found, "hold " + std::string(hold_id) + " does not exist");
-    return hold_view(std::move(*hold), now);
+    return rules::hold_view(std::move(*hold), now);
   });
 }
 
@@ -638,7 +366,7 @@ Result<std::vector<Hold>> SqliteStore::list_holds(const HoldFilter& filter) {
     Query q(db.stmt(filter.account_id ? by_account.c_str() : all.c_str()));
     if (filter.account_id) q->bind(1, std::string_view(*filter.account_id));
     while (static_cast<std::int64_t>(out.size()) < filter.limit && q.step()) {
-      Hold h = hold_view(read_hold(q.row()), now);
+      Hold h = rules::hold_view(read_hold(q.row()), now);
       if (!filter.status || h.status == *filter.status) out.push_back(std::move(h));
     }
     return out;

@@ -1,4 +1,4 @@
-// tollgate store: the shape of hold ids, shared by every backend.
+// tollgate core: the shape of hold ids, shared by every backend.
 //
 // A hold id is "hold_<seq>_<random>": <seq> is the store's strictly increasing sequence number (the
 // primary key of the holds table), <random> 16 hex digits that make ids unguessable. Lookups go by

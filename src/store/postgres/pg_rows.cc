@@ -1,0 +1,189 @@
+// Row mapping and small reads shared by the PostgreSQL store's parts (see pg_rows.h).
+#include "store/postgres/pg_rows.h"
+
+#include <algorithm>
+
+#include "core/hold_id.h"
+#include "core/result.h"
+
+namespace tollgate::pg {
+
+const char* const kNowSql = "SELECT floor(extract(epoch FROM clock_timestamp()) * 1000)::bigint";
+
+// --- row mapping ----------------------------------------------------------------------------------
+const char* const kHoldColumns =
+    "hold_id, account_id, request_id, amount, committed_amount, status, late_outcome, created_at_ms, "
+    "expires_at_ms, closed_at_ms, metadata";
+
+Hold read_hold(const Rows& r, int row, int first) {
+  Hold h;
+  h.hold_id = r.text(row, first + 0);
+  h.account_id = r.text(row, first + 1);
+  h.request_id = r.text(row, first + 2);
+  h.amount = r.int64(row, first + 3);
+  h.committed_amount = r.int64(row, first + 4);
+  const auto status = parse_hold_status(r.text(row, first + 5));
+  const auto late = parse_late_outcome(r.optional_text(row, first + 6).value_or(""));
+  if (!status || !late) throw PgError("XX000", false, "hold " + h.hold_id + " has an unknown status");
+  h.status = *status;
+  h.late_outcome = *late;
+  h.created_at_ms = r.int64(row, first + 7);
+  h.expires_at_ms = r.int64(row, first + 8);
+  h.closed_at_ms = r.optional_int64(row, first + 9);
+  h.metadata_json = r.text(row, first + 10);
+  return h;
+}
+
+std::vector<Hold> read_holds(const Rows& r) {
+  std::vector<Hold> out;
+  out.reserve(r.size());
+  for (int i = 0; i < r.size(); ++i) out.push_back(read_hold(r, i));
+  return out;
+}
+
+const char* const kEventColumns =
+    "event_id, account_id, type, amount, hold_id, job_id, reference, at_ms, available_after, reserved_after, "
+    "used_after";
+
+Event read_event(const Rows& r, int row, int first) {
+  Event e;
+  e.event_id = r.int64(row, first + 0);
+  e.account_id = r.text(row, first + 1);
+  const auto type = parse_event_type(r.text(row, first + 2));
+  if (!type) throw PgError("XX000", false, "event " + std::to_string(e.event_id) + " has an unknown type");
+  e.type = *type;
+  e.amount = r.int64(row, first + 3);
+  e.hold_id = r.optional_text(row, first + 4);
+  e.job_id = r.optional_text(row, first + 5);
+  e.reference = r.optional_text(row, first + 6);
+  e.at_ms = r.int64(row, first + 7);
+  e.available_after = r.int64(row, first + 8);
+  e.reserved_after = r.int64(row, first + 9);
+  e.used_after = r.int64(row, first + 10);
+  return e;
+}
+
+std::vector<Event> read_events_rows(const Rows& r) {
+  std::vector<Event> out;
+  out.reserve(r.size());
+  for (int i = 0; i < r.size(); ++i) out.push_back(read_event(r, i));
+  return out;
+}
+
+const char* const kAccountColumns =
+    "account_id, available, reserved, used, purchased, overdraft_limit, max_active_holds, active_holds, created_at_ms";
+
+Account read_account(const Rows& r, int row) {
+  Account a;
+  a.account_id = r.text(row, 0);
+  a.balances = Balances{r.int64(row, 1), r.int64(row, 2), r.int64(row, 3), r.int64(row, 4)};
+  a.overdraft_limit = r.int64(row, 5);
+  a.max_active_holds = r.optional_int64(row, 6);
+  a.active_holds = r.int64(row, 7);
+  a.created_at_ms = r.int64(row, 8);
+  return a;
+}
+
+std::optional<Account> account_row(Conn& db, std::string_view account_id, bool for_update) {
+  static const std::string plain = std::string("SELECT ") + kAccountColumns + " FROM accounts WHERE account_id = $1";
+  static const std::string locked = plain + " FOR UPDATE";
+  Rows r = db.query(for_update ? locked : plain, account_id);
+  if (r.empty()) return std::nullopt;
+  return read_account(r, 0);
+}
+
+// The account as a reader sees it at now_ms: overdue holds already count as available.
+std::optional<Account> account_view(Conn& db, std::string_view account_id, std::int64_t now_ms) {
+  static const std::string sql = std::string("SELECT ") + kAccountColumns +
+                                 ", o.overdue_count, o.overdue_sum, o.oldest_live FROM accounts a, LATERAL ("
+                                 "SELECT count(*) FILTER (WHERE expires_at_ms <= $2) AS overdue_count, "
+                                 "coalesce(sum(amount) FILTER (WHERE expires_at_ms <= $2), 0) AS overdue_sum, "
+                                 "min(created_at_ms) FILTER (WHERE expires_at_ms > $2) AS oldest_live "
+                                 "FROM holds h WHERE h.account_id = a.account_id AND h.status = 'active') o "
+                                 "WHERE a.account_id = $1";
+  Rows r = db.query(sql, account_id, now_ms);
+  if (r.empty()) return std::nullopt;
+  Account a = read_account(r, 0);
+  const std::int64_t overdue_count = r.int64(0, 9);
+  const std::int64_t overdue_sum = r.int64(0, 10);
+  a.balances.available += overdue_sum;
+  a.balances.reserved -= overdue_sum;
+  a.active_holds -= overdue_count;
+  if (auto oldest = r.optional_int64(0, 11)) a.oldest_active_hold_age_ms = std::max<std::int64_t>(0, now_ms - *oldest);
+  return a;
+}
+
+std::optional<Hold> hold_by_id(Conn& db, std::string_view hold_id, bool for_update) {
+  static const std::string plain = std::string("SELECT ") + kHoldColumns + " FROM holds WHERE seq = $1 AND hold_id = $2";
+  static const std::string locked = plain + " FOR UPDATE";
+  const auto seq = hold_id_seq(hold_id);
+  if (!seq) return std::nullopt;
+  Rows r = db.query(for_update ? locked : plain, *seq, hold_id);
+  if (r.empty()) return std::nullopt;
+  return read_hold(r, 0);
+}
+
+const char* const kKeyColumns = "key_id, account_id, secret_sha256, created_at_ms, revoked_at_ms";
+
+ApiKey read_key(const Rows& r, int row) {
+  return ApiKey{r.text(row, 0), r.optional_text(row, 1), r.text(row, 2), r.int64(row, 3), r.optional_int64(row, 4)};
+}
+
+namespace {
+
+void append_quoted(std::string& out, std::string_view item) {
+  out += '"';
+  for (char c : item) {
+    if (c == '"' || c == '\\') out += '\\';
+    out += c;
+  }
+  out += '"';
+}
+
+}  // namespace
+
+std::string text_array(const std::vector<std::string>& items) {
+  std::string out = "{";
+  for (std::size_t i = 0; i < items.size(); ++i) {
+    if (i > 0) out += ',';
+    append_quoted(out, items[i]);
+  }
+  return out + "}";
+}
+
+std::string text_array(const std::vector<std::optional<std::string>>& items) {
+  std::string out = "{";
+  for (std::size_t i = 0; i < items.size(); ++i) {
+    if (i > 0) out += ',';
+    if (items[i]) {
+      append_quoted(out, *items[i]);
+    } else {
+      out += "NULL";
+    }
+  }
+  return out + "}";
+}
+
+std::string int_array(const std::vector<std::int64_t>& items) {
+  std::string out = "{";
+  for (std::size_t i = 0; i < items.size(); ++i) {
+    if (i > 0) out += ',';
+    out += std::to_string(items[i]);
+  }
+  return out + "}";
+}
+
+std::string int_array(const std::vector<std::optional<std::int64_t>>& items) {
+  std::string out = "{";
+  for (std::size_t i = 0; i < items.size(); ++i) {
+    if (i > 0) out += ',';
+    out += items[i] ? std::to_string(*items[i]) : std::string("NULL");
+  }
+  return out + "}";
+}
+
+Error pg_failure(const PgError& e) {
+  return Error::make(e.is_transient() ? Code::unavailable : Code::internal, std::string("database: ") + e.what());
+}
+
+}  // namespace tollgate::pg

@@ -1,0 +1,58 @@
+// tollgate store/postgres: the two ways the PostgreSQL store writes a batch, on its writer connection.
+//
+// PgBatchIo is the batch path (store/batch_runner.h), two round trips per batch:
+//   1. one pipeline: BEGIN; the clock, read once into the transaction (`tollgate.now`, which every
+//      later statement uses); the accounts the batch may change locked FOR UPDATE in id order (the
+//      named ones and those of the holds named); the reaper's accounts FOR UPDATE SKIP LOCKED (an
+//      account another instance is writing is its work now, and a lock never waited for cannot
+//      deadlock); then — each statement a fresh snapshot taken after the locks, so every hold read
+//      is current — the holds by id and by request_id, the transfers by reference with their
+//      events, each locked account's overdue holds, the views' figures, the keys, and the new
+//      holds' sequence numbers. (A reaper pass adds one round trip: its accounts' overdue holds.)
+//   2. one pipeline: every write set-based — unnest() arrays, one statement per table — each
+//      changed row guarded by its `before` values (tollgate_assert() aborts the transaction if a
+//      guard finds fewer rows, so a row changed behind the lock is a failure, never a lost write),
+//      then COMMIT (synchronous_commit=on: durable when it answers; no statement time-out on it).
+// Holds are never locked: every writer changes a hold only while it holds the hold's account.
+//
+// apply_per_statement() is the path the store had before: store/execute.cc over one statement per
+// primitive, rows locked as read. It stays as the oracle of the differential tests; select it with
+// PgOptions::write_path.
+//
+// Thread safety: one thread at a time, the store's writer.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <span>
+#include <vector>
+
+#include "core/commands.h"
+#include "store/batch_runner.h"
+#include "store/postgres/pg_conn.h"
+#include "store/postgres/pg_store.h"
+
+namespace tollgate::pg {
+
+class PgBatchIo final : public BatchIo {
+ public:
+  // `writer` is (re)connected when missing or broken.
+  PgBatchIo(std::unique_ptr<Conn>& writer, const PgOptions& options) : writer_(writer), options_(options) {}
+  batch::Snapshot begin_and_load(const batch::Keys& keys) override;
+  std::vector<std::int64_t> write_and_commit(const batch::Effects& effects) override;
+  void rollback() noexcept override;
+  FailureKind classify(const std::exception& failure) const override;
+  Error to_error(const std::exception& failure) const override;
+
+ private:
+  std::unique_ptr<Conn>& writer_;
+  const PgOptions& options_;
+};
+
+// The per-statement oracle: one transaction, execute() per command, accounts locked in id order
+// first; conflicts run the batch again, a lost connection once more on a new one, and a command that
+// fails unexpectedly answers `internal` while the batch runs again without it.
+Status apply_per_statement(std::unique_ptr<Conn>& writer, const PgOptions& options, std::span<const Command> commands,
+                           std::vector<CommandResult>& results);
+
+}  // namespace tollgate::pg

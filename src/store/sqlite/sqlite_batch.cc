@@ -1,0 +1,239 @@
+// The batch path of the SQLite store (see sqlite_write.h and store/batch_runner.h).
+#include <algorithm>
+#include <string>
+#include <unordered_set>
+
+#include "core/hold_id.h"
+#include "core/limits.h"
+#include "store/sqlite/sqlite_rows.h"
+#include "store/sqlite/sqlite_write.h"
+
+namespace tollgate::sqlite {
+namespace {
+
+// A row the batch read changed before its write: impossible while the writer holds the database.
+[[noreturn]] void changed_behind_the_lock(const std::string& what) {
+  throw SqlError(SQLITE_CORRUPT, what + " changed behind the batch's lock");
+}
+
+void expect_one_change(Conn& db, const std::string& what) {
+  if (db.changes() != 1) changed_behind_the_lock(what);
+}
+
+std::vector<Hold> holds_of(Query& q) {
+  std::vector<Hold> out;
+  while (q.step()) out.push_back(read_hold(q.row()));
+  return out;
+}
+
+}  // namespace
+
+Error sql_failure(const SqlError& e) {
+  return Error::make(e.is_transient() ? Code::unavailable : Code::internal, std::string("database: ") + e.what());
+}
+
+batch::Snapshot SqliteBatchIo::begin_and_load(const batch::Keys& keys) {
+  db_.exec("BEGIN IMMEDIATE");  // the one writer: every row below is the batch's own until COMMIT
+  batch::Snapshot s;
+  s.now_ms = clock_.now_ms();
+
+  static const std::string by_request = std::string("SELECT ") + kHoldColumns + " FROM holds WHERE request_id = ?1";
+  static const std::string overdue_of = std::string("SELECT ") + kHoldColumns +
+                                        " FROM holds WHERE account_id = ?1 AND status = 'active' AND "
+                                        "expires_at_ms <= ?2 ORDER BY expires_at_ms, seq LIMIT ?3";
+  static const std::string overdue_all = std::string("SELECT ") + kHoldColumns +
+                                         " FROM holds WHERE status = 'active' AND expires_at_ms <= ?1 "
+                                         "ORDER BY expires_at_ms, seq LIMIT ?2";
+  static const std::string transfer = std::string("SELECT t.reference, t.account_id, t.kind, t.amount, t.reason, ") +
+                                      "e.event_id, e.account_id, e.type, e.amount, e.hold_id, e.job_id, e.reference, "
+                                      "e.at_ms, e.available_after, e.reserved_after, e.used_after "
+                                      "FROM transfers t JOIN events e ON e.event_id = t.event_id WHERE t.reference = ?1";
+  static const std::string key = std::string("SELECT ") + kKeyColumns + " FROM api_keys WHERE key_id = ?1";
+
+  // Holds first: the accounts of the holds named are accounts the batch may change.
+  std::vector<std::string> accounts = keys.accounts;
+  for (const std::string& id : keys.hold_ids) {
+    if (auto h = hold_by_id(db_, id)) {
+      accounts.push_back(h->account_id);
+      s.holds.push_back(std::move(*h));
+    }
+  }
+  for (const std::string& request_id : keys.request_ids) {
+    Query q(db_.stmt(by_request.c_str()), request_id);
+    if (q.step()) s.holds.push_back(read_hold(q.row()));
+  }
+  std::sort(accounts.begin(), accounts.end());
+  accounts.erase(std::unique(accounts.begin(), accounts.end()), accounts.end());
+  std::unordered_set<std::string> loaded;  // accounts that exist, in s.accounts
+  // Each account the batch names may expire its overdue holds (a refused reservation or debit).
+  for (const std::string& id : accounts) {
+    auto row = account_row(db_, id);
+    if (!row) continue;
+    loaded.insert(id);
+    s.accounts.push_back(std::move(*row));
+    Query q(db_.stmt(overdue_of.c_str()), id, s.now_ms, limits::kReaperBatchMaxDefault);
+    for (Hold& h : holds_of(q)) s.holds.push_back(std::move(h));
+  }
+  // The reaper's pass: the oldest overdue holds of any account, and their accounts.
+  if (keys.overdue_max > 0) {
+    Query q(db_.stmt(overdue_all.c_str()), s.now_ms, keys.overdue_max);
+    for (Hold& h : holds_of(q)) {
+      if (loaded.insert(h.account_id).second) {
+        auto row = account_row(db_, h.account_id);
+        if (!row) throw SqlError(SQLITE_CORRUPT, "hold " + h.hold_id + " has no account");
+        s.accounts.push_back(std::move(*row));
+      }
+      s.holds.push_back(std::move(h));
+    }
+  }
+  for (const std::string& reference : keys.references) {
+    Query q(db_.stmt(transfer.c_str()), reference);
+    if (!q.step()) continue;
+    Stmt& r = q.row();
+    Transfer t;
+    t.reference = r.text(0);
+    t.account_id = r.text(1);
+    const auto kind = parse_event_type(r.text(2));
+    if (kind != EventType::credited && kind != EventType::debited) {
+      throw SqlError(SQLITE_CORRUPT, "transfer " + t.reference + " has an unknown kind");
+    }
+    t.kind = *kind;
+    t.amount = r.int64(3);
+    t.reason = r.text(4);
+    Event e = read_event(r, 5);
+    t.event_id = e.event_id;
+    s.transfers.emplace_back(std::move(t), std::move(e));
+  }
+  for (const std::string& id : keys.view_accounts) {
+    if (loaded.count(id) == 0) continue;
+    batch::AccountView v;
+    v.account_id = id;
+    {
+      Query q(db_.stmt("SELECT count(*), coalesce(sum(amount), 0) FROM holds "
+                       "WHERE account_id = ?1 AND status = 'active' AND expires_at_ms <= ?2"),
+              id, s.now_ms);
+      TG_ASSERT(q.step());
+      v.overdue_count = q->int64(0);
+      v.overdue_sum = q->int64(1);
+    }
+    Query live(db_.stmt("SELECT created_at_ms, seq FROM holds WHERE account_id = ?1 AND status = 'active' "
+                        "AND expires_at_ms > ?2 ORDER BY created_at_ms, seq LIMIT ?3"),
+               id, s.now_ms, keys.oldest_live_needed());
+    while (live.step()) v.oldest_live.emplace_back(live->int64(0), live->int64(1));
+    s.views.push_back(std::move(v));
+  }
+  for (const std::string& id : keys.key_ids) {
+    Query q(db_.stmt(key.c_str()), id);
+    if (q.step()) s.keys.push_back(read_key(q.row()));
+  }
+  if (keys.new_holds_max > 0) {
+    // The one writer: the next sequence numbers are the ones after the largest (one B-tree descent).
+    Query q(db_.stmt("SELECT coalesce(max(seq), 0) FROM holds"));
+    TG_ASSERT(q.step());
+    const std::int64_t last = q->int64(0);
+    for (std::int64_t i = 1; i <= keys.new_holds_max; ++i) s.new_hold_seqs.push_back(last + i);
+  }
+  return s;
+}
+
+std::vector<std::int64_t> SqliteBatchIo::write_and_commit(const batch::Effects& e) {
+  for (const Account& a : e.new_accounts) {
+    Query q(db_.stmt("INSERT INTO accounts (account_id, available, reserved, used, purchased, overdraft_limit, "
+                     "max_active_holds, active_holds, created_at_ms) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9)"),
+            a.account_id, a.balances.available, a.balances.reserved, a.balances.used, a.balances.purchased,
+            a.overdraft_limit, a.max_active_holds, a.active_holds, a.created_at_ms);
+    q.step();
+  }
+  for (const auto& [before, after] : e.changed_accounts) {
+    const Balances& b = before.balances;
+    const Balances& n = after.balances;
+    Query q(db_.stmt("UPDATE accounts SET available = ?2, reserved = ?3, used = ?4, purchased = ?5, "
+                     "active_holds = ?6, overdraft_limit = ?7, max_active_holds = ?8 "
+                     "WHERE account_id = ?1 AND available = ?9 AND reserved = ?10 AND used = ?11 AND purchased = ?12 "
+                     "AND active_holds = ?13"),
+            after.account_id, n.available, n.reserved, n.used, n.purchased, after.active_holds,
+            after.overdraft_limit, after.max_active_holds, b.available, b.reserved, b.used, b.purchased,
+            before.active_holds);
+    q.step();
+    expect_one_change(db_, "account " + after.account_id);
+  }
+  for (const Hold& h : e.new_holds) {
+    const auto seq = hold_id_seq(h.hold_id);
+    TG_ASSERT(seq.has_value());
+    Query q(db_.stmt("INSERT INTO holds (seq, hold_id, account_id, request_id, amount, committed_amount, status, "
+                     "late_outcome, created_at_ms, expires_at_ms, closed_at_ms, metadata) "
+                     "VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, nullif(?8, ''), ?9, ?10, ?11, ?12)"),
+            *seq, h.hold_id, h.account_id, h.request_id, h.amount, h.committed_amount, hold_status_name(h.status),
+            late_outcome_name(h.late_outcome), h.created_at_ms, h.expires_at_ms, h.closed_at_ms, h.metadata_json);
+    q.step();
+  }
+  for (const auto& [before, after] : e.changed_holds) {
+    const auto seq = hold_id_seq(after.hold_id);
+    TG_ASSERT(seq.has_value());
+    Query q(db_.stmt("UPDATE holds SET status = ?3, committed_amount = ?4, late_outcome = nullif(?5, ''), "
+                     "expires_at_ms = ?6, closed_at_ms = ?7 "
+                     "WHERE seq = ?1 AND hold_id = ?2 AND status = ?8 AND committed_amount = ?9 "
+                     "AND coalesce(late_outcome, '') = ?10 AND expires_at_ms = ?11"),
+            *seq, after.hold_id, hold_status_name(after.status), after.committed_amount,
+            late_outcome_name(after.late_outcome), after.expires_at_ms, after.closed_at_ms,
+            hold_status_name(before.status), before.committed_amount, late_outcome_name(before.late_outcome),
+            before.expires_at_ms);
+    q.step();
+    expect_one_change(db_, "hold " + after.hold_id);
+  }
+  std::vector<std::int64_t> ids;
+  ids.reserve(e.events.size());
+  if (!e.events.empty()) {
+    // The one writer: ids continue after the largest, in the batch's order (commit order).
+    Query last(db_.stmt("SELECT coalesce(max(event_id), 0) FROM events"));
+    TG_ASSERT(last.step());
+    std::int64_t next = last->int64(0) + 1;
+    for (const Event& ev : e.events) {
+      Query q(db_.stmt("INSERT INTO events (event_id, account_id, type, amount, hold_id, job_id, reference, at_ms, "
+                       "available_after, reserved_after, used_after) "
+                       "VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11)"),
+              next, ev.account_id, event_type_name(ev.type), ev.amount, ev.hold_id, ev.job_id, ev.reference, ev.at_ms,
+              ev.available_after, ev.reserved_after, ev.used_after);
+      q.step();
+      ids.push_back(next++);
+    }
+  }
+  for (const auto& [t, event_index] : e.transfers) {
+    Query q(db_.stmt("INSERT INTO transfers (reference, account_id, kind, amount, reason, event_id) "
+                     "VALUES (?1, ?2, ?3, ?4, ?5, ?6)"),
+            t.reference, t.account_id, event_type_name(t.kind), t.amount, t.reason, ids.at(event_index));
+    q.step();
+  }
+  for (const ApiKey& k : e.new_keys) {
+    Query q(db_.stmt("INSERT INTO api_keys (key_id, account_id, secret_sha256, created_at_ms, revoked_at_ms) "
+                     "VALUES (?1, ?2, ?3, ?4, ?5)"),
+            k.key_id, k.account_id, k.secret_sha256, k.created_at_ms, k.revoked_at_ms);
+    q.step();
+  }
+  for (const auto& [before, after] : e.changed_keys) {
+    TG_ASSERT(!before.revoked_at_ms && after.revoked_at_ms);  // the one change a key makes
+    Query q(db_.stmt("UPDATE api_keys SET revoked_at_ms = ?2 WHERE key_id = ?1 AND revoked_at_ms IS NULL"),
+            after.key_id, after.revoked_at_ms);
+    q.step();
+    expect_one_change(db_, "key " + after.key_id);
+  }
+  db_.exec("COMMIT");  // durable once the store's sync() returns (synchronous=NORMAL)
+  return ids;
+}
+
+void SqliteBatchIo::rollback() noexcept {
+  if (!sqlite3_get_autocommit(db_.raw())) sqlite3_exec(db_.raw(), "ROLLBACK", nullptr, nullptr, nullptr);
+}
+
+FailureKind SqliteBatchIo::classify(const std::exception& failure) const {
+  const auto* e = dynamic_cast<const SqlError*>(&failure);
+  // The one writer never loses a race; busy, I/O and a full disk may pass.
+  return e && e->is_transient() ? FailureKind::transient : FailureKind::permanent;
+}
+
+Error SqliteBatchIo::to_error(const std::exception& failure) const {
+  if (const auto* e = dynamic_cast<const SqlError*>(&failure)) return sql_failure(*e);
+  return Error::make(Code::internal, std::string("store: ") + failure.what());
+}
+
+}  // namespace tollgate::sqlite

@@ -1,0 +1,114 @@
+// Row mapping and small reads shared by the SQLite store's parts (see sqlite_rows.h).
+#include "store/sqlite/sqlite_rows.h"
+
+#include <algorithm>
+#include <string>
+
+#include "core/hold_id.h"
+#include "core/result.h"
+
+namespace tollgate::sqlite {
+
+// --- row mapping ----------------------------------------------------------------------------------
+const char* const kHoldColumns =
+    "hold_id, account_id, request_id, amount, committed_amount, status, late_outcome, created_at_ms, "
+    "expires_at_ms, closed_at_ms, metadata";
+
+Hold read_hold(Stmt& s, int first) {
+  Hold h;
+  h.hold_id = s.text(first + 0);
+  h.account_id = s.text(first + 1);
+  h.request_id = s.text(first + 2);
+  h.amount = s.int64(first + 3);
+  h.committed_amount = s.int64(first + 4);
+  const auto status = parse_hold_status(s.text(first + 5));
+  const auto late = parse_late_outcome(s.optional_text(first + 6).value_or(""));
+  if (!status || !late) throw SqlError(SQLITE_CORRUPT, "hold " + h.hold_id + " has an unknown status");
+  h.status = *status;
+  h.late_outcome = *late;
+  h.created_at_ms = s.int64(first + 7);
+  h.expires_at_ms = s.int64(first + 8);
+  h.closed_at_ms = s.optional_int64(first + 9);
+  h.metadata_json = s.text(first + 10);
+  return h;
+}
+
+const char* const kEventColumns =
+    "event_id, account_id, type, amount, hold_id, job_id, reference, at_ms, available_after, reserved_after, "
+    "used_after";
+
+Event read_event(Stmt& s, int first) {
+  Event e;
+  e.event_id = s.int64(first + 0);
+  e.account_id = s.text(first + 1);
+  const auto type = parse_event_type(s.text(first + 2));
+  if (!type) throw SqlError(SQLITE_CORRUPT, "event " + std::to_string(e.event_id) + " has an unknown type");
+  e.type = *type;
+  e.amount = s.int64(first + 3);
+  e.hold_id = s.optional_text(first + 4);
+  e.job_id = s.optional_text(first + 5);
+  e.reference = s.optional_text(first + 6);
+  e.at_ms = s.int64(first + 7);
+  e.available_after = s.int64(first + 8);
+  e.reserved_after = s.int64(first + 9);
+  e.used_after = s.int64(first + 10);
+  return e;
+}
+
+std::optional<Account> account_row(Conn& db, std::string_view account_id) {
+  Query q(db.stmt("SELECT account_id, available, reserved, used, purchased, overdraft_limit, max_active_holds, "
+                  "active_holds, created_at_ms FROM accounts WHERE account_id = ?"),
+          account_id);
+  if (!q.step()) return std::nullopt;
+  Stmt& s = q.row();
+  Account a;
+  a.account_id = s.text(0);
+  a.balances = Balances{s.int64(1), s.int64(2), s.int64(3), s.int64(4)};
+  a.overdraft_limit = s.int64(5);
+  a.max_active_holds = s.optional_int64(6);
+  a.active_holds = s.int64(7);
+  a.created_at_ms = s.int64(8);
+  return a;
+}
+
+// The account as a reader sees it at now_ms: overdue holds already count as available.
+std::optional<Account> account_view(Conn& db, std::string_view account_id, std::int64_t now_ms) {
+  auto a = account_row(db, account_id);
+  if (!a) return a;
+  Query q(db.stmt("SELECT count(*), coalesce(sum(amount), 0), "
+                  "min(CASE WHEN expires_at_ms > ?2 THEN created_at_ms END) "
+                  "FROM holds WHERE account_id = ?1 AND status = 'active'"),
+          account_id, now_ms);
+  TG_ASSERT(q.step());
+  Query overdue(db.stmt("SELECT count(*), coalesce(sum(amount), 0) FROM holds "
+                        "WHERE account_id = ?1 AND status = 'active' AND expires_at_ms <= ?2"),
+                account_id, now_ms);
+  TG_ASSERT(overdue.step());
+  const std::int64_t overdue_count = overdue->int64(0);
+  const std::int64_t overdue_sum = overdue->int64(1);
+  a->balances.available += overdue_sum;
+  a->balances.reserved -= overdue_sum;
+  a->active_holds -= overdue_count;
+  if (auto oldest = q->optional_int64(2)) a->oldest_active_hold_age_ms = std::max<std::int64_t>(0, now_ms - *oldest);
+  return a;
+}
+
+std::optional<Hold> hold_by_id(Conn& db, std::string_view hold_id) {
+  static const std::string sql = std::string("SELECT ") + kHoldColumns + " FROM holds WHERE seq = ?1 AND hold_id = ?2";
+  const auto seq = hold_id_seq(hold_id);
+  if (!seq) return std::nullopt;
+  Query q(db.stmt(sql.c_str()), *seq, hold_id);
+  if (!q.step()) return std::nullopt;
+  return read_hold(q.row());
+}
+
+const char* const kKeyColumns = "key_id, account_id, secret_sha256, created_at_ms, revoked_at_ms";
+
+ApiKey read_key(Stmt& s) {
+  return ApiKey{s.text(0), s.optional_text(1), s.text(2), s.int64(3), s.optional_int64(4)};
+}
+
+
+// --- the write transaction on the writer connection ------------------------------------------------
+
+}  // namespace tollgate::sqlite

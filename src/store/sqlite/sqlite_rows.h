@@ -1,0 +1,34 @@
+// tollgate store/sqlite: the rows of the schema as values, and the small reads every part of the
+// SQLite store shares (the reads, the batch's loads, the per-statement oracle).
+//
+// Thread safety: functions over the Conn they are given (one thread at a time per Conn).
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string_view>
+
+#include "core/model.h"
+#include "store/sqlite/sqlite_db.h"
+
+namespace tollgate::sqlite {
+
+// Column lists in the order read_hold / read_event / read_key expect them.
+extern const char* const kHoldColumns;
+extern const char* const kEventColumns;
+extern const char* const kKeyColumns;
+
+// Rows of a statement that selected the columns above (starting at column `first`). A stored value
+// that no longer parses (an unknown status) throws SqlError(SQLITE_CORRUPT).
+Hold read_hold(Stmt& s, int first = 0);
+Event read_event(Stmt& s, int first = 0);
+ApiKey read_key(Stmt& s);
+
+// The account row as stored (no overdue adjustment), or nullopt.
+std::optional<Account> account_row(Conn& db, std::string_view account_id);
+// The account as a reader sees it at now_ms: overdue holds already count as available.
+std::optional<Account> account_view(Conn& db, std::string_view account_id, std::int64_t now_ms);
+// The hold with exactly this id (found by the sequence number inside it), or nullopt.
+std::optional<Hold> hold_by_id(Conn& db, std::string_view hold_id);
+
+}  // namespace tollgate::sqlite

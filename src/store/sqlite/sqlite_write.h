@@ -1,0 +1,52 @@
+// tollgate store/sqlite: the two ways the SQLite store writes a batch, on its writer connection.
+//
+// SqliteBatchIo is the batch path (store/batch_runner.h): inside BEGIN IMMEDIATE — the one writer
+// holds the whole database, so every account it reads is exclusively its own — it loads the batch's
+// rows with prepared statements (each a primary-key or index lookup), and after the in-memory
+// decision writes each touched account once, then the holds, events, transfers and keys.
+//
+// apply_per_statement() is the path the store had before batches were decided in memory:
+// store/execute.cc over one SQL statement per primitive. It stays as the oracle of the differential
+// tests (tests/store/differential_test.cc) until the batch path has earned trust; select it with
+// SqliteOptions::write_path.
+//
+// Neither waits for durability: COMMIT runs with synchronous=NORMAL and the store's sync()
+// flushes the WAL (see sqlite_store.h for the power-loss argument).
+//
+// Thread safety: one thread at a time, the store's writer.
+#pragma once
+
+#include <cstdint>
+#include <span>
+#include <vector>
+
+#include "core/clock.h"
+#include "core/commands.h"
+#include "store/batch_runner.h"
+#include "store/sqlite/sqlite_db.h"
+
+namespace tollgate::sqlite {
+
+class SqliteBatchIo final : public BatchIo {
+ public:
+  SqliteBatchIo(Conn& db, const Clock& clock) : db_(db), clock_(clock) {}
+  batch::Snapshot begin_and_load(const batch::Keys& keys) override;
+  std::vector<std::int64_t> write_and_commit(const batch::Effects& effects) override;
+  void rollback() noexcept override;
+  FailureKind classify(const std::exception& failure) const override;
+  Error to_error(const std::exception& failure) const override;
+
+ private:
+  Conn& db_;
+  const Clock& clock_;
+};
+
+// The per-statement oracle: one transaction, execute() per command; a command that fails
+// unexpectedly answers `internal` and the batch runs again without it.
+Status apply_per_statement(Conn& db, const Clock& clock, std::span<const Command> commands,
+                           std::vector<CommandResult>& results);
+
+// SqlError → what the caller does next: transient (busy, I/O, full) → unavailable, else internal.
+Error sql_failure(const SqlError& e);
+
+}  // namespace tollgate::sqlite
