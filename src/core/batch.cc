@@ -79,6 +79,14 @@ bool by_deadline(const Hold& a, const Hold& b) {
   return hold_id_seq(a.hold_id).value_or(0) < hold_id_seq(b.hold_id).value_or(0);
 }
 
+// A transfer the batch knows: loaded (its event has its id), or made earlier in this batch (its
+// event's id comes from the backend after the write: `new_event_index` names it).
+struct KnownTransfer {
+  Transfer transfer;
+  Event event;
+  std::optional<std::size_t> new_event_index;
+};
+
 class State {
  public:
   explicit State(Snapshot s) : now_(s.now_ms), new_seqs_(std::move(s.new_hold_seqs)) {
@@ -99,7 +107,7 @@ class State {
     for (auto& [t, e] : s.transfers) {
       TG_ASSERT(t.event_id == e.event_id);
       const std::string ref = t.reference;
-      transfers_.try_emplace(ref, std::make_pair(std::move(t), std::move(e)));
+      transfers_.try_emplace(ref, KnownTransfer{std::move(t), std::move(e), std::nullopt});
     }
     for (ApiKey& k : s.keys) {
       const std::string id = k.key_id;
@@ -133,7 +141,7 @@ class State {
     auto it = by_request_.find(std::string(request_id));
     return it == by_request_.end() ? nullptr : hold(it->second);
   }
-  const std::pair<Transfer, Event>* transfer(std::string_view reference) {
+  const KnownTransfer* transfer(std::string_view reference) {
     auto it = transfers_.find(std::string(reference));
     return it == transfers_.end() ? nullptr : &it->second;
   }
@@ -191,7 +199,7 @@ class State {
   void insert_transfer(Transfer t, std::size_t event_index, const Event& event) {
     const std::string ref = t.reference;
     TG_ASSERT(transfers_.count(ref) == 0);
-    transfers_.try_emplace(ref, std::make_pair(t, event));
+    transfers_.try_emplace(ref, KnownTransfer{t, event, event_index});
     new_transfers_.push_back(Effects::NewTransfer{std::move(t), event_index});
   }
 
@@ -290,7 +298,7 @@ class State {
   std::unordered_map<std::string, Slot<Account>> accounts_;
   std::unordered_map<std::string, Slot<Hold>> holds_;
   std::unordered_map<std::string, std::string> by_request_;
-  std::unordered_map<std::string, std::pair<Transfer, Event>> transfers_;
+  std::unordered_map<std::string, KnownTransfer> transfers_;
   std::unordered_map<std::string, Slot<ApiKey>> keys_;
   std::unordered_map<std::string, AccountView> views_;
   std::vector<std::string> overdue_;  // hold ids, by deadline
@@ -394,15 +402,17 @@ CommandResult decide_one(Context& x, const CreateAccountCommand& c) {
 template <typename TransferCommand>
 CommandResult transfer(Context& x, const TransferCommand& c, EventType kind, std::string_view reason) {
   State& s = x.state;
-  if (const auto* existing = s.transfer(c.reference)) {
-    const Transfer& t = existing->first;
+  if (const KnownTransfer* existing = s.transfer(c.reference)) {
+    const Transfer& t = existing->transfer;
     if (t.account_id != c.account_id || t.kind != kind || t.amount != c.amount || t.reason != reason) {
       return Error::make(Code::idempotency_mismatch,
                          "reference " + c.reference + " was already used for a " +
                              std::string(t.kind == EventType::credited ? "credit" : "debit") + " of " +
                              std::to_string(t.amount) + " on account " + t.account_id);
     }
-    return TransferOutcome{existing->second, s.view(c.account_id), false};
+    // A replay of a transfer made earlier in this batch answers its event once it has its id.
+    if (existing->new_event_index) x.decision.result_events.emplace_back(x.index, *existing->new_event_index);
+    return TransferOutcome{existing->event, s.view(c.account_id), false};
   }
   Account* a = s.account(c.account_id);
   if (!a) return account_not_found(c.account_id);

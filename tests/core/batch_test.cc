@@ -1,0 +1,628 @@
+// The pure core of a batch (core/batch.h): which keys a batch reads, and what it decides on the rows
+// it loaded — without a database. A small in-memory World plays the backend: it answers
+// keys_of()'s loads the way the stores do and applies the Effects, so batches can follow each other.
+// The last tests run seeded random batches and check every invariant after each one.
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cstdint>
+#include <cstdlib>
+#include <map>
+#include <optional>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "core/batch.h"
+#include "core/hold_id.h"
+#include "core/invariants.h"
+#include "core/limits.h"
+#include "core/rules.h"
+
+namespace tollgate {
+namespace {
+
+using ::testing::ElementsAre;
+using ::testing::HasSubstr;
+using ::testing::IsEmpty;
+
+constexpr std::int64_t kStart = 1'767'225'600'000;  // 2026-01-01
+constexpr std::int64_t kTtl = 60'000;
+
+// An in-memory backend: rows in maps, loads as the stores load, effects applied as they write.
+class World {
+ public:
+  std::int64_t now = kStart;
+  std::map<std::string, Account> accounts;
+  std::map<std::int64_t, Hold> holds;  // by seq
+  std::map<std::string, std::pair<Transfer, Event>> transfers;
+  std::map<std::string, ApiKey> keys;
+  std::vector<Event> events;
+  std::int64_t last_seq = 0;
+
+  batch::Snapshot load(const batch::Keys& k) const {
+    batch::Snapshot s;
+    s.now_ms = now;
+    std::vector<std::string> locked = k.accounts;
+    for (const std::string& id : k.hold_ids) {
+      if (const Hold* h = hold(id)) {
+        s.holds.push_back(*h);
+        locked.push_back(h->account_id);
+      }
+    }
+    for (const auto& [seq, h] : holds) {
+      if (std::binary_search(k.request_ids.begin(), k.request_ids.end(), h.request_id)) s.holds.push_back(h);
+    }
+    std::sort(locked.begin(), locked.end());
+    locked.erase(std::unique(locked.begin(), locked.end()), locked.end());
+    for (const std::string& id : locked) {
+      auto a = accounts.find(id);
+      if (a == accounts.end()) continue;
+      s.accounts.push_back(a->second);
+      std::int64_t n = 0;
+      for (const Hold& h : by_deadline()) {
+        if (h.account_id == id && rules::is_overdue(h, now) && n++ < limits::kReaperBatchMaxDefault) s.holds.push_back(h);
+      }
+    }
+    std::int64_t reaped = 0;
+    for (const Hold& h : by_deadline()) {
+      if (reaped >= k.overdue_max) break;
+      if (!rules::is_overdue(h, now)) continue;
+      ++reaped;
+      s.holds.push_back(h);
+      s.accounts.push_back(accounts.at(h.account_id));
+    }
+    for (const std::string& ref : k.references) {
+      if (auto t = transfers.find(ref); t != transfers.end()) s.transfers.push_back(t->second);
+    }
+    for (const std::string& id : k.view_accounts) {
+      if (accounts.count(id) == 0) continue;
+      batch::AccountView v;
+      v.account_id = id;
+      std::vector<std::pair<std::int64_t, std::int64_t>> live;
+      for (const auto& [seq, h] : holds) {
+        if (h.account_id != id || h.status != HoldStatus::active) continue;
+        if (rules::is_overdue(h, now)) {
+          ++v.overdue_count;
+          v.overdue_sum += h.amount;
+        } else {
+          live.emplace_back(h.created_at_ms, seq);
+        }
+      }
+      std::sort(live.begin(), live.end());
+      if (static_cast<std::int64_t>(live.size()) > k.oldest_live_needed()) live.resize(k.oldest_live_needed());
+      v.oldest_live = live;
+      s.views.push_back(std::move(v));
+    }
+    for (const std::string& id : k.key_ids) {
+      if (auto key = keys.find(id); key != keys.end()) s.keys.push_back(key->second);
+    }
+    for (std::int64_t i = 1; i <= k.new_holds_max; ++i) s.new_hold_seqs.push_back(last_seq + i);
+    return s;
+  }
+
+  // Applies the effects as a store writes them; returns the event ids it gave.
+  std::vector<std::int64_t> write(const batch::Effects& e) {
+    for (const Account& a : e.new_accounts) EXPECT_TRUE(accounts.emplace(a.account_id, a).second);
+    for (const auto& c : e.changed_accounts) {
+      EXPECT_EQ(accounts.at(c.after.account_id), c.before) << "an account changed behind the batch";
+      accounts[c.after.account_id] = c.after;
+    }
+    for (const Hold& h : e.new_holds) {
+      const std::int64_t seq = *hold_id_seq(h.hold_id);
+      EXPECT_TRUE(holds.emplace(seq, h).second);
+      last_seq = std::max(last_seq, seq);
+    }
+    for (const auto& c : e.changed_holds) {
+      const std::int64_t seq = *hold_id_seq(c.after.hold_id);
+      EXPECT_EQ(holds.at(seq), c.before) << "a hold changed behind the batch";
+      holds[seq] = c.after;
+    }
+    std::vector<std::int64_t> ids;
+    for (Event ev : e.events) {
+      ev.event_id = static_cast<std::int64_t>(events.size()) + 1;
+      ids.push_back(ev.event_id);
+      events.push_back(ev);
+    }
+    for (const auto& t : e.transfers) {
+      Transfer tr = t.transfer;
+      tr.event_id = ids.at(t.event_index);
+      EXPECT_TRUE(transfers.emplace(tr.reference, std::make_pair(tr, events.at(tr.event_id - 1))).second);
+    }
+    for (const ApiKey& k : e.new_keys) EXPECT_TRUE(keys.emplace(k.key_id, k).second);
+    for (const auto& c : e.changed_keys) keys[c.after.key_id] = c.after;
+    return ids;
+  }
+
+  // One batch: load, decide, write. Returns the decision (results with event ids filled in).
+  batch::Decision run(std::vector<Command> commands) {
+    batch::Decision d = batch::decide(commands, load(batch::keys_of(commands)));
+    batch::fill_event_ids(d, write(d.effects));
+    return d;
+  }
+  CommandResult one(Command command) { return run({std::move(command)}).results.at(0); }
+
+  const Hold* hold(std::string_view id) const {
+    const auto seq = hold_id_seq(id);
+    if (!seq) return nullptr;
+    auto it = holds.find(*seq);
+    return it != holds.end() && it->second.hold_id == id ? &it->second : nullptr;
+  }
+  std::vector<Event> events_of(const std::string& account) const {
+    std::vector<Event> out;
+    for (const Event& e : events) {
+      if (e.account_id == account) out.push_back(e);
+    }
+    return out;
+  }
+  // Every invariant of design.md that the rows and the log can show.
+  std::vector<std::string> violations() const {
+    std::vector<std::string> out;
+    for (const auto& [id, a] : accounts) {
+      std::int64_t sum = 0, count = 0;
+      for (const auto& [seq, h] : holds) {
+        if (h.account_id == id && h.status == HoldStatus::active) {
+          sum += h.amount;
+          ++count;
+        }
+      }
+      for (auto& v : invariants::check_balances(a)) out.push_back(id + ": " + v);
+      for (auto& v : invariants::check_active_holds(a, sum, count)) out.push_back(id + ": " + v);
+      const auto log = events_of(id);
+      for (auto& v : invariants::check_fold(a, invariants::fold_events(log))) out.push_back(id + ": " + v);
+    }
+    return out;
+  }
+
+ private:
+  std::vector<Hold> by_deadline() const {
+    std::vector<Hold> out;
+    for (const auto& [seq, h] : holds) {
+      if (h.status == HoldStatus::active) out.push_back(h);
+    }
+    std::stable_sort(out.begin(), out.end(), [](const Hold& a, const Hold& b) { return a.expires_at_ms < b.expires_at_ms; });
+    return out;
+  }
+};
+
+ReserveCommand reserve(std::string account, std::int64_t amount, std::string request, std::int64_t ttl = kTtl) {
+  return ReserveCommand{std::move(account), amount, request, ttl, "", "r" + request};
+}
+CommitCommand commit(std::string hold, std::optional<std::int64_t> amount = std::nullopt,
+                     LateCommitPolicy policy = LateCommitPolicy::charge) {
+  return CommitCommand{std::move(hold), amount, policy};
+}
+
+template <typename T>
+const T& outcome(const CommandResult& r) {
+  EXPECT_TRUE(r.ok()) << r.error().detail;
+  return std::get<T>(r.value());
+}
+
+Balances bal(std::int64_t available, std::int64_t reserved, std::int64_t used, std::int64_t purchased) {
+  return Balances{available, reserved, used, purchased};
+}
+
+std::vector<EventType> types(const std::vector<Event>& events) {
+  std::vector<EventType> out;
+  for (const Event& e : events) out.push_back(e.type);
+  return out;
+}
+
+class BatchDecision : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    ASSERT_TRUE(w.one(CreateAccountCommand{"alice", 0, std::nullopt}).ok());
+    ASSERT_TRUE(w.one(CreditCommand{"alice", 10, "pay-1"}).ok());
+  }
+  std::string hold(std::int64_t amount, const std::string& request, std::int64_t ttl = kTtl) {
+    return outcome<HoldOutcome>(w.one(reserve("alice", amount, request, ttl))).hold.hold_id;
+  }
+  World w;
+};
+
+// --- keys -----------------------------------------------------------------------------------------
+
+TEST(BatchKeys, EachCommandKindNamesTheRowsItReads) {
+  const std::vector<Command> commands{
+      CreateAccountCommand{"carol", 0, std::nullopt},
+      CreditCommand{"bob", 5, "ref-b"},
+      DebitCommand{"alice", 1, "ref-a", "refund"},
+      reserve("bob", 2, "req-1"),
+      reserve("bob", 2, "req-1"),  // the same key twice: listed once
+      commit("hold_7_ab"),
+      ReleaseCommand{"hold_3"},
+      ExtendCommand{"not-a-hold-id", 5},
+      ExpireOverdueCommand{10},
+      ExpireOverdueCommand{5},
+      CreateKeyCommand{"key-1", std::string("dave"), "sha"},
+      RevokeKeyCommand{"key-0"},
+  };
+  const batch::Keys k = batch::keys_of(commands);
+  EXPECT_THAT(k.accounts, ElementsAre("alice", "bob", "carol", "dave"));
+  EXPECT_THAT(k.hold_ids, ElementsAre("hold_3", "hold_7_ab", "not-a-hold-id"));
+  EXPECT_THAT(k.hold_seqs, ElementsAre(3, 7));  // a malformed id names no row
+  EXPECT_THAT(k.request_ids, ElementsAre("req-1"));
+  EXPECT_THAT(k.references, ElementsAre("ref-a", "ref-b"));
+  EXPECT_THAT(k.key_ids, ElementsAre("key-0", "key-1"));
+  EXPECT_THAT(k.view_accounts, ElementsAre("alice", "bob", "carol"));
+  EXPECT_EQ(k.new_holds_max, 2);        // one per reserve command, replays included
+  EXPECT_EQ(k.overdue_max, 15);         // the reaper's passes add up
+  EXPECT_EQ(k.live_holds_ending_max, 2);  // a commit and a release
+  EXPECT_EQ(k.oldest_live_needed(), 3);
+}
+
+TEST(BatchKeys, AnEmptyBatchReadsNothing) {
+  const batch::Keys k = batch::keys_of({});
+  EXPECT_TRUE(k.accounts.empty() && k.hold_ids.empty() && k.request_ids.empty() && k.references.empty());
+  EXPECT_EQ(k.new_holds_max + k.overdue_max + k.live_holds_ending_max, 0);
+}
+
+// --- reservations ---------------------------------------------------------------------------------
+
+TEST_F(BatchDecision, AReservationThatFitsMovesCreditsAndWritesTheAccountOnceTheHoldAndItsEvent) {
+  const batch::Decision d = w.run({reserve("alice", 3, "req-1")});
+  const Hold& h = outcome<HoldOutcome>(d.results[0]).hold;
+  EXPECT_TRUE(outcome<HoldOutcome>(d.results[0]).created);
+  EXPECT_EQ(h.hold_id, "hold_1_rreq-1");
+  EXPECT_EQ(h.status, HoldStatus::active);
+  EXPECT_EQ(h.expires_at_ms, kStart + kTtl);
+  EXPECT_EQ(h.metadata_json, "{}");
+  ASSERT_EQ(d.effects.changed_accounts.size(), 1u);
+  EXPECT_EQ(d.effects.changed_accounts[0].before.balances, bal(10, 0, 0, 10));
+  EXPECT_EQ(d.effects.changed_accounts[0].after.balances, bal(7, 3, 0, 10));
+  EXPECT_EQ(d.effects.changed_accounts[0].after.active_holds, 1);
+  ASSERT_EQ(d.effects.new_holds.size(), 1u);
+  EXPECT_EQ(d.effects.new_holds[0], h);
+  ASSERT_EQ(d.effects.events.size(), 1u);
+  EXPECT_EQ(d.effects.events[0].type, EventType::reserved);
+  EXPECT_EQ(d.effects.events[0].hold_id, h.hold_id);
+  EXPECT_EQ(d.effects.events[0].available_after, 7);
+}
+
+TEST_F(BatchDecision, EachReservationInABatchSeesTheOnesBeforeIt) {
+  const batch::Decision d = w.run({reserve("alice", 6, "kiosk-1"), reserve("alice", 6, "kiosk-2"),
+                                   reserve("alice", 4, "kiosk-3")});
+  EXPECT_TRUE(d.results[0].ok());
+  ASSERT_FALSE(d.results[1].ok());
+  EXPECT_EQ(d.results[1].error().code, Code::insufficient_credits);
+  EXPECT_EQ(d.results[1].error().available, 4);
+  EXPECT_EQ(d.results[1].error().requested, 6);
+  EXPECT_TRUE(d.results[2].ok());
+  // The account is written once, with its final balances; the refusal wrote nothing.
+  ASSERT_EQ(d.effects.changed_accounts.size(), 1u);
+  EXPECT_EQ(d.effects.changed_accounts[0].after.balances, bal(0, 10, 0, 10));
+  EXPECT_EQ(d.effects.new_holds.size(), 2u);
+  EXPECT_EQ(types(d.effects.events), (std::vector<EventType>{EventType::reserved, EventType::reserved}));
+  // Hold numbers are taken in command order, only by holds that were made.
+  EXPECT_EQ(outcome<HoldOutcome>(d.results[0]).hold.hold_id, "hold_1_rkiosk-1");
+  EXPECT_EQ(outcome<HoldOutcome>(d.results[2]).hold.hold_id, "hold_2_rkiosk-3");
+}
+
+TEST_F(BatchDecision, ARefusedBatchWritesNothingAtAll) {
+  const batch::Decision d = w.run({reserve("alice", 11, "too-much"), reserve("nobody", 1, "r"),
+                                   commit("hold_99_x"), ReleaseCommand{"garbage"}});
+  EXPECT_EQ(d.results[0].error().code, Code::insufficient_credits);
+  EXPECT_EQ(d.results[1].error().code, Code::not_found);
+  EXPECT_THAT(d.results[1].error().detail, HasSubstr("account nobody does not exist"));
+  EXPECT_EQ(d.results[2].error().code, Code::not_found);
+  EXPECT_EQ(d.results[3].error().code, Code::not_found);
+  EXPECT_TRUE(d.effects.empty());
+}
+
+TEST_F(BatchDecision, TooManyHoldsIsCheckedBeforeCredits) {
+  ASSERT_TRUE(w.one(CreateAccountCommand{"kiosk", 0, 1}).ok());
+  const batch::Decision d = w.run({CreditCommand{"kiosk", 5, "k-pay"}, reserve("kiosk", 1, "a"),
+                                   reserve("kiosk", 1, "b")});
+  EXPECT_TRUE(d.results[1].ok());
+  EXPECT_EQ(d.results[2].error().code, Code::too_many_holds);
+}
+
+TEST_F(BatchDecision, AReservationRefusedOnTheStoredRowFirstExpiresTheAccountsZombies) {
+  hold(8, "zombie", 1'000);
+  w.now += 5'000;
+  const batch::Decision d = w.run({reserve("alice", 9, "fresh")});
+  ASSERT_TRUE(d.results[0].ok()) << d.results[0].error().detail;
+  EXPECT_EQ(types(d.effects.events), (std::vector<EventType>{EventType::expired, EventType::reserved}));
+  EXPECT_EQ(d.effects.changed_accounts.at(0).after.balances, bal(1, 9, 0, 10));
+  ASSERT_EQ(d.effects.changed_holds.size(), 1u);
+  EXPECT_EQ(d.effects.changed_holds[0].after.status, HoldStatus::expired);
+  EXPECT_EQ(d.effects.changed_holds[0].after.closed_at_ms, kStart + 1'000);  // closed at its deadline
+}
+
+TEST_F(BatchDecision, AReservationThatFitsLeavesZombiesToTheReaper) {
+  hold(2, "zombie", 1'000);
+  w.now += 5'000;
+  const batch::Decision d = w.run({reserve("alice", 1, "small")});
+  EXPECT_EQ(types(d.effects.events), (std::vector<EventType>{EventType::reserved}));
+}
+
+TEST_F(BatchDecision, TheSameRequestIdAnswersTheHoldAsItIsNowAndAnotherAccountOrAmountIsAMismatch) {
+  const std::string id = hold(3, "req-1", 1'000);
+  ASSERT_TRUE(w.one(CreateAccountCommand{"bob", 0, std::nullopt}).ok());
+  w.now += 2'000;
+  const batch::Decision d = w.run({reserve("alice", 3, "req-1"), reserve("alice", 4, "req-1"),
+                                   reserve("bob", 3, "req-1")});
+  const auto& replay = outcome<HoldOutcome>(d.results[0]);
+  EXPECT_FALSE(replay.created);
+  EXPECT_EQ(replay.hold.hold_id, id);
+  EXPECT_EQ(replay.hold.status, HoldStatus::expired);  // as a reader sees it: overdue
+  EXPECT_EQ(d.results[1].error().code, Code::idempotency_mismatch);
+  EXPECT_EQ(d.results[2].error().code, Code::idempotency_mismatch);
+  EXPECT_TRUE(d.effects.empty());
+}
+
+TEST_F(BatchDecision, ARequestIdMadeEarlierInTheSameBatchIsAReplay) {
+  const batch::Decision d = w.run({reserve("alice", 2, "twice"), reserve("alice", 2, "twice")});
+  EXPECT_TRUE(outcome<HoldOutcome>(d.results[0]).created);
+  EXPECT_FALSE(outcome<HoldOutcome>(d.results[1]).created);
+  EXPECT_EQ(outcome<HoldOutcome>(d.results[1]).hold, outcome<HoldOutcome>(d.results[0]).hold);
+  EXPECT_EQ(d.effects.new_holds.size(), 1u);
+}
+
+// --- commit, release, extend, expire -------------------------------------------------------------
+
+TEST_F(BatchDecision, APartialCommitUsesPartAndReturnsTheRestAndAReplayMovesNothing) {
+  const std::string id = hold(5, "gen");
+  const batch::Decision d = w.run({commit(id, 2), commit(id, 2), commit(id, 3), commit(id)});
+  EXPECT_TRUE(outcome<HoldOutcome>(d.results[0]).created);
+  EXPECT_EQ(outcome<HoldOutcome>(d.results[0]).hold.committed_amount, 2);
+  EXPECT_FALSE(outcome<HoldOutcome>(d.results[1]).created);
+  EXPECT_EQ(d.results[2].error().code, Code::hold_committed);
+  EXPECT_EQ(d.results[3].error().code, Code::hold_committed);  // without amount: the whole 5
+  EXPECT_EQ(w.accounts.at("alice").balances, bal(8, 0, 2, 10));
+  EXPECT_THAT(w.violations(), IsEmpty());
+}
+
+TEST_F(BatchDecision, CommittingMoreThanTheHoldIsInvalidAndChangesNothing) {
+  const std::string id = hold(5, "gen");
+  const batch::Decision d = w.run({commit(id, 6)});
+  EXPECT_EQ(d.results[0].error().code, Code::invalid_request);
+  EXPECT_TRUE(d.effects.empty());
+}
+
+TEST_F(BatchDecision, ReleaseReturnsTheHoldAndThenEndsEveryOtherPath) {
+  const std::string id = hold(5, "gen");
+  const batch::Decision d = w.run({ReleaseCommand{id}, ReleaseCommand{id}, commit(id), ExtendCommand{id, 10}});
+  EXPECT_TRUE(outcome<HoldOutcome>(d.results[0]).created);
+  EXPECT_FALSE(outcome<HoldOutcome>(d.results[1]).created);
+  EXPECT_EQ(d.results[2].error().code, Code::hold_released);
+  EXPECT_EQ(d.results[3].error().code, Code::hold_released);
+  EXPECT_EQ(types(d.effects.events), (std::vector<EventType>{EventType::released}));
+  EXPECT_EQ(w.accounts.at("alice").balances, bal(10, 0, 0, 10));
+}
+
+TEST_F(BatchDecision, ExtendMovesTheDeadlineWithoutAnEventAndAnOverdueHoldExpiresInstead) {
+  const std::string live = hold(1, "live", 1'000);
+  const std::string late = hold(1, "late", 1'000);
+  w.now += 500;
+  ASSERT_TRUE(w.one(ExtendCommand{live, 10'000}).ok());
+  EXPECT_EQ(w.hold(live)->expires_at_ms, w.now + 10'000);
+  w.now += 1'000;
+  const batch::Decision d = w.run({ExtendCommand{late, 10'000}, ExtendCommand{live, 10'000}});
+  EXPECT_EQ(d.results[0].error().code, Code::hold_expired);
+  EXPECT_TRUE(d.results[1].ok());
+  // The refused extend still expired the zombie it found (the reaper's work, done early).
+  EXPECT_EQ(types(d.effects.events), (std::vector<EventType>{EventType::expired}));
+}
+
+TEST_F(BatchDecision, ALateCommitFollowsThePolicy) {
+  struct Case {
+    LateCommitPolicy policy;
+    std::int64_t available_after_expiry_and_debit;
+    std::optional<Code> refusal;
+    EventType last;
+    LateOutcome outcome;
+  };
+  for (const Case& c : {Case{LateCommitPolicy::charge, 10, std::nullopt, EventType::late_charged, LateOutcome::charged},
+                        Case{LateCommitPolicy::charge, 1, std::nullopt, EventType::late_forgiven, LateOutcome::forgiven},
+                        Case{LateCommitPolicy::forgive, 10, std::nullopt, EventType::late_forgiven, LateOutcome::forgiven},
+                        Case{LateCommitPolicy::reject, 10, Code::hold_expired, EventType::expired, LateOutcome::none}}) {
+    World fresh;
+    w = fresh;
+    SetUp();
+    const std::string id = hold(3, "slow", 1'000);
+    w.now += 2'000;
+    std::vector<Command> batch;
+    if (c.available_after_expiry_and_debit < 10) batch.push_back(DebitCommand{"alice", 9, "refund", "r"});
+    batch.push_back(commit(id, std::nullopt, c.policy));
+    batch.push_back(commit(id, std::nullopt, c.policy));  // again: the same answer, nothing more
+    const batch::Decision d = w.run(batch);
+    const CommandResult& first = d.results[batch.size() - 2];
+    const CommandResult& again = d.results[batch.size() - 1];
+    if (c.refusal) {
+      EXPECT_EQ(first.error().code, *c.refusal);
+      EXPECT_EQ(again.error().code, *c.refusal);
+    } else {
+      EXPECT_TRUE(outcome<HoldOutcome>(first).created);
+      EXPECT_EQ(outcome<HoldOutcome>(first).hold.late_outcome, c.outcome);
+      EXPECT_EQ(outcome<HoldOutcome>(first).hold.status, HoldStatus::expired);
+      EXPECT_FALSE(outcome<HoldOutcome>(again).created);
+    }
+    EXPECT_EQ(d.effects.events.back().type, c.last);
+    EXPECT_THAT(w.violations(), IsEmpty());
+  }
+}
+
+TEST_F(BatchDecision, TheReaperExpiresTheOldestDeadlinesFirstUpToItsPass) {
+  const std::string a = hold(1, "a", 3'000);
+  const std::string b = hold(1, "b", 1'000);
+  const std::string c = hold(1, "c", 2'000);
+  hold(1, "d", 100'000);
+  w.now += 10'000;
+  const batch::Decision d = w.run({ExpireOverdueCommand{2}, ExpireOverdueCommand{5}});
+  EXPECT_EQ(std::get<ExpireOutcome>(d.results[0].value()).expired, 2);
+  EXPECT_EQ(std::get<ExpireOutcome>(d.results[1].value()).expired, 1);
+  ASSERT_EQ(d.effects.events.size(), 3u);
+  EXPECT_EQ(d.effects.events[0].hold_id, b);
+  EXPECT_EQ(d.effects.events[1].hold_id, c);
+  EXPECT_EQ(d.effects.events[2].hold_id, a);
+  EXPECT_EQ(w.accounts.at("alice").balances, bal(9, 1, 0, 10));
+}
+
+// --- transfers, accounts, keys --------------------------------------------------------------------
+
+TEST_F(BatchDecision, ACreditIsRecordedOnceUnderItsReferenceWithTheEventItWrote) {
+  const batch::Decision d = w.run({CreditCommand{"alice", 5, "pay-2"}, CreditCommand{"alice", 5, "pay-2"},
+                                   CreditCommand{"alice", 6, "pay-2"}, DebitCommand{"alice", 5, "pay-2", ""}});
+  const auto& made = outcome<TransferOutcome>(d.results[0]);
+  const auto& replay = outcome<TransferOutcome>(d.results[1]);
+  EXPECT_TRUE(made.created);
+  EXPECT_FALSE(replay.created);
+  EXPECT_GT(made.event.event_id, 0);  // filled in once the backend gave ids
+  EXPECT_EQ(replay.event, made.event);
+  EXPECT_EQ(made.account.balances, bal(15, 0, 0, 15));
+  EXPECT_EQ(d.results[2].error().code, Code::idempotency_mismatch);
+  EXPECT_EQ(d.results[3].error().code, Code::idempotency_mismatch);
+  ASSERT_EQ(d.effects.transfers.size(), 1u);
+  EXPECT_EQ(w.transfers.at("pay-2").first.event_id, made.event.event_id);
+}
+
+TEST_F(BatchDecision, ADebitNeverUsesTheOverdraftButMayUseExpiredHolds) {
+  ASSERT_TRUE(w.one(CreateAccountCommand{"od", 5, std::nullopt}).ok());
+  EXPECT_EQ(w.one(DebitCommand{"od", 1, "od-1", ""}).error().code, Code::insufficient_credits);
+  hold(10, "all", 1'000);
+  w.now += 2'000;
+  const CommandResult r = w.one(DebitCommand{"alice", 10, "refund", "why"});
+  ASSERT_TRUE(r.ok()) << r.error().detail;
+  EXPECT_EQ(types(w.events_of("alice")).back(), EventType::debited);
+  EXPECT_EQ(w.accounts.at("alice").balances, bal(0, 0, 0, 0));
+}
+
+TEST_F(BatchDecision, ACreditPastTheLargestBalanceIsAnOverflow) {
+  const CommandResult r = w.one(CreditCommand{"alice", limits::kAmountMax, "big"});
+  ASSERT_TRUE(r.ok());
+  for (int i = 0; i < 1100 && w.one(CreditCommand{"alice", limits::kAmountMax, "big-" + std::to_string(i)}).ok(); ++i) {
+  }
+  const CommandResult over = w.one(CreditCommand{"alice", limits::kAmountMax, "over"});
+  EXPECT_EQ(over.error().code, Code::overflow);
+  EXPECT_THAT(w.violations(), IsEmpty());
+}
+
+TEST_F(BatchDecision, AnAccountMadeInABatchCanBeUsedLaterInIt) {
+  const batch::Decision d = w.run({CreateAccountCommand{"new", 0, 2}, CreditCommand{"new", 3, "new-pay"},
+                                   reserve("new", 2, "new-r"), CreateAccountCommand{"new", 0, 2},
+                                   CreateAccountCommand{"new", 1, 2}});
+  for (std::size_t i = 0; i < 4; ++i) EXPECT_TRUE(d.results[i].ok()) << i;
+  EXPECT_FALSE(outcome<AccountOutcome>(d.results[3]).created);
+  EXPECT_EQ(outcome<AccountOutcome>(d.results[3]).account.balances, bal(1, 2, 0, 3));
+  EXPECT_EQ(d.results[4].error().code, Code::conflict);
+  // Written once, as it ends the batch: an insert with the final balances, no update.
+  ASSERT_EQ(d.effects.new_accounts.size(), 1u);
+  EXPECT_EQ(d.effects.new_accounts[0].balances, bal(1, 2, 0, 3));
+  EXPECT_TRUE(d.effects.changed_accounts.empty());
+}
+
+TEST_F(BatchDecision, TheAccountAnOutcomeReportsIsTheReadersViewAtThatCommand) {
+  const std::string oldest = hold(1, "oldest");
+  w.now += 1'000;
+  const std::string middle = hold(1, "middle");
+  w.now += 1'000;
+  hold(1, "zombie", 500);
+  w.now += 1'000;
+  // The view: the zombie already counts as available; the oldest live hold is `oldest` until it
+  // ends in this very batch, then `middle`.
+  const batch::Decision d = w.run({CreditCommand{"alice", 1, "c1"}, commit(oldest), CreditCommand{"alice", 1, "c2"},
+                                   ReleaseCommand{middle}, CreditCommand{"alice", 1, "c3"}});
+  const Account& first = outcome<TransferOutcome>(d.results[0]).account;
+  EXPECT_EQ(first.balances, bal(9, 2, 0, 11));
+  EXPECT_EQ(first.active_holds, 2);
+  EXPECT_EQ(first.oldest_active_hold_age_ms, 3'000);
+  EXPECT_EQ(outcome<TransferOutcome>(d.results[2]).account.oldest_active_hold_age_ms, 2'000);
+  EXPECT_EQ(outcome<TransferOutcome>(d.results[4]).account.oldest_active_hold_age_ms, std::nullopt);
+  EXPECT_EQ(outcome<TransferOutcome>(d.results[4]).account.balances, bal(12, 0, 1, 13));
+}
+
+TEST_F(BatchDecision, KeysAreCreatedOnceAndAccountKeysRevokedOnceButNeverTheAdminKey) {
+  const batch::Decision d = w.run({CreateKeyCommand{"admin", std::nullopt, "h0"},
+                                   CreateKeyCommand{"k1", std::string("alice"), "h1"},
+                                   CreateKeyCommand{"k1", std::string("alice"), "h1"},
+                                   CreateKeyCommand{"k1", std::string("alice"), "other"},
+                                   CreateKeyCommand{"k2", std::string("nobody"), "h2"}, RevokeKeyCommand{"k1"},
+                                   RevokeKeyCommand{"k1"}, RevokeKeyCommand{"admin"}, RevokeKeyCommand{"k9"}});
+  EXPECT_TRUE(outcome<KeyOutcome>(d.results[1]).created);
+  EXPECT_FALSE(outcome<KeyOutcome>(d.results[2]).created);
+  EXPECT_EQ(d.results[3].error().code, Code::conflict);
+  EXPECT_EQ(d.results[4].error().code, Code::not_found);
+  EXPECT_TRUE(outcome<KeyOutcome>(d.results[5]).created);
+  EXPECT_EQ(outcome<KeyOutcome>(d.results[5]).key.revoked_at_ms, kStart);
+  EXPECT_FALSE(outcome<KeyOutcome>(d.results[6]).created);
+  EXPECT_EQ(d.results[7].error().code, Code::conflict);
+  EXPECT_EQ(d.results[8].error().code, Code::not_found);
+  EXPECT_EQ(d.effects.new_keys.size(), 2u);  // inserted revoked: one write per key
+  EXPECT_TRUE(w.keys.at("k1").revoked_at_ms.has_value());
+}
+
+// --- every invariant, after seeded random batches ------------------------------------------------
+
+TEST(BatchDecisionProperties, RandomBatchesKeepEveryInvariantAndEveryRefusalWritesNothing) {
+  const char* env = std::getenv("TOLLGATE_BATCH_PROPERTY_SEEDS");
+  const int seeds = env ? std::atoi(env) : 40;
+  int refused = 0, applied = 0;
+  for (int seed = 1; seed <= seeds; ++seed) {
+    std::mt19937_64 rng(static_cast<std::uint64_t>(seed));
+    const auto pick = [&](std::int64_t lo, std::int64_t hi) {
+      return std::uniform_int_distribution<std::int64_t>(lo, hi)(rng);
+    };
+    World w;
+    const std::vector<std::string> accounts{"a", "b", "c"};
+    std::vector<std::string> holds{"hold_999_x", "junk"};
+    int n = 0;
+    for (int round = 0; round < 60; ++round) {
+      std::vector<Command> batch;
+      const int size = static_cast<int>(pick(1, 12));
+      for (int i = 0; i < size; ++i) {
+        const std::string& account = accounts[static_cast<std::size_t>(pick(0, 2))];
+        const std::string& hold = holds[static_cast<std::size_t>(pick(0, static_cast<std::int64_t>(holds.size()) - 1))];
+        const auto policy = static_cast<LateCommitPolicy>(pick(0, 2));
+        switch (pick(0, 9)) {
+          case 0: batch.push_back(CreateAccountCommand{account, pick(0, 1) * 3, pick(0, 1) ? std::optional<std::int64_t>(3) : std::nullopt}); break;
+          case 1: batch.push_back(CreditCommand{account, pick(1, 20), "ref-" + std::to_string(pick(0, 40))}); break;
+          case 2: batch.push_back(DebitCommand{account, pick(1, 20), "ref-" + std::to_string(pick(0, 40)), ""}); break;
+          case 3:
+          case 4: batch.push_back(reserve(account, pick(1, 8), "req-" + std::to_string(n++ % 50), pick(1, 5'000))); break;
+          case 5: batch.push_back(commit(hold, pick(0, 1) ? std::optional<std::int64_t>(pick(1, 9)) : std::nullopt, policy)); break;
+          case 6: batch.push_back(ReleaseCommand{hold}); break;
+          case 7: batch.push_back(ExtendCommand{hold, pick(1, 5'000)}); break;
+          case 8: batch.push_back(ExpireOverdueCommand{pick(1, 4)}); break;
+          default: batch.push_back(CreditCommand{account, pick(1, 5), "fund-" + std::to_string(n++)}); break;
+        }
+      }
+      const auto events_before = w.events.size();
+      const batch::Decision d = w.run(batch);
+      ASSERT_EQ(d.results.size(), batch.size());
+      for (std::size_t i = 0; i < batch.size(); ++i) {
+        if (!d.results[i]) {
+          ++refused;
+          continue;
+        }
+        ++applied;
+        if (const auto* h = std::get_if<HoldOutcome>(&d.results[i].value())) {
+          if (h->created && std::holds_alternative<ReserveCommand>(batch[i])) holds.push_back(h->hold.hold_id);
+        }
+      }
+      // A batch whose commands were all refused or replays writes no event (a refusal may expire
+      // zombies, and a reaper pass may too: those are the only writes without a created result).
+      const bool only_refusals = std::all_of(d.results.begin(), d.results.end(), [](const CommandResult& r) {
+        return !r.ok() || std::visit([](const auto& o) {
+          using T = std::decay_t<decltype(o)>;
+          if constexpr (std::is_same_v<T, ExpireOutcome>) return o.expired == 0;
+          else return !o.created;
+        }, r.value());
+      });
+      if (only_refusals) {
+        for (std::size_t e = events_before; e < w.events.size(); ++e) {
+          EXPECT_EQ(w.events[e].type, EventType::expired) << "seed " << seed << " round " << round;
+        }
+      }
+      ASSERT_THAT(w.violations(), IsEmpty()) << "seed " << seed << " round " << round;
+      w.now += pick(0, 1'500);
+    }
+  }
+  EXPECT_GT(applied, 1000);
+  EXPECT_GT(refused, 1000);
+}
+
+}  // namespace
+}  // namespace tollgate
