@@ -337,5 +337,25 @@ TEST(ConfigServe, AValidConfigFileStartsTheServerWithItsSettings) {
   EXPECT_EQ(server.stop(SIGTERM), 0) << server.log();
 }
 
+// One process owns a SQLite file: a second `tollgate serve` on it refuses to start, clearly, and the
+// first one keeps serving (design.md: for many instances, PostgreSQL).
+TEST(ConfigServe, ASecondServerOnTheSameSqliteFileRefusesToStart) {
+  ServerProcess first{ServerOptions{}};
+  HttpClient admin(first.port(), first.admin_key());
+  ASSERT_EQ(admin.post("/v1/accounts", json::object{{"account_id", "owner"}}).status, 201u);
+  const ProcessResult second =
+      testing::run_tollgate({"serve", "--listen", "127.0.0.1:0", "--database", first.database()},
+                            {{"TOLLGATE_ADMIN_KEY", first.admin_key()}}, std::chrono::seconds(20));
+  EXPECT_FALSE(second.timed_out) << "it started anyway: " << second.err;
+  EXPECT_EQ(second.exit_code, 1) << "stderr: " << second.err;
+  EXPECT_NE(second.err.find("in use by another tollgate process"), std::string::npos) << second.err;
+  EXPECT_EQ(second.err.find("listening on"), std::string::npos) << "it started anyway: " << second.err;
+  EXPECT_EQ(admin.get("/v1/accounts/owner").status, 200u);
+  // Once the first is gone, the file is free again.
+  EXPECT_EQ(first.stop(SIGTERM), 0) << first.log();
+  first.restart();
+  EXPECT_EQ(HttpClient(first.port(), first.admin_key()).get("/v1/accounts/owner").status, 200u);
+}
+
 }  // namespace
 }  // namespace tollgate::httptest

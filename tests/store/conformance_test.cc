@@ -1675,6 +1675,20 @@ TEST_F(SqliteFile, PingAnswersOnAFreshStore) {
   EXPECT_EQ(store->now_ms(), clock_.now_ms());
 }
 
+TEST_F(SqliteFile, ASecondStoreOnTheSameFileIsRefusedUntilTheFirstIsClosed) {
+  auto first = open();
+  ASSERT_NE(first, nullptr);
+  SqliteOptions options;
+  options.path = dir_.file("tollgate.db");
+  auto second = SqliteStore::open(options, clock_);
+  ASSERT_FALSE(second.ok());
+  EXPECT_EQ(code_name(second.error().code), code_name(Code::conflict));
+  EXPECT_THAT(second.error().detail, ::testing::HasSubstr("in use by another tollgate process"));
+  EXPECT_OK(first->ping());  // the refusal changed nothing for the owner
+  first.reset();
+  EXPECT_NE(open(), nullptr);
+}
+
 TEST_F(SqliteFile, ReopeningTheFileKeepsAccountsHoldsAndEvents) {
   Account account_before;
   Hold active_before, committed_before;
