@@ -98,8 +98,10 @@ std::size_t GroupCommitter::batch_size(std::size_t waiting) {
     std::lock_guard lock(committed_mu_);
     if (!committed_.empty() || syncing_) return all;  // a flush is under way: this batch overlaps it
   }
-  const std::uint64_t apply_all_ns = apply_ns_per_command_avg_.load(std::memory_order_relaxed) * all;
-  if (apply_all_ns <= sync_ns_avg_.load(std::memory_order_relaxed)) return all;  // in step is faster
+  const std::uint64_t apply_ns = apply_ns_per_command_avg_.load(std::memory_order_relaxed);
+  const std::uint64_t sync_ns = sync_ns_avg_.load(std::memory_order_relaxed);
+  if (apply_ns == 0 || sync_ns == 0) return all;  // nothing measured yet
+  if (apply_ns * all <= sync_ns) return all;      // in step is faster
   split_batches_.fetch_add(1, std::memory_order_relaxed);
   return (all + 1) / 2;
 }
@@ -148,8 +150,8 @@ void GroupCommitter::writer_loop() {
       lock.unlock();
       std::deque<Finished> one;
       one.push_back(std::move(finished));
+      answered_inline_.fetch_add(1, std::memory_order_relaxed);  // before the callers can look
       answer(one, flush(one));
-      answered_inline_.fetch_add(1, std::memory_order_relaxed);
       continue;
     }
     committed_cv_.wait(lock, [&] { return committed_.size() < kCommittedMax; });
