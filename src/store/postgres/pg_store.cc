@@ -113,13 +113,18 @@ CREATE TABLE api_keys (
 );
 )sql",
     // 3: tollgate_assert(), with which a batch's set-based writes abort their own transaction when a
-    // guarded row was not as the batch read it (pg_write.h)
+    // guarded row was not as the batch read it (pg_write.h); the active-hold indexes end with seq, so
+    // "oldest deadline first, then creation order" — of one account or of all — is an index scan
     R"sql(
 CREATE FUNCTION tollgate_assert(ok boolean, message text) RETURNS boolean LANGUAGE plpgsql AS $$
   BEGIN
     IF NOT ok THEN RAISE EXCEPTION USING ERRCODE = 'assert_failure', MESSAGE = message; END IF;
     RETURN true;
   END $$;
+DROP INDEX holds_active_by_deadline;
+CREATE INDEX holds_active_by_deadline ON holds(expires_at_ms, seq) WHERE status = 'active';
+DROP INDEX holds_active_by_account;
+CREATE INDEX holds_active_by_account ON holds(account_id, expires_at_ms, seq) WHERE status = 'active';
 )sql",
 };
 constexpr int kMigrationCount = static_cast<int>(std::size(kMigrations));
