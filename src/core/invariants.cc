@@ -163,4 +163,12 @@ std::vector<std::string> check_fold(const Account& account, const Fold& fold) {
   return out;
 }
 
+std::vector<std::string> check_account(const Account& row, std::span<const Event> events, std::int64_t active_sum,
+                                       std::int64_t active_count) {
+  std::vector<std::string> found = check_balances(row);
+  for (auto& v : check_active_holds(row, active_sum, active_count)) found.push_back(std::move(v));
+  for (auto& v : check_fold(row, fold_events(events))) found.push_back(std::move(v));
+  return found;
+}
+
 }  // namespace tollgate::invariants

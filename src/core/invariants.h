@@ -42,4 +42,9 @@ Fold fold_events(std::span<const Event> events);
 // Invariant 4 (and the fold's own findings): compares an account row with the fold of its events.
 std::vector<std::string> check_fold(const Account& account, const Fold& fold);
 
+// Every invariant of one account: its row (1, 3), its active holds' sum and count (2), and the fold
+// of its events, oldest first (4, 5). What the audit of every store runs per account.
+std::vector<std::string> check_account(const Account& row, std::span<const Event> events, std::int64_t active_sum,
+                                       std::int64_t active_count);
+
 }  // namespace tollgate::invariants

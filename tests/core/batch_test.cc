@@ -167,10 +167,7 @@ class World {
           ++count;
         }
       }
-      for (auto& v : invariants::check_balances(a)) out.push_back(id + ": " + v);
-      for (auto& v : invariants::check_active_holds(a, sum, count)) out.push_back(id + ": " + v);
-      const auto log = events_of(id);
-      for (auto& v : invariants::check_fold(a, invariants::fold_events(log))) out.push_back(id + ": " + v);
+      for (auto& v : invariants::check_account(a, events_of(id), sum, count)) out.push_back(id + ": " + v);
     }
     return out;
   }

@@ -322,10 +322,9 @@ Result<AuditReport> PgStore::audit(std::optional<std::string_view> account_id) {
       Rows active = db.query("SELECT coalesce(sum(amount), 0), count(*) FROM holds "
                              "WHERE account_id = $1 AND status = 'active'",
                              id);
-      std::vector<std::string> found = invariants::check_balances(*row);
-      for (auto& v : invariants::check_active_holds(*row, active.int64(0, 0), active.int64(0, 1))) found.push_back(v);
-      for (auto& v : invariants::check_fold(*row, invariants::fold_events(events))) found.push_back(v);
-      for (auto& message : found) report.violations.push_back(AuditViolation{id, std::move(message)});
+      for (auto& message : invariants::check_account(*row, events, active.int64(0, 0), active.int64(0, 1))) {
+        report.violations.push_back(AuditViolation{id, std::move(message)});
+      }
       ++report.accounts_checked;
     }
     return report;

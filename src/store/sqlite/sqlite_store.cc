@@ -420,10 +420,9 @@ Result<AuditReport> SqliteStore::audit(std::optional<std::string_view> account_i
                            "WHERE account_id = ?1 AND status = 'active'"),
                    id);
       TG_ASSERT(active.step());
-      std::vector<std::string> found = invariants::check_balances(*row);
-      for (auto& v : invariants::check_active_holds(*row, active->int64(0), active->int64(1))) found.push_back(v);
-      for (auto& v : invariants::check_fold(*row, invariants::fold_events(events))) found.push_back(v);
-      for (auto& message : found) report.violations.push_back(AuditViolation{id, std::move(message)});
+      for (auto& message : invariants::check_account(*row, events, active->int64(0), active->int64(1))) {
+        report.violations.push_back(AuditViolation{id, std::move(message)});
+      }
       ++report.accounts_checked;
     }
     return report;
