@@ -3,7 +3,8 @@
 // Workloads (each one a "cell": one implementation × one account layout × one caller count, on a
 // fresh database, a short warm-up, then a fixed wall-time window):
 //
-//   tollgate hot      every caller on ONE account; SqliteStore (WAL, synchronous=FULL) + Ledger with
+//   tollgate hot      every caller on ONE account; SqliteStore (WAL, synchronous=NORMAL and the WAL
+//                     flushed by the store before any answer: as durable as FULL) + Ledger with
 //                     group commit, reaper off. A caller loops: Ledger::reserve(1, unique request_id)
 //                     then Ledger::commit(that hold). One lifecycle = both calls, both durable.
 //   tollgate spread   the same on 10,000 accounts; each caller picks an account at random
@@ -911,7 +912,8 @@ bool exec(sqlite3* db, const char* sql, std::string& failure) {
   return true;
 }
 
-// The same settings as tollgate's sqlite::Conn: WAL, synchronous=FULL, busy time-out, cache size.
+// The textbook durable settings (WAL, synchronous=FULL: each COMMIT flushes), tollgate's busy
+// time-out and cache size.
 bool open_raw(const std::string& path, RawDb& raw, std::string& failure) {
   tollgate::SqliteOptions defaults;
   if (sqlite3_open_v2(path.c_str(), &raw.db, SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE | SQLITE_OPEN_NOMUTEX,

@@ -486,7 +486,7 @@ thousands() { LC_ALL=C printf "%'.0f" "$1" 2>/dev/null || printf "%.0f" "$1"; }
   echo "tollgate HTTP benchmark — wrk -t$threads -c$connections -d${seconds}s (keep-alive), redis-benchmark -c $connections"
   echo "machine: $cpus CPUs SHARED by wrk, redis-benchmark, redis-server and tollgate (and whatever else runs);"
   echo "         load average before $load_before, after $load_after"
-  echo "database: $dir/t.db ($fs), WAL, synchronous=FULL: every 2xx reservation/commit is durable"
+  echo "database: $dir/t.db ($fs), WAL flushed before every answer (synchronous=NORMAL + the store's own fdatasync): every 2xx reservation/commit is durable"
   echo
   printf '%-26s %11s %12s %8s %8s %9s %6s %11s %6s\n' workload "requests/s" "lifecycles/s" "p50 ms" "p99 ms" \
     requests errors "cpu us/req" "busy%"
