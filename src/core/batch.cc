@@ -36,11 +36,13 @@ void add_keys(const DebitCommand& c, Keys& k) {
   k.accounts.push_back(c.account_id);
   k.references.push_back(c.reference);
   k.view_accounts.push_back(c.account_id);
+  ++k.zombie_expiring_commands;
 }
 void add_keys(const ReserveCommand& c, Keys& k) {
   k.accounts.push_back(c.account_id);
   k.request_ids.push_back(c.request_id);
   ++k.new_holds_max;
+  ++k.zombie_expiring_commands;
 }
 void add_hold(std::string_view hold_id, Keys& k) {
   k.hold_ids.emplace_back(hold_id);
@@ -49,6 +51,7 @@ void add_hold(std::string_view hold_id, Keys& k) {
 void add_keys(const CommitCommand& c, Keys& k) {
   add_hold(c.hold_id, k);
   ++k.live_holds_ending_max;
+  ++k.zombie_expiring_commands;  // a late charge refused on the stored row
 }
 void add_keys(const ReleaseCommand& c, Keys& k) {
   add_hold(c.hold_id, k);
@@ -551,6 +554,20 @@ CommandResult decide_one(Context& x, const RevokeKeyCommand& c) {
 }
 
 }  // namespace
+
+std::int64_t Keys::overdue_per_account_max() const {
+  return limits::kReaperBatchMaxDefault * (1 + zombie_expiring_commands);
+}
+
+std::int64_t Keys::reaper_load_max(std::int64_t overdue_loaded) const {
+  if (overdue_max == 0) return 0;
+  return overdue_max + static_cast<std::int64_t>(hold_ids.size()) + overdue_loaded;
+}
+
+std::int64_t Keys::reaper_load_bound() const {
+  if (overdue_max == 0) return 0;
+  return reaper_load_max(static_cast<std::int64_t>(accounts.size() + hold_ids.size()) * overdue_per_account_max());
+}
 
 Keys keys_of(std::span<const Command> commands) {
   Keys k;

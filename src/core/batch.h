@@ -49,8 +49,21 @@ struct Keys {
   std::int64_t new_holds_max = 0;     // reserve commands: the most hold sequence numbers needed
   std::int64_t overdue_max = 0;       // the reaper's passes: overdue holds of any account, at most
   std::int64_t live_holds_ending_max = 0;  // commits and releases: live holds that may end
+  // Reserves, debits and commits: each may expire its account's overdue holds (at most
+  // limits::kReaperBatchMaxDefault at a time) when the stored row refuses it.
+  std::int64_t zombie_expiring_commands = 0;
+
   // The oldest live holds an AccountView must list: one more than the batch can end.
   std::int64_t oldest_live_needed() const { return live_holds_ending_max + 1; }
+  // The overdue holds to load per locked account: as many as the batch's commands may expire.
+  std::int64_t overdue_per_account_max() const;
+  // The oldest overdue holds (of any account) the reaper's passes must see: their own maximum plus
+  // every overdue hold the commands before them may expire first — those named by id, and the
+  // `overdue_loaded` loaded for the locked accounts. 0 without a reaper pass.
+  std::int64_t reaper_load_max(std::int64_t overdue_loaded) const;
+  // An upper bound of reaper_load_max() known before anything is loaded (for locking the accounts
+  // of those holds in the same round trip as the loads).
+  std::int64_t reaper_load_bound() const;
 };
 
 // The keys of `commands` (exhaustive: a command kind without keys does not compile).
@@ -75,8 +88,9 @@ struct Snapshot {
   // the named ones, those of the holds named, and those whose overdue holds the reaper may expire.
   std::vector<Account> accounts;
   // Holds: named by id or request_id; each locked account's overdue holds (oldest deadline first,
-  // at most limits::kReaperBatchMaxDefault per account); the reaper's overdue holds (at most
-  // Keys::overdue_max, only of locked accounts). Duplicates are allowed (the same row twice).
+  // then creation order; at most Keys::overdue_per_account_max() per account); the oldest overdue
+  // holds for the reaper (at most Keys::reaper_load_max(), of locked accounts). Duplicates are
+  // allowed (the same row twice).
   std::vector<Hold> holds;
   std::vector<std::pair<Transfer, Event>> transfers;  // by reference, with the event each wrote
   std::vector<ApiKey> keys;

@@ -4,7 +4,6 @@
 #include <unordered_set>
 
 #include "core/hold_id.h"
-#include "core/limits.h"
 #include "store/postgres/pg_rows.h"
 #include "store/postgres/pg_write.h"
 
@@ -157,14 +156,15 @@ batch::Snapshot PgBatchIo::begin_and_load(const batch::Keys& keys) {
     return st.size() - 1;
   };
   const std::size_t lock_at = named ? add(kLockAccounts, Params(accounts, seqs)) : kNone;
-  const std::size_t reaper_at = keys.overdue_max > 0 ? add(kLockReaperAccounts, Params(keys.overdue_max)) : kNone;
+  const std::size_t reaper_at =
+      keys.overdue_max > 0 ? add(kLockReaperAccounts, Params(keys.reaper_load_bound())) : kNone;
   const std::size_t by_seq_at = keys.hold_seqs.empty() ? kNone : add(kHoldsBySeq, Params(seqs));
   const std::size_t by_request_at =
       keys.request_ids.empty() ? kNone : add(kHoldsByRequest, Params(text_array(keys.request_ids)));
   const std::size_t transfers_at =
       keys.references.empty() ? kNone : add(kTransfers, Params(text_array(keys.references)));
   const std::size_t overdue_at =
-      named ? add(kOverdueOfAccounts, Params(accounts, seqs, limits::kReaperBatchMaxDefault)) : kNone;
+      named ? add(kOverdueOfAccounts, Params(accounts, seqs, keys.overdue_per_account_max())) : kNone;
   const std::string views = text_array(keys.view_accounts);
   const std::size_t totals_at = keys.view_accounts.empty() ? kNone : add(kViewTotals, Params(views));
   const std::size_t oldest_at =
@@ -194,6 +194,7 @@ batch::Snapshot PgBatchIo::begin_and_load(const batch::Keys& keys) {
   }
   if (by_seq_at != kNone) take_holds(r[by_seq_at]);
   if (by_request_at != kNone) take_holds(r[by_request_at]);
+  const std::int64_t overdue_loaded = overdue_at == kNone ? 0 : r[overdue_at].size();
   if (overdue_at != kNone) take_holds(r[overdue_at]);
   if (transfers_at != kNone) {
     const Rows& t = r[transfers_at];
@@ -238,7 +239,7 @@ batch::Snapshot PgBatchIo::begin_and_load(const batch::Keys& keys) {
   }
   if (!reaper_accounts.empty()) {
     // Read after the accounts were locked (a statement of its own: a fresh snapshot).
-    take_holds(db.query(kReaperHolds, text_array(reaper_accounts), keys.overdue_max));
+    take_holds(db.query(kReaperHolds, text_array(reaper_accounts), keys.reaper_load_max(overdue_loaded)));
   }
   return s;
 }

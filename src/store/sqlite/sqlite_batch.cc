@@ -6,7 +6,6 @@
 #include <unordered_set>
 
 #include "core/hold_id.h"
-#include "core/limits.h"
 #include "store/sqlite/sqlite_rows.h"
 #include "store/sqlite/sqlite_write.h"
 
@@ -102,18 +101,22 @@ batch::Snapshot SqliteBatchIo::begin_and_load(const batch::Keys& keys) {
   std::sort(accounts.begin(), accounts.end());
   accounts.erase(std::unique(accounts.begin(), accounts.end()), accounts.end());
   std::unordered_set<std::string> loaded;  // accounts that exist, in s.accounts
+  std::int64_t overdue_loaded = 0;
   // Each account the batch names may expire its overdue holds (a refused reservation or debit).
   for (const std::string& id : accounts) {
     auto row = account_row(db_, id);
     if (!row) continue;
     loaded.insert(id);
     s.accounts.push_back(std::move(*row));
-    Query q(db_.stmt(overdue_of.c_str()), id, s.now_ms, limits::kReaperBatchMaxDefault);
-    for (Hold& h : holds_of(q)) s.holds.push_back(std::move(h));
+    Query q(db_.stmt(overdue_of.c_str()), id, s.now_ms, keys.overdue_per_account_max());
+    for (Hold& h : holds_of(q)) {
+      ++overdue_loaded;
+      s.holds.push_back(std::move(h));
+    }
   }
   // The reaper's pass: the oldest overdue holds of any account, and their accounts.
   if (keys.overdue_max > 0) {
-    Query q(db_.stmt(overdue_all.c_str()), s.now_ms, keys.overdue_max);
+    Query q(db_.stmt(overdue_all.c_str()), s.now_ms, keys.reaper_load_max(overdue_loaded));
     for (Hold& h : holds_of(q)) {
       if (loaded.insert(h.account_id).second) {
         auto row = account_row(db_, h.account_id);
