@@ -42,6 +42,7 @@
 //   --dir PATH         where the database files go (default: a new temp folder on a real disk)
 //   --keep             keep the database files
 //   --allow-tmpfs      run even if --dir is on tmpfs/ramfs (numbers are then not durable ones)
+//   --no-wal-batching  SQLite without the WAL batching layer (to measure what it saves)
 //   --database URI     run the tollgate cells on PostgreSQL instead (see below)
 //   --instances N      with --database: N tollgate instances in this process (default 1)
 //
@@ -107,6 +108,7 @@ struct Options {
   bool async_callers = true;  // --caller-mode async (default) | threads
   std::string database;       // --database: a postgresql:// URI; empty = SQLite
   int instances = 1;          // --instances (PostgreSQL only)
+  bool batch_wal_writes = true;  // --no-wal-batching: SQLite without the WAL batching layer
   bool postgres() const { return !database.empty(); }
 };
 
@@ -122,6 +124,8 @@ constexpr const char* kUsage =
     "  --dir PATH         where the database files go (default: a new temp folder on a real disk)\n"
     "  --keep             keep the database files\n"
     "  --allow-tmpfs      run even if the folder is on tmpfs/ramfs (numbers are then not durable ones)\n"
+    "  --no-wal-batching  SQLite: without the WAL batching layer (two writes per WAL frame, as SQLite\n"
+    "                     alone does) — to measure what the layer saves\n"
     "  --caller-mode M    tollgate callers: async (default; each caller is a chain of callbacks, as the\n"
     "                     HTTP server uses the ledger) or threads (each caller a blocking OS thread)\n"
     "  --database URI     tollgate cells on PostgreSQL (PgStore) instead of SQLite: a postgresql:// URI;\n"
@@ -191,6 +195,8 @@ Options parse(int argc, char** argv) {
         if (m == "async") o.async_callers = true;
         else if (m == "threads") o.async_callers = false;
         else usage(("unknown caller mode " + m).c_str());
+      } else if (a == "--no-wal-batching") {
+        o.batch_wal_writes = false;
       } else if (a == "--database") {
         o.database = value();
       } else if (a == "--instances") {
@@ -633,6 +639,7 @@ Cell run_tollgate(const Options& o, const std::string& dir, bool hot, int caller
   tollgate::SystemClock clock;
   tollgate::SqliteOptions so;
   so.path = path;
+  so.batch_wal_writes = o.batch_wal_writes;
   auto opened = tollgate::SqliteStore::open(so, clock);
   if (!opened) {
     cell.failure = "open: " + opened.error().detail;

@@ -17,6 +17,7 @@
 #include "store/sqlite/sqlite_db.h"
 #include "store/sqlite/sqlite_rows.h"
 #include "store/sqlite/sqlite_write.h"
+#include "store/sqlite/wal_batching_vfs.h"
 
 namespace tollgate {
 namespace {
@@ -119,9 +120,6 @@ CREATE TABLE api_keys (
 constexpr int kMigrationCount = static_cast<int>(std::size(kMigrations));
 static_assert(kMigrationCount == SqliteStore::kSchemaVersion);
 
-// The VFS name for sqlite3_open_v2 / sqlite3_vfs_find: nullptr is the default one.
-const char* vfs_name(const SqliteOptions& options) { return options.vfs.empty() ? nullptr : options.vfs.c_str(); }
-
 Error flush_failure() {
   return Error::make(Code::unavailable,
                      "the database file could not be flushed to disk; writes are refused until tollgate restarts");
@@ -163,11 +161,12 @@ FileLock::~FileLock() {
   if (fd_ >= 0) ::close(fd_);
 }
 
-SqliteStore::SqliteStore(SqliteOptions options, const Clock& clock, FileLock lock, std::string wal_path,
-                         std::unique_ptr<sqlite::Conn> writer)
+SqliteStore::SqliteStore(SqliteOptions options, const Clock& clock, FileLock lock, std::string vfs,
+                         std::string wal_path, std::unique_ptr<sqlite::Conn> writer)
     : options_(std::move(options)),
       clock_(clock),
       lock_(std::move(lock)),
+      vfs_(std::move(vfs)),
       wal_path_(std::move(wal_path)),
       writer_(std::move(writer)),
       readers_(options_.readers_max, [this] {
@@ -175,7 +174,7 @@ SqliteStore::SqliteStore(SqliteOptions options, const Clock& clock, FileLock loc
         open.read_only = true;
         open.busy_timeout_ms = options_.busy_timeout_ms;
         open.cache_size_kib = options_.cache_size_kib / 4;
-        open.vfs = vfs_name(options_);
+        open.vfs = vfs_.empty() ? nullptr : vfs_.c_str();
         return std::make_unique<Conn>(options_.path, open);
       }) {
   if (options_.checkpoint_interval_ms > 0) checkpointer_ = std::thread([this] { checkpoint_loop(); });
@@ -202,7 +201,7 @@ void SqliteStore::checkpoint_loop() {
         open.busy_timeout_ms = 0;  // a passive checkpoint never waits
         open.cache_size_kib = 1024;
         open.synchronous = "FULL";  // checkpoints sync the WAL before copying, the database after
-        open.vfs = vfs_name(options_);
+        open.vfs = vfs_.empty() ? nullptr : vfs_.c_str();
         conn = std::make_unique<Conn>(options_.path, open);
       }
       // PASSIVE: copies what it can without blocking the writer or readers; it syncs the WAL
@@ -233,12 +232,16 @@ Result<std::unique_ptr<SqliteStore>> SqliteStore::open(const SqliteOptions& opti
     }
     return Error::make(Code::unavailable, "cannot lock " + options.path + ": " + std::strerror(err));
   }
+  // Every connection goes through the WAL batching layer (wal_batching_vfs.h) over the chosen VFS.
+  Result<std::string> vfs = options.batch_wal_writes ? sqlite::register_wal_batching_vfs(options.vfs)
+                                                     : Result<std::string>(options.vfs);
+  if (!vfs) return vfs.error();
   try {
     sqlite::OpenOptions open;
     open.busy_timeout_ms = options.busy_timeout_ms;
     open.cache_size_kib = options.cache_size_kib;
     open.synchronous = "NORMAL";  // the WAL is flushed by sync(), off the writer's path
-    open.vfs = vfs_name(options);
+    open.vfs = vfs->empty() ? nullptr : vfs->c_str();
     auto writer = std::make_unique<Conn>(options.path, open);
     if (options.checkpoint_interval_ms > 0) {
       const std::string pages = "PRAGMA wal_autocheckpoint=" + std::to_string(options.wal_autocheckpoint_pages);
@@ -278,7 +281,7 @@ Result<std::unique_ptr<SqliteStore>> SqliteStore::open(const SqliteOptions& opti
     std::string wal_path(wal);
     wal_path.push_back('\0');
     auto store = std::unique_ptr<SqliteStore>(
-        new SqliteStore(options, clock, std::move(lock), std::move(wal_path), std::move(writer)));
+        new SqliteStore(options, clock, std::move(lock), std::move(*vfs), std::move(wal_path), std::move(writer)));
     if (auto synced = store->sync(); !synced) return synced.error();
     return store;
   } catch (const SqlError& e) {
@@ -302,7 +305,7 @@ Status SqliteStore::sync() {
   if (!wal_) {
     // The WAL file through the store's VFS (its own handle: the writer's is the writer's thread's).
     // Opened for creation, so its first sync also syncs the directory (unix VFS: DIRSYNC).
-    sqlite3_vfs* vfs = sqlite3_vfs_find(vfs_name(options_));
+    sqlite3_vfs* vfs = sqlite3_vfs_find(vfs_.empty() ? nullptr : vfs_.c_str());
     TG_ASSERT(vfs != nullptr);  // open() opened the database through it
     auto* file = static_cast<sqlite3_file*>(sqlite3_malloc(vfs->szOsFile));
     if (file == nullptr) return Error::make(Code::unavailable, "out of memory opening the WAL");

@@ -92,9 +92,11 @@ struct SqliteOptions {
   // checkpointer falls behind).
   int wal_autocheckpoint_pages = 20'000;
   SqliteWritePath write_path = SqliteWritePath::batch;
-  // The SQLite VFS every connection (and the WAL flush) goes through; empty: the default one.
-  // Tests register a VFS that simulates power loss.
+  // The SQLite VFS under every connection (and the WAL flush), beneath the store's WAL batching
+  // layer (wal_batching_vfs.h); empty: the default one. Tests register a VFS that simulates power loss.
   std::string vfs;
+  // The WAL batching layer (wal_batching_vfs.h): on unless a benchmark measures what it saves.
+  bool batch_wal_writes = true;
 };
 
 class SqliteStore final : public Store {
@@ -123,7 +125,7 @@ class SqliteStore final : public Store {
   const BatchRunCounters& counters() const { return counters_; }
 
  private:
-  SqliteStore(SqliteOptions options, const Clock& clock, FileLock lock, std::string wal_path,
+  SqliteStore(SqliteOptions options, const Clock& clock, FileLock lock, std::string vfs, std::string wal_path,
               std::unique_ptr<sqlite::Conn> writer);
   void checkpoint_loop();
   template <typename F>
@@ -135,6 +137,7 @@ class SqliteStore final : public Store {
   // The exclusive flock on the database file; closed last, after every connection (a descriptor
   // of the file closed earlier would drop this process's POSIX locks on it, SQLite's included).
   FileLock lock_;
+  const std::string vfs_;       // the WAL batching layer over options_.vfs: every connection's VFS
   const std::string wal_path_;  // as SQLite names it, with a second terminator (sync() opens it)
   // Used only by the thread in apply().
   std::unique_ptr<sqlite::Conn> writer_;
