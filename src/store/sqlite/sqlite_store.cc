@@ -162,12 +162,12 @@ FileLock::~FileLock() {
 }
 
 SqliteStore::SqliteStore(SqliteOptions options, const Clock& clock, FileLock lock, std::string vfs,
-                         std::string wal_path, std::unique_ptr<sqlite::Conn> writer)
+                         const char* wal_path, std::unique_ptr<sqlite::Conn> writer)
     : options_(std::move(options)),
       clock_(clock),
       lock_(std::move(lock)),
       vfs_(std::move(vfs)),
-      wal_path_(std::move(wal_path)),
+      wal_path_(wal_path),
       writer_(std::move(writer)),
       readers_(options_.readers_max, [this] {
         sqlite::OpenOptions open;
@@ -276,12 +276,11 @@ Result<std::unique_ptr<SqliteStore>> SqliteStore::open(const SqliteOptions& opti
       throw;
     }
     // The migration's commit is durable before the store is handed out.
-    // The WAL's name as SQLite spells it (absolute, with the terminator its VFS expects).
-    const char* wal = sqlite3_filename_wal(sqlite3_db_filename(writer->raw(), "main"));
-    std::string wal_path(wal);
-    wal_path.push_back('\0');
+    // The WAL's name as SQLite made it (a filename object of the writer connection, valid while
+    // it is open: a VFS may read the URI parameters around it).
+    const char* wal_path = sqlite3_filename_wal(sqlite3_db_filename(writer->raw(), "main"));
     auto store = std::unique_ptr<SqliteStore>(
-        new SqliteStore(options, clock, std::move(lock), std::move(*vfs), std::move(wal_path), std::move(writer)));
+        new SqliteStore(options, clock, std::move(lock), std::move(*vfs), wal_path, std::move(writer)));
     if (auto synced = store->sync(); !synced) return synced.error();
     return store;
   } catch (const SqlError& e) {
@@ -315,10 +314,10 @@ Status SqliteStore::sync() {
       sqlite3_free(f);
     });
     int out_flags = 0;
-    const int rc = vfs->xOpen(vfs, wal_path_.c_str(), file,
+    const int rc = vfs->xOpen(vfs, wal_path_, file,
                               SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE | SQLITE_OPEN_WAL, &out_flags);
     if (rc != SQLITE_OK) {
-      return Error::make(Code::unavailable, "cannot open the WAL " + std::string(wal_path_.c_str()) + " to flush it: " +
+      return Error::make(Code::unavailable, "cannot open the WAL " + std::string(wal_path_) + " to flush it: " +
                                                 sqlite3_errstr(rc));
     }
     wal_ = std::move(handle);

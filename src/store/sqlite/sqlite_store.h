@@ -125,7 +125,7 @@ class SqliteStore final : public Store {
   const BatchRunCounters& counters() const { return counters_; }
 
  private:
-  SqliteStore(SqliteOptions options, const Clock& clock, FileLock lock, std::string vfs, std::string wal_path,
+  SqliteStore(SqliteOptions options, const Clock& clock, FileLock lock, std::string vfs, const char* wal_path,
               std::unique_ptr<sqlite::Conn> writer);
   void checkpoint_loop();
   template <typename F>
@@ -138,7 +138,8 @@ class SqliteStore final : public Store {
   // of the file closed earlier would drop this process's POSIX locks on it, SQLite's included).
   FileLock lock_;
   const std::string vfs_;       // the WAL batching layer over options_.vfs: every connection's VFS
-  const std::string wal_path_;  // as SQLite names it, with a second terminator (sync() opens it)
+  // The WAL file's name: SQLite's filename object, owned by writer_ (sync() opens the WAL with it).
+  const char* const wal_path_;
   // Used only by the thread in apply().
   std::unique_ptr<sqlite::Conn> writer_;
   BatchRunCounters counters_;
