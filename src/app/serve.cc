@@ -152,7 +152,7 @@ int serve(const ServerConfig& config, const std::function<void(std::uint16_t)>& 
     }
   }
   http::Authenticator auth(**store, clock, config.admin_key);
-  http::Metrics metrics;
+  http::Metrics metrics(http::Api::route_templates());
   http::ApiOptions api_options;
   api_options.openapi_json = kOpenApiJson;
   api_options.reaper_interval_ms = config.reaper_interval_ms;

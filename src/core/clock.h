@@ -45,5 +45,7 @@ class ManualClock final : public Clock {
 
 // RFC 3339 UTC with milliseconds: "2026-01-01T00:00:00.000Z".
 std::string format_rfc3339_ms(std::int64_t t_ms);
+// The same into `out` (24 characters, "2026-01-01T00:00:00.000Z"); returns how many were written.
+std::size_t format_rfc3339_ms(std::int64_t t_ms, char (&out)[32]);
 
 }  // namespace tollgate

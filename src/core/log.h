@@ -12,7 +12,8 @@
 
 namespace tollgate {
 
-// Appends `text` as a JSON string literal (with its quotes) to `out`.
+// Appends `text` as a JSON string literal (with its quotes) to `out`, escaped as Boost.JSON
+// escapes: \", \\, \b, \f, \n, \r, \t, and \u00XX for the other control characters.
 void append_json_string(std::string& out, std::string_view text);
 
 // Writes one log line: level ("info", "warn", "error") and message.

@@ -23,6 +23,21 @@ Response json_response(unsigned status, const json::value& body) {
   return r;
 }
 
+// An answer whose body `write(out)` appends (no intermediate JSON tree).
+template <typename Write>
+Response written_response(unsigned status, Write&& write) {
+  Response r;
+  r.status = status;
+  r.body.reserve(512);
+  write(r.body);
+  return r;
+}
+
+template <typename T>
+Response value_response(unsigned status, const T& value) {
+  return written_response(status, [&](std::string& out) { append_json(out, value); });
+}
+
 // The parts of a request a route handler works with.
 struct Call {
   std::vector<std::string> params;            // path parameters in order
@@ -172,7 +187,7 @@ void create_account(Api&, Ledger& ledger, Authenticator&, Metrics& metrics, Call
   submit(ledger, metrics, CreateAccountCommand{*account_id, overdraft->value_or(0), *max_holds}, reply, dispatch,
          [](const CommandResult& r) {
            const auto& o = outcome<AccountOutcome>(r);
-           return json_response(o.created ? 201 : 200, to_json(o.account));
+           return value_response(o.created ? 201 : 200, o.account);
          });
 }
 
@@ -180,7 +195,7 @@ void get_account(Api&, Ledger& ledger, Authenticator&, Metrics&, Call& call, Rep
   if (auto e = check_account_visible(call.principal, call.params[0])) return reply(problem(*e));
   auto account = ledger.get_account(call.params[0]);
   TG_REPLY_IF_ERROR(account);
-  reply(json_response(200, to_json(*account)));
+  reply(value_response(200, *account));
 }
 
 template <bool kCredit>
@@ -203,8 +218,13 @@ void transfer(Api&, Ledger& ledger, Authenticator&, Metrics& metrics, Call& call
   TG_REPLY_IF_ERROR(f.finish());
   submit(ledger, metrics, std::move(command), reply, dispatch, [](const CommandResult& r) {
     const auto& o = outcome<TransferOutcome>(r);
-    return json_response(o.created ? 201 : 200,
-                         json::object{{"event", to_json(o.event)}, {"account", to_json(o.account)}});
+    return written_response(o.created ? 201 : 200, [&](std::string& out) {
+      out += "{\"event\":";
+      append_json(out, o.event);
+      out += ",\"account\":";
+      append_json(out, o.account);
+      out += '}';
+    });
   });
 }
 
@@ -241,9 +261,16 @@ void read_events(Api&, Ledger& ledger, Authenticator&, Metrics&, Call& call, Rep
   TG_REPLY_IF_ERROR(limit);
   auto page = ledger.read_events(call.params[0], *after, *limit);
   TG_REPLY_IF_ERROR(page);
-  json::array events;
-  for (const Event& e : page->events) events.push_back(to_json(e));
-  reply(json_response(200, json::object{{"events", std::move(events)}, {"next_after", page->next_after}}));
+  reply(written_response(200, [&](std::string& out) {
+    out += "{\"events\":[";
+    for (std::size_t i = 0; i < page->events.size(); ++i) {
+      if (i > 0) out += ',';
+      append_json(out, page->events[i]);
+    }
+    out += "],\"next_after\":";
+    append_json_int(out, page->next_after);
+    out += '}';
+  }));
 }
 
 // --- keys -----------------------------------------------------------------------------------------------
@@ -304,7 +331,7 @@ void reserve(Api&, Ledger& ledger, Authenticator&, Metrics& metrics, Call& call,
          ReserveCommand{*account_id, *amount, *request_id, *ttl, metadata->value_or("{}"), ""}, reply, dispatch,
          [](const CommandResult& r) {
            const auto& o = outcome<HoldOutcome>(r);
-           return json_response(o.created ? 201 : 200, to_json(o.hold));
+           return value_response(o.created ? 201 : 200, o.hold);
          });
 }
 
@@ -319,7 +346,7 @@ Result<Hold> visible_hold(Ledger& ledger, const Call& call) {
 void get_hold(Api&, Ledger& ledger, Authenticator&, Metrics&, Call& call, Reply& reply, Dispatch&) {
   auto hold = visible_hold(ledger, call);
   TG_REPLY_IF_ERROR(hold);
-  reply(json_response(200, to_json(*hold)));
+  reply(value_response(200, *hold));
 }
 
 void list_holds(Api&, Ledger& ledger, Authenticator&, Metrics&, Call& call, Reply& reply, Dispatch&) {
@@ -344,9 +371,14 @@ void list_holds(Api&, Ledger& ledger, Authenticator&, Metrics&, Call& call, Repl
   }
   auto holds = ledger.list_holds(filter);
   TG_REPLY_IF_ERROR(holds);
-  json::array out;
-  for (const Hold& h : *holds) out.push_back(to_json(h));
-  reply(json_response(200, json::object{{"holds", std::move(out)}}));
+  reply(written_response(200, [&](std::string& out) {
+    out += "{\"holds\":[";
+    for (std::size_t i = 0; i < holds->size(); ++i) {
+      if (i > 0) out += ',';
+      append_json(out, (*holds)[i]);
+    }
+    out += "]}";
+  }));
 }
 
 enum class HoldAction { commit, release, extend };
@@ -379,7 +411,7 @@ void change_hold(Api&, Ledger& ledger, Authenticator&, Metrics& metrics, Call& c
   submit(ledger, metrics, std::move(command), reply, dispatch, [&metrics](const CommandResult& r) {
     const auto& o = outcome<HoldOutcome>(r);
     if (o.created && kAction != HoldAction::extend) count_hold_outcome(metrics, o.hold);
-    return json_response(200, to_json(o.hold));
+    return value_response(200, o.hold);
   });
 }
 
@@ -392,7 +424,7 @@ void audit(Api&, Ledger& ledger, Authenticator&, Metrics& metrics, Call& call, R
   auto report = ledger.audit(account ? std::optional<std::string_view>(*account) : std::nullopt);
   TG_REPLY_IF_ERROR(report);
   metrics.invariant_violations.fetch_add(report->violations.size(), std::memory_order_relaxed);
-  reply(json_response(200, to_json(*report)));
+  reply(value_response(200, *report));
 }
 
 }  // namespace
@@ -419,40 +451,65 @@ unsigned http_status(Code code) {
   return 500;
 }
 
-Response problem(unsigned status, std::string_view code, std::string detail) {
-  static const std::map<unsigned, const char*> kTitles{
-      {400, "Bad Request"}, {401, "Unauthorized"},         {403, "Forbidden"},
-      {404, "Not Found"},   {405, "Method Not Allowed"},   {409, "Conflict"},
-      {413, "Content Too Large"}, {415, "Unsupported Media Type"}, {422, "Unprocessable Content"},
-      {431, "Request Header Fields Too Large"},
-      {500, "Internal Server Error"}, {503, "Service Unavailable"}};
-  json::object body;
-  body["type"] = "https://tollgate.dev/errors/" + std::string(code);
-  auto title = kTitles.find(status);
-  body["title"] = title == kTitles.end() ? "Error" : title->second;
-  body["status"] = status;
-  body["detail"] = std::move(detail);
-  body["code"] = code;
-  Response r;
-  r.status = status;
+namespace {
+
+const char* status_title(unsigned status) {
+  switch (status) {
+    case 400: return "Bad Request";
+    case 401: return "Unauthorized";
+    case 403: return "Forbidden";
+    case 404: return "Not Found";
+    case 405: return "Method Not Allowed";
+    case 409: return "Conflict";
+    case 413: return "Content Too Large";
+    case 415: return "Unsupported Media Type";
+    case 422: return "Unprocessable Content";
+    case 431: return "Request Header Fields Too Large";
+    case 500: return "Internal Server Error";
+    case 503: return "Service Unavailable";
+    default: return "Error";
+  }
+}
+
+Response problem_response(unsigned status, std::string_view code, std::string_view detail,
+                          std::optional<std::int64_t> available, std::optional<std::int64_t> requested) {
+  Response r = written_response(status, [&](std::string& out) {
+    out += "{\"type\":\"https://tollgate.dev/errors/";
+    out += code;  // a code name: [a-z_]
+    out += "\",\"title\":\"";
+    out += status_title(status);
+    out += "\",\"status\":";
+    append_json_int(out, status);
+    out += ",\"detail\":";
+    append_json_string(out, detail);
+    out += ",\"code\":\"";
+    out += code;
+    out += '"';
+    if (available) {
+      out += ",\"available\":";
+      append_json_int(out, *available);
+    }
+    if (requested) {
+      out += ",\"requested\":";
+      append_json_int(out, *requested);
+    }
+    out += '}';
+  });
   r.content_type = "application/problem+json";
-  r.body = json::serialize(body);
   r.code = std::string(code);
   if (status == 503) r.retry_after_s = 1;
   return r;
 }
 
+}  // namespace
+
+Response problem(unsigned status, std::string_view code, std::string detail) {
+  return problem_response(status, code, detail, std::nullopt, std::nullopt);
+}
+
 Response problem(const Error& error) {
-  Response r = problem(http_status(error.code), code_name(error.code), error.detail);
-  if (error.available || error.requested) {
-    boost::system::error_code ec;
-    json::value body = json::parse(r.body, ec);
-    TG_ASSERT(!ec);
-    if (error.available) body.as_object()["available"] = *error.available;
-    if (error.requested) body.as_object()["requested"] = *error.requested;
-    r.body = json::serialize(body);
-  }
-  return r;
+  return problem_response(http_status(error.code), code_name(error.code), error.detail, error.available,
+                          error.requested);
 }
 
 const std::vector<std::string>& Api::route_templates() {
@@ -494,13 +551,17 @@ void Api::handle(Request request, Reply reply, Dispatch dispatch) {
     return reply(problem(404, "not_found", "no such route: " + std::string(parsed->path())));
   }
   // Stamp every answer of this request with its route.
-  Reply stamped = [reply = std::move(reply), name = std::string(route->name)](Response r) {
-    r.route = name;
+  Reply stamped = [reply = std::move(reply), index = static_cast<std::size_t>(route - kRoutes) + 1](Response r) {
+    r.route = index;
     reply(std::move(r));
   };
 
   const std::string_view name = route->name;
-  if (name == "GET /healthz") return stamped(json_response(200, json::object{{"status", "ok"}}));
+  if (name == "GET /healthz") {
+    Response r;
+    r.body = "{\"status\":\"ok\"}";
+    return stamped(std::move(r));
+  }
   if (name == "GET /openapi.json") {
     Response r;
     r.body = options_.openapi_json;

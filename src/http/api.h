@@ -31,11 +31,13 @@ struct Request {
 
 struct Response {
   unsigned status = 200;
-  std::string content_type = "application/json";
+  std::string_view content_type = "application/json";  // a string with static storage
   std::string body;
   std::optional<int> retry_after_s;  // sets Retry-After
   std::string allow;                 // sets Allow (405)
-  std::string route = "unmatched";   // the route template, for metrics and logs
+  // The route, for metrics and logs: 0 unmatched, else 1 + its index in route_templates() (the
+  // numbering http::Metrics is built with).
+  std::size_t route = 0;
   std::string code;                  // the problem code, for logs ("" when successful)
 };
 
@@ -61,7 +63,8 @@ class Api {
 
   void handle(Request request, Reply reply, Dispatch dispatch);
 
-  // The route templates this API serves ("GET /v1/holds/{hold_id}"), for the OpenAPI check.
+  // The route templates this API serves ("GET /v1/holds/{hold_id}"), for the OpenAPI check and the
+  // metrics' labels.
   static const std::vector<std::string>& route_templates();
 
  private:

@@ -3,6 +3,9 @@
 #include "core/checked.h"
 #include "core/clock.h"
 #include "core/limits.h"
+#include "core/log.h"
+
+#include <charconv>
 
 namespace tollgate::http {
 
@@ -94,65 +97,106 @@ Status FieldReader::finish() const {
   return ok_status();
 }
 
-json::object to_json(const Account& a) {
-  json::object o;
-  o["account_id"] = a.account_id;
-  o["available"] = a.balances.available;
-  o["reserved"] = a.balances.reserved;
-  o["used"] = a.balances.used;
-  o["purchased"] = a.balances.purchased;
-  o["overdraft_limit"] = a.overdraft_limit;
-  o["max_active_holds"] = a.max_active_holds ? json::value(*a.max_active_holds) : json::value(nullptr);
-  o["active_holds"] = a.active_holds;
-  o["oldest_active_hold_age_ms"] =
-      a.oldest_active_hold_age_ms ? json::value(*a.oldest_active_hold_age_ms) : json::value(nullptr);
-  o["created_at"] = format_rfc3339_ms(a.created_at_ms);
-  return o;
+void append_json_int(std::string& out, std::int64_t value) {
+  char buf[24];
+  const auto [end, ec] = std::to_chars(buf, buf + sizeof buf, value);
+  TG_ASSERT(ec == std::errc());
+  out.append(buf, static_cast<std::size_t>(end - buf));
 }
 
-json::object to_json(const Hold& h) {
-  json::object o;
-  o["hold_id"] = h.hold_id;
-  o["account_id"] = h.account_id;
-  o["request_id"] = h.request_id;
-  o["amount"] = h.amount;
-  o["committed_amount"] = h.committed_amount;
-  o["status"] = hold_status_name(h.status);
-  if (h.late_outcome != LateOutcome::none) o["late_outcome"] = late_outcome_name(h.late_outcome);
-  o["created_at"] = format_rfc3339_ms(h.created_at_ms);
-  o["expires_at"] = format_rfc3339_ms(h.expires_at_ms);
-  if (h.closed_at_ms) o["closed_at"] = format_rfc3339_ms(*h.closed_at_ms);
-  boost::system::error_code ec;
-  json::value metadata = json::parse(h.metadata_json, ec);
-  o["metadata"] = ec ? json::value(json::object()) : std::move(metadata);
-  return o;
+void append_json_time(std::string& out, std::int64_t t_ms) {
+  char buf[32];
+  const std::size_t n = format_rfc3339_ms(t_ms, buf);
+  out += '"';
+  out.append(buf, n);
+  out += '"';
 }
 
-json::object to_json(const Event& e) {
-  json::object o;
-  o["event_id"] = e.event_id;
-  o["account_id"] = e.account_id;
-  o["type"] = event_type_name(e.type);
-  o["amount"] = e.amount;
-  if (e.hold_id) o["hold_id"] = *e.hold_id;
-  if (e.job_id) o["job_id"] = *e.job_id;
-  if (e.reference) o["reference"] = *e.reference;
-  o["at"] = format_rfc3339_ms(e.at_ms);
-  o["available_after"] = e.available_after;
-  o["reserved_after"] = e.reserved_after;
-  o["used_after"] = e.used_after;
-  return o;
+namespace {
+
+// Field writers: `first` tells whether a comma goes before the key.
+struct ObjectWriter {
+  std::string& out;
+  bool first = true;
+  explicit ObjectWriter(std::string& o) : out(o) { out += '{'; }
+  ~ObjectWriter() { out += '}'; }
+  void key(std::string_view k) {
+    if (!first) out += ',';
+    first = false;
+    out += '"';
+    out += k;  // keys are the API's own names: nothing to escape
+    out += "\":";
+  }
+  void str(std::string_view k, std::string_view v) { key(k); append_json_string(out, v); }
+  void num(std::string_view k, std::int64_t v) { key(k); append_json_int(out, v); }
+  void time(std::string_view k, std::int64_t t_ms) { key(k); append_json_time(out, t_ms); }
+  void null(std::string_view k) { key(k); out += "null"; }
+};
+
+}  // namespace
+
+void append_json(std::string& out, const Account& a) {
+  ObjectWriter o(out);
+  o.str("account_id", a.account_id);
+  o.num("available", a.balances.available);
+  o.num("reserved", a.balances.reserved);
+  o.num("used", a.balances.used);
+  o.num("purchased", a.balances.purchased);
+  o.num("overdraft_limit", a.overdraft_limit);
+  if (a.max_active_holds) o.num("max_active_holds", *a.max_active_holds); else o.null("max_active_holds");
+  o.num("active_holds", a.active_holds);
+  if (a.oldest_active_hold_age_ms) {
+    o.num("oldest_active_hold_age_ms", *a.oldest_active_hold_age_ms);
+  } else {
+    o.null("oldest_active_hold_age_ms");
+  }
+  o.time("created_at", a.created_at_ms);
 }
 
-json::object to_json(const AuditReport& r) {
-  json::object o;
-  o["accounts_checked"] = r.accounts_checked;
-  json::array violations;
-  for (const auto& v : r.violations) violations.push_back(json::object{{"account_id", v.account_id}, {"message", v.message}});
-  o["violations"] = std::move(violations);
-  return o;
+void append_json(std::string& out, const Hold& h) {
+  ObjectWriter o(out);
+  o.str("hold_id", h.hold_id);
+  o.str("account_id", h.account_id);
+  o.str("request_id", h.request_id);
+  o.num("amount", h.amount);
+  o.num("committed_amount", h.committed_amount);
+  o.str("status", hold_status_name(h.status));
+  if (h.late_outcome != LateOutcome::none) o.str("late_outcome", late_outcome_name(h.late_outcome));
+  o.time("created_at", h.created_at_ms);
+  o.time("expires_at", h.expires_at_ms);
+  if (h.closed_at_ms) o.time("closed_at", *h.closed_at_ms);
+  o.key("metadata");
+  const bool object_text = h.metadata_json.size() >= 2 && h.metadata_json.front() == '{' && h.metadata_json.back() == '}';
+  out += object_text ? std::string_view(h.metadata_json) : std::string_view("{}");
 }
 
+void append_json(std::string& out, const Event& e) {
+  ObjectWriter o(out);
+  o.num("event_id", e.event_id);
+  o.str("account_id", e.account_id);
+  o.str("type", event_type_name(e.type));
+  o.num("amount", e.amount);
+  if (e.hold_id) o.str("hold_id", *e.hold_id);
+  if (e.job_id) o.str("job_id", *e.job_id);
+  if (e.reference) o.str("reference", *e.reference);
+  o.time("at", e.at_ms);
+  o.num("available_after", e.available_after);
+  o.num("reserved_after", e.reserved_after);
+  o.num("used_after", e.used_after);
+}
 
+void append_json(std::string& out, const AuditReport& r) {
+  ObjectWriter o(out);
+  o.num("accounts_checked", r.accounts_checked);
+  o.key("violations");
+  out += '[';
+  for (std::size_t i = 0; i < r.violations.size(); ++i) {
+    if (i > 0) out += ',';
+    ObjectWriter v(out);
+    v.str("account_id", r.violations[i].account_id);
+    v.str("message", r.violations[i].message);
+  }
+  out += ']';
+}
 
 }  // namespace tollgate::http

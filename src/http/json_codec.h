@@ -1,4 +1,4 @@
-// tollgate http: strict JSON in, canonical JSON out (Boost.JSON).
+// tollgate http: strict JSON in (Boost.JSON), JSON out written straight into the answer's string.
 //
 // Reading is strict, so that a typo never silently changes what happens: a body must be a JSON
 // object; an unknown field, a wrong type, a fractional or out-of-range amount is an invalid_request
@@ -16,6 +16,7 @@
 #include <string>
 #include <string_view>
 
+#include "core/log.h"  // append_json_string
 #include "core/model.h"
 #include "core/result.h"
 #include "store/store.h"
@@ -52,11 +53,15 @@ class FieldReader {
   std::set<std::string, std::less<>> read_;
 };
 
-json::object to_json(const Account& account);
-json::object to_json(const Hold& hold);
-json::object to_json(const Event& event);
-json::object to_json(const AuditReport& report);
-
-
+// Appends the JSON form of a value to `out`: the API's field names and order, strings escaped as
+// Boost.JSON escapes them, times as RFC 3339 strings. No intermediate tree: an answer is one string
+// grown in place. A hold's metadata is inserted as stored — it is kept as Boost.JSON serialized it
+// at the edge (FieldReader::object), so it is valid JSON.
+void append_json(std::string& out, const Account& account);
+void append_json(std::string& out, const Hold& hold);
+void append_json(std::string& out, const Event& event);
+void append_json(std::string& out, const AuditReport& report);
+void append_json_int(std::string& out, std::int64_t value);
+void append_json_time(std::string& out, std::int64_t t_ms);  // "2026-01-01T00:00:00.000Z"
 
 }  // namespace tollgate::http

@@ -6,6 +6,7 @@
 
 #include "core/clock.h"
 
+#include <array>
 #include <chrono>
 #include <cstdio>
 #include <list>
@@ -100,6 +101,7 @@ struct Session : std::enable_shared_from_this<Session> {
   std::optional<bhttp::request_parser<bhttp::string_body>> parser;
   std::list<std::weak_ptr<Session>>::iterator registration;
   bool busy = false;  // a request is being handled or answered (touched on the strand only)
+  std::string head, body;  // the answer being written (one at a time; touched on the strand only)
 
   void start() { asio::dispatch(stream.get_executor(), [self = shared_from_this()] { self->read_head(); }); }
 
@@ -189,28 +191,48 @@ struct Session : std::enable_shared_from_this<Session> {
              const std::string& method) {
     const double seconds = std::chrono::duration<double>(SteadyClock::now() - started).count();
     server.metrics.observe_request(r.route, r.status, seconds);
+    const std::string_view route = server.metrics.route_name(r.route);
     // request_id is checked (no quotes or control characters); method, route and code are tokens.
+    char ts[32];
+    const std::size_t ts_len = format_rfc3339_ms(SystemClock().now_ms(), ts);
     char line[640];
     std::snprintf(line, sizeof line,
-                  "{\"ts\":\"%s\",\"level\":\"info\",\"msg\":\"request\",\"request_id\":\"%s\",\"method\":\"%s\","
-                  "\"route\":\"%s\",\"status\":%u,\"code\":\"%s\",\"duration_ms\":%.3f}",
-                  format_rfc3339_ms(SystemClock().now_ms()).c_str(), request_id.c_str(), method.c_str(), r.route.c_str(),
-                  r.status, r.code.c_str(), seconds * 1000);
+                  "{\"ts\":\"%.*s\",\"level\":\"info\",\"msg\":\"request\",\"request_id\":\"%s\",\"method\":\"%s\","
+                  "\"route\":\"%.*s\",\"status\":%u,\"code\":\"%s\",\"duration_ms\":%.3f}",
+                  static_cast<int>(ts_len), ts, request_id.c_str(), method.c_str(), static_cast<int>(route.size()),
+                  route.data(), r.status, r.code.c_str(), seconds * 1000);
     server.log.write(line);
 
-    auto res = std::make_shared<bhttp::response<bhttp::string_body>>(static_cast<bhttp::status>(r.status), version);
-    res->set(bhttp::field::server, "tollgate");
-    res->set(bhttp::field::content_type, r.content_type);
-    res->set("X-Request-Id", request_id);
-    if (r.retry_after_s) res->set(bhttp::field::retry_after, std::to_string(*r.retry_after_s));
-    if (!r.allow.empty()) res->set(bhttp::field::allow, r.allow);
-    if (r.status == 401) res->set(bhttp::field::www_authenticate, "Bearer");  // RFC 9110 §11.6.1
+    // The head, formatted into this connection's buffer (its capacity is reused request after
+    // request), then head and body in one gather write. One answer is in flight per connection.
     const bool keep = keep_alive && !server.stopping.load();
-    res->keep_alive(keep);
-    res->body() = std::move(r.body);
-    res->prepare_payload();
+    head.clear();
+    head += version == 10 ? "HTTP/1.0 " : "HTTP/1.1 ";
+    head += std::to_string(r.status);
+    head += ' ';
+    head += bhttp::obsolete_reason(static_cast<bhttp::status>(r.status));
+    head += "\r\nServer: tollgate\r\nContent-Type: ";
+    head += r.content_type;
+    head += "\r\nX-Request-Id: ";
+    head += request_id;
+    if (r.retry_after_s) {
+      head += "\r\nRetry-After: ";
+      head += std::to_string(*r.retry_after_s);
+    }
+    if (!r.allow.empty()) {
+      head += "\r\nAllow: ";
+      head += r.allow;
+    }
+    if (r.status == 401) head += "\r\nWWW-Authenticate: Bearer";  // RFC 9110 §11.6.1
+    if (version == 10 && keep) head += "\r\nConnection: keep-alive";
+    if (version != 10 && !keep) head += "\r\nConnection: close";
+    head += "\r\nContent-Length: ";
+    head += std::to_string(r.body.size());
+    head += "\r\n\r\n";
+    body = std::move(r.body);
     stream.expires_after(std::chrono::milliseconds(server.limits.request_timeout_ms));
-    bhttp::async_write(stream, *res, [self = shared_from_this(), res, keep](beast::error_code ec, std::size_t) {
+    const std::array<asio::const_buffer, 2> buffers{asio::buffer(head), asio::buffer(body)};
+    asio::async_write(stream, buffers, [self = shared_from_this(), keep](beast::error_code ec, std::size_t) {
       self->busy = false;
       if (ec || !keep) return self->close();
       self->read_head();
