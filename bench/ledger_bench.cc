@@ -109,6 +109,9 @@ struct Options {
   std::string database;       // --database: a postgresql:// URI; empty = SQLite
   int instances = 1;          // --instances (PostgreSQL only)
   bool batch_wal_writes = true;  // --no-wal-batching: SQLite without the WAL batching layer
+  int checkpoint_interval_ms = -1;    // --checkpoint-interval-ms (SQLite; -1: the store's default)
+  int wal_autocheckpoint_pages = -1;  // --wal-autocheckpoint (SQLite; -1: the store's default)
+  int page_size = 0;                  // --page-size (SQLite, tollgate and baseline; 0: the store's)
   bool postgres() const { return !database.empty(); }
 };
 
@@ -124,6 +127,11 @@ constexpr const char* kUsage =
     "  --dir PATH         where the database files go (default: a new temp folder on a real disk)\n"
     "  --keep             keep the database files\n"
     "  --allow-tmpfs      run even if the folder is on tmpfs/ramfs (numbers are then not durable ones)\n"
+    "  --page-size N      SQLite: the page size of the new database files, tollgate's and the\n"
+    "                     baseline's (default: the store's)\n"
+    "  --checkpoint-interval-ms N  SQLite: the background checkpointer's interval (0: checkpoints in\n"
+    "                     commits only); default: the store's\n"
+    "  --wal-autocheckpoint N      SQLite: WAL pages after which a commit checkpoints; default: the store's\n"
     "  --no-wal-batching  SQLite: without the WAL batching layer (two writes per WAL frame, as SQLite\n"
     "                     alone does) — to measure what the layer saves\n"
     "  --caller-mode M    tollgate callers: async (default; each caller is a chain of callbacks, as the\n"
@@ -195,6 +203,12 @@ Options parse(int argc, char** argv) {
         if (m == "async") o.async_callers = true;
         else if (m == "threads") o.async_callers = false;
         else usage(("unknown caller mode " + m).c_str());
+      } else if (a == "--page-size") {
+        o.page_size = std::stoi(value());
+      } else if (a == "--checkpoint-interval-ms") {
+        o.checkpoint_interval_ms = std::stoi(value());
+      } else if (a == "--wal-autocheckpoint") {
+        o.wal_autocheckpoint_pages = std::stoi(value());
       } else if (a == "--no-wal-batching") {
         o.batch_wal_writes = false;
       } else if (a == "--database") {
@@ -640,6 +654,9 @@ Cell run_tollgate(const Options& o, const std::string& dir, bool hot, int caller
   tollgate::SqliteOptions so;
   so.path = path;
   so.batch_wal_writes = o.batch_wal_writes;
+  if (o.checkpoint_interval_ms >= 0) so.checkpoint_interval_ms = o.checkpoint_interval_ms;
+  if (o.page_size > 0) so.page_size_bytes = o.page_size;
+  if (o.wal_autocheckpoint_pages >= 0) so.wal_autocheckpoint_pages = o.wal_autocheckpoint_pages;
   auto opened = tollgate::SqliteStore::open(so, clock);
   if (!opened) {
     cell.failure = "open: " + opened.error().detail;
@@ -920,8 +937,8 @@ bool exec(sqlite3* db, const char* sql, std::string& failure) {
 }
 
 // The textbook durable settings (WAL, synchronous=FULL: each COMMIT flushes), tollgate's busy
-// time-out and cache size.
-bool open_raw(const std::string& path, RawDb& raw, std::string& failure) {
+// time-out, cache size and (for a new file) page size.
+bool open_raw(const std::string& path, RawDb& raw, std::string& failure, int page_size) {
   tollgate::SqliteOptions defaults;
   if (sqlite3_open_v2(path.c_str(), &raw.db, SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE | SQLITE_OPEN_NOMUTEX,
                       nullptr) != SQLITE_OK) {
@@ -930,6 +947,8 @@ bool open_raw(const std::string& path, RawDb& raw, std::string& failure) {
   }
   sqlite3_busy_timeout(raw.db, defaults.busy_timeout_ms);
   const std::string cache = "PRAGMA cache_size=-" + std::to_string(defaults.cache_size_kib);
+  const int page = page_size > 0 ? page_size : defaults.page_size_bytes;
+  if (page > 0 && !exec(raw.db, ("PRAGMA page_size=" + std::to_string(page)).c_str(), failure)) return false;
   return exec(raw.db, "PRAGMA journal_mode=WAL", failure) && exec(raw.db, "PRAGMA synchronous=FULL", failure) &&
          exec(raw.db, "PRAGMA temp_store=MEMORY", failure) && exec(raw.db, cache.c_str(), failure);
 }
@@ -962,7 +981,7 @@ Cell run_baseline(const Options& o, const std::string& dir, bool hot, int caller
   remove_db(path);
   {
     RawDb setup;
-    if (!open_raw(path, setup, cell.failure)) return cell;
+    if (!open_raw(path, setup, cell.failure, o.page_size)) return cell;
     if (!exec(setup.db,
               "CREATE TABLE accounts (id INTEGER PRIMARY KEY, available INTEGER NOT NULL, "
               "reserved INTEGER NOT NULL, used INTEGER NOT NULL)",
@@ -983,7 +1002,7 @@ Cell run_baseline(const Options& o, const std::string& dir, bool hot, int caller
   // One connection per caller, opened before the clock starts.
   std::vector<RawDb> conns(static_cast<std::size_t>(callers));
   for (auto& c : conns) {
-    if (!open_raw(path, c, cell.failure)) return cell;
+    if (!open_raw(path, c, cell.failure, o.page_size)) return cell;
   }
   auto body = [&](int t, CallerStats& s, std::atomic<int>& phase) {
     sqlite3* db = conns[static_cast<std::size_t>(t)].db;
@@ -1023,7 +1042,7 @@ Cell run_baseline(const Options& o, const std::string& dir, bool hot, int caller
   if (!cell.failure.empty()) return cell;
 
   RawDb check;
-  if (!open_raw(path, check, cell.failure)) return cell;
+  if (!open_raw(path, check, cell.failure, o.page_size)) return cell;
   sqlite3_stmt* q = nullptr;
   sqlite3_prepare_v2(check.db,
                      "SELECT coalesce(sum(used),0), coalesce(sum(reserved),0), "

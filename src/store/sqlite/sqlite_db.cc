@@ -97,6 +97,9 @@ Conn::Conn(const std::string& path, const OpenOptions& options) {
     throw SqlError(rc, message);
   }
   sqlite3_busy_timeout(db_, options.busy_timeout_ms);
+  if (!options.read_only && options.page_size_bytes > 0) {
+    exec(("PRAGMA page_size=" + std::to_string(options.page_size_bytes)).c_str());  // before the file is made
+  }
   if (!options.read_only) exec("PRAGMA journal_mode=WAL");
   const std::string synchronous = std::string(options.synchronous);
   TG_ASSERT(synchronous == "FULL" || synchronous == "NORMAL");

@@ -89,6 +89,8 @@ struct OpenOptions {
   // the database before the WAL restarts). Never "OFF".
   const char* synchronous = "FULL";
   const char* vfs = nullptr;  // the SQLite VFS by name; nullptr: the default one
+  // The page size of a database this connection creates (ignored for an existing one). 0: SQLite's.
+  int page_size_bytes = 0;
 };
 
 class Conn {

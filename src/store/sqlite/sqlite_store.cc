@@ -241,6 +241,7 @@ Result<std::unique_ptr<SqliteStore>> SqliteStore::open(const SqliteOptions& opti
     open.busy_timeout_ms = options.busy_timeout_ms;
     open.cache_size_kib = options.cache_size_kib;
     open.synchronous = "NORMAL";  // the WAL is flushed by sync(), off the writer's path
+    open.page_size_bytes = options.page_size_bytes;
     open.vfs = vfs->empty() ? nullptr : vfs->c_str();
     auto writer = std::make_unique<Conn>(options.path, open);
     if (options.checkpoint_interval_ms > 0) {

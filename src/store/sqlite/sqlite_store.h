@@ -97,6 +97,12 @@ struct SqliteOptions {
   std::string vfs;
   // The WAL batching layer (wal_batching_vfs.h): on unless a benchmark measures what it saves.
   bool batch_wal_writes = true;
+  // The page size of a new database file (an existing one keeps its own; 0: SQLite's 4096). Every
+  // dirty page is flushed whole: a reservation dirties about seven (the account, the hold row, its
+  // four indexes — one a random leaf of request ids —, the event and its index), so smaller pages
+  // make each flush smaller. Measured here (ledger_bench --page-size, same minutes, baseline on the
+  // same page size): 1 KiB against 4 KiB — one caller +35%, spread/64 +16%, hot/64 unchanged.
+  int page_size_bytes = 1024;
 };
 
 class SqliteStore final : public Store {
