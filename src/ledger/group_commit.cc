@@ -101,7 +101,12 @@ std::size_t GroupCommitter::batch_size(std::size_t waiting) {
   const std::uint64_t apply_ns = apply_ns_per_command_avg_.load(std::memory_order_relaxed);
   const std::uint64_t sync_ns = sync_ns_avg_.load(std::memory_order_relaxed);
   if (apply_ns == 0 || sync_ns == 0) return all;  // nothing measured yet
-  if (apply_ns * all <= sync_ns) return all;      // in step is faster
+  // Halves overlap: each stage takes max(apply of half, flush) instead of apply + flush, for the
+  // price of one more batch (its fixed cost and its own flush). That pays while the flush is shorter
+  // than applying everything and long enough to hide much work — not at all when the store's commit
+  // already flushed and sync() has nothing to do (PostgreSQL).
+  const std::uint64_t apply_all_ns = apply_ns * all;
+  if (sync_ns >= apply_all_ns || sync_ns < apply_all_ns / 8) return all;
   split_batches_.fetch_add(1, std::memory_order_relaxed);
   return (all + 1) / 2;
 }

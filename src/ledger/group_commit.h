@@ -8,9 +8,9 @@
 // applies the next batch: the flush of batch k overlaps the work of batch k+1.
 //
 // Overlap needs two batches in flight. When every waiting caller is in one batch (closed-loop callers
-// fall into step) and the syncer is idle, the writer takes only half of what waits if applying all of
-// it would take longer than a flush (both measured, moving averages): the second half is applied
-// while the first is flushed, and the two halves stay out of step.
+// fall into step) and the syncer is idle, the writer takes only half of what waits if a flush takes
+// less time than applying all of it but more than an eighth of that (both measured, moving
+// averages): the second half is applied while the first is flushed, and the halves stay out of step.
 //
 // No penalty for a lone caller: when nothing else waits to be written and the syncer is idle, the
 // writer flushes and answers the batch itself — no thread hand-off on top of the flush — and a
