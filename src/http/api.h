@@ -1,8 +1,10 @@
 // tollgate http: the v1 API — routes, authorization, the mapping of results to HTTP.
 //
-// The edge stays thin: it parses a request (strictly), authorizes it, turns it into a ledger
-// Command or read, and maps the Result to a JSON answer or an RFC 9457 problem document. It knows
-// nothing about sockets (server.h) and nothing about SQL (the ledger and the store).
+// The edge stays thin: it matches a request against the one route table (routes.h: method,
+// pattern, access, handler), authenticates it and enforces the route's access, and hands it to the
+// route's handler, which parses it (strictly), turns it into a ledger Command or read, and maps the
+// Result to a JSON answer or an RFC 9457 problem document. It knows nothing about sockets
+// (server.h) and nothing about SQL (the ledger and the store).
 //
 // Thread safety: handle() may be called from any thread; `reply` is called exactly once, on the
 // thread that `dispatch` runs work on.

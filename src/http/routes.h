@@ -1,0 +1,154 @@
+// tollgate http: the route table and what a route handler works with (internal to src/http).
+//
+// Every route of the API is one row of routes(): {method, pattern, access, handler}. The table is
+// the one source of the API's shape: Api::handle matches requests against it and enforces `access`
+// before a handler runs, http::Metrics labels requests with its templates, and the OpenAPI test
+// checks docs/openapi.json against it. Handlers live with their resource (routes_accounts.cc,
+// routes_holds.cc, routes_keys.cc, routes_operations.cc) and see only a Context and a Call.
+//
+// A handler answers exactly once, through call.reply — at once, or later from a completion
+// (call.dispatch runs that on the connection's strand).
+//
+// Thread safety: the table is constant; a Call belongs to one request.
+#pragma once
+
+#include <cstdint>
+#include <initializer_list>
+#include <map>
+#include <optional>
+#include <span>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+#include "core/result.h"
+#include "http/api.h"
+#include "http/json_codec.h"
+
+namespace tollgate::http {
+
+// Who may call a route. `account`: any valid key — the handler decides what an account key may
+// see (another account's resources answer 404, as if they did not exist).
+enum class Access { open, admin, account };
+
+// What every handler may use; outlives every request.
+struct Context {
+  Ledger& ledger;
+  Authenticator& auth;
+  Metrics& metrics;
+  const Clock& clock;
+  const ApiOptions& options;
+};
+
+// One request, as a handler sees it.
+struct Call {
+  std::vector<std::string> params;           // path parameters, in pattern order
+  std::map<std::string, std::string> query;  // decoded; a repeated key keeps its last value
+  Principal principal;                       // unset fields for an open route
+  std::string body;
+  Reply reply;        // answer exactly once
+  Dispatch dispatch;  // runs work on the request's connection strand
+};
+
+using Handler = void (*)(Context&, Call&);
+
+struct Route {
+  const char* method;
+  const char* pattern;  // "/v1/holds/{hold_id}/commit": a {name} segment is a parameter
+  Access access;
+  Handler handler;
+};
+
+// The API: every route, in the order requests are matched.
+std::span<const Route> routes();
+// "POST /v1/holds/{hold_id}/commit": the template metrics, logs and docs name a route by.
+std::string route_template(const Route& route);
+
+// --- handlers, by resource ---------------------------------------------------------------------
+// routes_operations.cc
+void healthz(Context&, Call&);
+void readyz(Context&, Call&);
+void prometheus_metrics(Context&, Call&);
+void openapi_document(Context&, Call&);
+void audit(Context&, Call&);
+// routes_accounts.cc
+void create_account(Context&, Call&);
+void get_account(Context&, Call&);
+void credit(Context&, Call&);
+void debit(Context&, Call&);
+void account_events(Context&, Call&);
+// routes_keys.cc
+void create_key(Context&, Call&);
+void revoke_key(Context&, Call&);
+// routes_holds.cc
+void reserve(Context&, Call&);
+void list_holds(Context&, Call&);
+void get_hold(Context&, Call&);
+void commit_hold(Context&, Call&);
+void release_hold(Context&, Call&);
+void extend_hold(Context&, Call&);
+
+// --- what handlers share ------------------------------------------------------------------------
+// An answer whose body `write(out)` appends (no intermediate JSON tree).
+template <typename Write>
+Response written_response(unsigned status, Write&& write) {
+  Response r;
+  r.status = status;
+  r.body.reserve(512);
+  write(r.body);
+  return r;
+}
+
+template <typename T>
+Response value_response(unsigned status, const T& value) {
+  return written_response(status, [&](std::string& out) { append_json(out, value); });
+}
+
+Response json_response(unsigned status, const json::value& body);
+
+// `what` + " does not exist" (404).
+Error not_found(std::string what);
+// An account key sees only its own account: anything else answers 404, exactly as if it did not exist.
+std::optional<Error> check_account_visible(const Principal& p, std::string_view account_id);
+
+// The request body as a JSON object (an empty body is an empty object).
+Result<json::object> body_object(const Call& call);
+// A query parameter: an integer in [min, max], or `fallback` when absent.
+Result<std::int64_t> query_int(const Call& call, const char* key, std::int64_t fallback, std::int64_t min,
+                               std::int64_t max);
+// Refuses any query parameter not in `keys`.
+Status known_query(const Call& call, std::initializer_list<const char*> keys);
+
+template <typename T>
+const T& outcome(const CommandResult& r) {
+  const T* v = std::get_if<T>(&r.value());
+  TG_ASSERT(v != nullptr);
+  return *v;
+}
+
+// Submits a command to the ledger and answers from the request's strand: `respond` builds the
+// answer from a successful result; a refusal answers its problem document.
+template <typename Respond>
+void submit(Context& ctx, Call& call, Command command, Respond respond) {
+  ctx.ledger.submit(std::move(command), [&metrics = ctx.metrics, reply = std::move(call.reply),
+                                         dispatch = call.dispatch, respond](CommandResult r) mutable {
+    dispatch([&metrics, reply = std::move(reply), respond, r = std::move(r)]() mutable {
+      if (!r) {
+        if (r.code() == Code::insufficient_credits) metrics.reservation_conflicts.fetch_add(1, std::memory_order_relaxed);
+        reply(problem(r.error()));
+        return;
+      }
+      reply(respond(r));
+    });
+  });
+}
+
+// Answers the error of a failed Result/Status and returns from the handler.
+#define TG_REPLY_IF_ERROR(expr)                        \
+  do {                                                 \
+    auto&& e_ = (expr);                                \
+    if (!e_) return call.reply(problem(e_.error()));   \
+  } while (0)
+
+}  // namespace tollgate::http
