@@ -241,17 +241,16 @@ TEST(GroupCommit, CallersAreSplitToOverlapTheFlushOnlyWhenTheFlushIsShorterThanA
     return committer.stats();
   };
   // apply() is far shorter than a flush (its time does not grow with the batch here): everyone
-  // waits in one batch. (The times leave a wide margin for sleeps that overshoot on a loaded machine:
-  // a split would need apply() to take an eighth of the flush, 100 times what it asks for.)
-  const GroupCommitStats in_step = run(std::chrono::microseconds(50), std::chrono::microseconds(40'000));
+  // waits in one batch.
+  const GroupCommitStats in_step = run(std::chrono::microseconds(50), std::chrono::microseconds(10'000));
   EXPECT_EQ(in_step.split_batches, 0u);
   // The store's commit already flushed (sync() has next to nothing to do, as on PostgreSQL): two
   // batches would only cost twice the fixed cost, with nothing to overlap.
-  const GroupCommitStats no_flush = run(std::chrono::microseconds(20'000), std::chrono::microseconds(0));
+  const GroupCommitStats no_flush = run(std::chrono::microseconds(3'000), std::chrono::microseconds(0));
   EXPECT_EQ(no_flush.split_batches, 0u);
   // A flush shorter than applying everything, but long: waiting callers are split so that the
   // halves overlap.
-  const GroupCommitStats split = run(std::chrono::microseconds(20'000), std::chrono::microseconds(8'000));
+  const GroupCommitStats split = run(std::chrono::microseconds(3'000), std::chrono::microseconds(1'200));
   EXPECT_GT(split.split_batches, 0u);
   EXPECT_LT(split.answered_inline, split.batches);  // the halves went through the syncer
 }
