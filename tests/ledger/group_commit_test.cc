@@ -220,7 +220,10 @@ TEST(GroupCommit, BatchesAreAnsweredInTheOrderTheyCommitted) {
 // Callers that submit their next command from their callback (as the HTTP edge does) all wait in
 // one batch; whether the writer splits them depends on how apply() compares with a flush.
 TEST(GroupCommit, CallersAreSplitToOverlapTheFlushOnlyWhenTheFlushIsShorterThanApplyingThemButNotNegligible) {
-  constexpr int kCallers = 16, kEach = 20;
+  // Enough rounds that the writer's running averages (weight 1/8 per batch) forget the first,
+  // smaller batches well before the callers are done — sleeps that overshoot on a loaded machine
+  // shift both times alike and keep the flush inside the window that splits.
+  constexpr int kCallers = 16, kEach = 80;
   const auto run = [&](std::chrono::microseconds apply, std::chrono::microseconds sync) {
     RecordingStore store;
     store.apply_time = apply;

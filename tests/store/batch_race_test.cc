@@ -37,14 +37,6 @@ namespace {
 using testing::PgSchema;
 
 // The test server, or a failure/skip as the run demands.
-#define REQUIRE_POSTGRES(server)                                                                  \
-  const auto server##_opt = testing::postgres_server_uri();                                       \
-  if (!server##_opt) {                                                                            \
-    if (testing::postgres_required()) FAIL() << "TOLLGATE_REQUIRE_POSTGRES=1 but TOLLGATE_TEST_POSTGRES is unset"; \
-    GTEST_SKIP() << "no PostgreSQL server (set TOLLGATE_TEST_POSTGRES)";                          \
-  }                                                                                               \
-  const std::string server = *server##_opt
-
 std::unique_ptr<PgStore> open_store(const std::string& uri, const Clock* clock) {
   PgOptions options;
   options.uri = uri;

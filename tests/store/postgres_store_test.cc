@@ -30,14 +30,6 @@ namespace {
 using testing::PgSchema;
 
 // The test server, or a failure/skip as the run demands.
-#define REQUIRE_POSTGRES(server)                                                                  \
-  const auto server##_opt = testing::postgres_server_uri();                                       \
-  if (!server##_opt) {                                                                            \
-    if (testing::postgres_required()) FAIL() << "TOLLGATE_REQUIRE_POSTGRES=1 but TOLLGATE_TEST_POSTGRES is unset"; \
-    GTEST_SKIP() << "no PostgreSQL server (set TOLLGATE_TEST_POSTGRES)";                          \
-  }                                                                                               \
-  const std::string server = *server##_opt
-
 // One tollgate instance: its own store (connections) and ledger on a shared schema.
 struct Instance {
   Instance(const std::string& uri, const Clock* store_clock, const Clock& ledger_clock) {

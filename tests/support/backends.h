@@ -51,6 +51,16 @@ std::optional<std::string> postgres_server_uri();
 // a failure, never a skip.
 bool postgres_required();
 
+// In a test body: binds `server` to the test server's URI, or skips the test when there is none —
+// and fails it instead when the run must test PostgreSQL (TOLLGATE_REQUIRE_POSTGRES=1).
+#define REQUIRE_POSTGRES(server)                                                                    \
+  const auto server##_opt = ::tollgate::testing::postgres_server_uri();                             \
+  if (!server##_opt) {                                                                              \
+    if (::tollgate::testing::postgres_required()) FAIL() << "TOLLGATE_REQUIRE_POSTGRES=1 but TOLLGATE_TEST_POSTGRES is unset"; \
+    GTEST_SKIP() << "no PostgreSQL server (set TOLLGATE_TEST_POSTGRES)";                            \
+  }                                                                                                 \
+  const std::string server = *server##_opt
+
 // A fresh, empty schema on the test server, dropped (with everything in it) when the object goes.
 // uri() connects into it (search_path), so every instance opened with it shares one database.
 class PgSchema {
