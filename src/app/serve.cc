@@ -106,6 +106,47 @@ Result<std::unique_ptr<Store>> open_store(const ServerConfig& config, const Cloc
   return std::unique_ptr<Store>(std::move(store).value());
 }
 
+// The id of the admin key generated at the first start (a configured one is never stored).
+constexpr const char* kGeneratedAdminKeyId = "admin";
+
+// The admin key (api.md): a configured one retires the generated key, through the ordinary write
+// path — idempotent, so instances starting together on one PostgreSQL database agree (the key's row
+// is locked by whichever batch comes first; the other then finds it revoked). With none
+// configured, a key is generated at the first start and printed once; once a configured key has
+// retired it, start-up needs a configured key (a new one is never generated behind the operator's
+// back). invalid_request: a configuration to fix; anything else: the database.
+Status settle_admin_key(Ledger& ledger, const std::optional<std::string>& configured) {
+  if (configured) {
+    auto retired = ledger.run(RevokeKeyCommand{kGeneratedAdminKeyId, /*replaced_by_configured_admin_key=*/true});
+    if (!retired && retired.code() != Code::not_found) {  // not_found: none was ever generated
+      return Error::make(retired.code(), "retiring the generated admin key: " + retired.error().detail);
+    }
+    if (retired && std::get<KeyOutcome>(retired.value()).created) {
+      log_line("info", "the generated admin key is retired: an admin key is configured");
+    }
+    return ok_status();
+  }
+  auto has = ledger.store().has_admin_key();
+  if (!has) return has.error();
+  if (*has) return ok_status();
+  const std::string secret = http::new_secret();
+  auto created = ledger.run(CreateKeyCommand{kGeneratedAdminKeyId, std::nullopt, http::sha256_hex(secret)});
+  if (created) {
+    std::printf("tollgate: generated admin key (shown once, stored hashed): %s\n", secret.c_str());
+    std::fflush(stdout);
+    return ok_status();
+  }
+  if (created.code() != Code::conflict) return Error::make(created.code(), "storing the admin key: " + created.error().detail);
+  // The key id exists: another instance generated it at the same moment (and printed it), or a
+  // configured key retired it.
+  auto again = ledger.store().has_admin_key();
+  if (!again) return again.error();
+  if (*again) return ok_status();
+  return invalid(
+      "the generated admin key was retired when an admin key was configured; configure one here too "
+      "(admin_key or TOLLGATE_ADMIN_KEY)");
+}
+
 }  // namespace
 
 int serve(const ServerConfig& config, const std::function<void(std::uint16_t)>& on_listening) {
@@ -133,24 +174,6 @@ int serve(const ServerConfig& config, const std::function<void(std::uint16_t)>& 
   }
   Ledger ledger(**store, clock, ledger_options);
 
-  // The admin key: configured, or generated at the first start and printed once.
-  if (!config.admin_key) {
-    auto has = (*store)->has_admin_key();
-    if (!has) {
-      log_line("error", has.error().detail);
-      return 1;
-    }
-    if (!*has) {
-      const std::string secret = http::new_secret();
-      auto created = ledger.run(CreateKeyCommand{"admin", std::nullopt, http::sha256_hex(secret)});
-      if (!created) {
-        log_line("error", "storing the admin key: " + created.error().detail);
-        return 1;
-      }
-      std::printf("tollgate: generated admin key (shown once, stored hashed): %s\n", secret.c_str());
-      std::fflush(stdout);
-    }
-  }
   http::Authenticator auth(**store, clock, config.admin_key);
   http::Metrics metrics(http::Api::route_templates());
   http::ApiOptions api_options;
@@ -159,10 +182,16 @@ int serve(const ServerConfig& config, const std::function<void(std::uint16_t)>& 
   api_options.render_metrics = [&] { return render_metrics(ledger, metrics, clock); };
   http::Api api(ledger, auth, metrics, clock, std::move(api_options));
   http::HttpServer server(api, metrics, http::ServerLimits{});
+  // Bind before the admin key is generated: a start that fails on a busy port must not print (and
+  // so lose) a key that the next start would not print again. Nothing is answered before run().
   auto port = server.listen(listen->host, listen->port);
   if (!port) {
     log_line("error", port.error().detail);
     return 1;
+  }
+  if (auto s = settle_admin_key(ledger, config.admin_key); !s) {
+    log_line("error", s.error().detail);
+    return s.error().code == Code::invalid_request ? 2 : 1;
   }
   log_line("info", "tollgate " + std::string(kVersion) + " listening on " + listen->host + ":" + std::to_string(*port) +
                        ", database " + redacted(config.database));

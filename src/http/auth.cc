@@ -97,7 +97,10 @@ Result<Principal> Authenticator::authenticate(std::string_view header) {
   const ApiKey& key = *found.value();
   Cached entry;
   entry.fetched_at_ms = now;
-  if (!key.revoked_at_ms) entry.principal = Principal{!key.account_id.has_value(), key.account_id, key.key_id};
+  // With an admin key configured, a stored admin key (the generated one) counts as revoked even
+  // before its retirement at start-up is written (api.md: configuring a key retires it).
+  const bool retired = !key.account_id && admin_sha256_;
+  if (!key.revoked_at_ms && !retired) entry.principal = Principal{!key.account_id.has_value(), key.account_id, key.key_id};
   {
     std::lock_guard lock(mu_);
     if (cache_.size() >= kCacheEntriesMax) cache_.clear();  // bounded; refilled from the database

@@ -1,7 +1,8 @@
 // tollgate http: API keys — who is calling.
 //
 // `Authorization: Bearer <secret>`. The admin key (from the configuration, or generated at the
-// first start) may do everything; an account key only touches its own account. Secrets are
+// first start) may do everything; once an admin key is configured, the generated one is refused.
+// An account key only touches its own account. Secrets are
 // 32 random bytes from the operating system; only their SHA-256 is stored, and hashes are
 // compared in constant time. A key found in the database is cached for at most kCacheMs, so a
 // revocation on another instance takes effect within that time (at once on this instance).

@@ -1594,6 +1594,33 @@ TEST_P(StoreConformance, TheAdminKeyCannotBeRevoked) {
   EXPECT_TRUE(*has_after);
 }
 
+// api.md: configuring an admin key retires the generated one. The server does so at every start
+// with a key configured, so retiring is idempotent; afterwards revoking it is a replay.
+TEST_P(StoreConformance, AConfiguredAdminKeyRetiresTheGeneratedOneOnceAndAgainIsAReplay) {
+  const std::string hash(64, 'c');
+  ASSERT_OK(ledger_->run(CreateKeyCommand{"admin", std::nullopt, hash}));
+  auto retired = ledger_->run(RevokeKeyCommand{"admin", /*replaced_by_configured_admin_key=*/true});
+  ASSERT_OK(retired);
+  EXPECT_TRUE(std::get<KeyOutcome>(retired.value()).created);
+  auto has = store_->has_admin_key();
+  ASSERT_OK(has);
+  EXPECT_FALSE(*has);
+  auto found = store_->find_key(hash);
+  ASSERT_OK(found);
+  ASSERT_TRUE(found->has_value());
+  ASSERT_TRUE((*found)->revoked_at_ms.has_value());
+  const std::int64_t revoked_at_ms = *(*found)->revoked_at_ms;
+
+  for (const bool configured : {true, false}) {  // the next start; DELETE /v1/keys/admin
+    auto again = ledger_->run(RevokeKeyCommand{"admin", configured});
+    ASSERT_OK(again);
+    EXPECT_FALSE(std::get<KeyOutcome>(again.value()).created);
+    EXPECT_EQ(std::get<KeyOutcome>(again.value()).key.revoked_at_ms, revoked_at_ms);
+  }
+  // Never generated: nothing to retire.
+  EXPECT_CODE(ledger_->run(RevokeKeyCommand{"admin-2", true}), Code::not_found);
+}
+
 TEST_P(StoreConformance, ListingTheHoldsOfAnUnknownAccountIsNotFound) {
   auto listed = ledger_->list_holds(HoldFilter{std::string("nobody"), std::nullopt, 10});
   EXPECT_CODE(listed, Code::not_found);
