@@ -45,6 +45,12 @@ inline constexpr std::size_t kBatchMaxDefault = 2'048;
 // The reaper expires at most this many holds in one pass (one transaction).
 inline constexpr std::int64_t kReaperBatchMaxDefault = 1'000;
 
+// A configuration file is read whole: at most this many bytes.
+inline constexpr std::size_t kConfigFileBytesMax = 1024 * 1024;
+// "did you mean …?" (core/suggest.h) compares names of at most this many bytes; longer ones are
+// never close (the edit distance's table stays on the stack).
+inline constexpr std::size_t kSuggestNameBytesMax = 64;
+
 static_assert(kAmountMin >= 1);
 static_assert(kAmountMax < kBalanceMax / 2, "two amounts must add without overflow");
 static_assert(kHoldTtlMsDefault <= kHoldTtlMsMaxDefault);

@@ -4,6 +4,7 @@
 #include <array>
 
 #include "core/checked.h"
+#include "core/suggest.h"
 
 namespace tollgate::http {
 
@@ -73,7 +74,7 @@ Status known_query(const Call& call, std::initializer_list<const char*> keys) {
   for (const auto& [k, v] : call.query) {
     bool known = false;
     for (const char* key : keys) known |= k == key;
-    if (!known) return invalid("unknown query parameter " + k);
+    if (!known) return invalid("unknown query parameter " + k + did_you_mean(k, keys));
   }
   return ok_status();
 }

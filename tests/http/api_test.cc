@@ -927,6 +927,70 @@ TEST_P(HttpBadInput, AnswersItsPreciseStatusAndCodeAndChangesNothing) {
 INSTANTIATE_TEST_SUITE_P(Table, HttpBadInput, ::testing::ValuesIn(bad_inputs()),
                          [](const ::testing::TestParamInfo<BadInput>& info) { return info.param.name; });
 
+// --- precise errors: the detail of each refusal, word for word ---------------------------------------
+//
+// A misspelled field is reported as itself, with the accepted field it most resembles, before any
+// required field it leaves missing and before any other field's bad value (issue 9).
+
+class HttpPreciseErrors : public ServerSuite<HttpPreciseErrors> {};
+
+TEST_F(HttpPreciseErrors, AnUnknownFieldOrQueryParameterIsNamedFirstWithTheClosestAcceptedName) {
+  const std::string account = make_account(100);
+  const std::string hold = jstr(make_hold(account, 5), "hold_id");
+  const json::object before = account_state(account);
+  struct Case {
+    std::string method, target, body, detail;
+  };
+  const std::vector<Case> cases{
+      // The issue's example: not "amount is required".
+      {"POST", "/v1/holds", R"({"account_id":"{account}","amout":5,"request_id":"r1"})",
+       "unknown field amout (did you mean amount?)"},
+      {"POST", "/v1/accounts/{account}/credits", R"({"amout":1,"reference":"r"})",
+       "unknown field amout (did you mean amount?)"},
+      {"POST", "/v1/accounts/{account}/credits", R"({"ammount":1,"reference":"r"})",
+       "unknown field ammount (did you mean amount?)"},
+      {"POST", "/v1/accounts/{account}/credits", R"({"amount":1,"refrence":"r"})",
+       "unknown field refrence (did you mean reference?)"},
+      {"POST", "/v1/accounts/{account}/debits", R"({"amount":1,"reference":"r","reasno":"x"})",
+       "unknown field reasno (did you mean reason?)"},
+      {"POST", "/v1/accounts", R"({"acount_id":"bad-new"})", "unknown field acount_id (did you mean account_id?)"},
+      {"POST", "/v1/accounts", R"({"account_id":"bad-new","overdraft":5})",
+       "unknown field overdraft (did you mean overdraft_limit?)"},
+      {"POST", "/v1/accounts", R"({"account_id":"bad-new","max_active_hold":5})",
+       "unknown field max_active_hold (did you mean max_active_holds?)"},
+      // Before another field's wrong type, and before a field named later that is missing.
+      {"POST", "/v1/holds", R"({"account_id":"{account}","amount":"5","ttl":1000})",
+       "unknown field ttl (did you mean ttl_ms?)"},
+      {"POST", "/v1/holds/{hold}/commit", R"({"amuont":1})", "unknown field amuont (did you mean amount?)"},
+      {"POST", "/v1/holds/{hold}/release", R"({"reson":"done"})", "unknown field reson (did you mean reason?)"},
+      {"POST", "/v1/holds/{hold}/extend", R"({"tll_ms":1000})", "unknown field tll_ms (did you mean ttl_ms?)"},
+      // Nothing close: the field is named alone.
+      {"POST", "/v1/accounts/{account}/credits", R"({"colour":"red"})", "unknown field colour"},
+      {"POST", "/v1/accounts/{account}/keys", R"({"name":"kiosk"})", "unknown field name (this call takes no fields)"},
+      // Without an unknown field, the first bad or missing field as before.
+      {"POST", "/v1/accounts/{account}/credits", R"({"reference":"r"})", "amount is required"},
+      {"POST", "/v1/accounts/{account}/credits", R"({"amount":"1","reference":"r"})", "amount must be an integer"},
+      {"POST", "/v1/holds", R"({"account_id":"{account}","request_id":"r2"})", "amount is required"},
+      {"POST", "/v1/accounts/{account}/debits", R"({"amount":1,"reference":"r"})", "reason is required"},
+      // Query parameters.
+      {"GET", "/v1/holds?acount_id={account}", "", "unknown query parameter acount_id (did you mean account_id?)"},
+      {"GET", "/v1/holds?stauts=active", "", "unknown query parameter stauts (did you mean status?)"},
+      {"GET", "/v1/accounts/{account}/events?limt=5", "", "unknown query parameter limt (did you mean limit?)"},
+      {"GET", "/v1/accounts/{account}/events?colour=red", "", "unknown query parameter colour"},
+      {"GET", "/v1/audit?acount_id={account}", "", "unknown query parameter acount_id (did you mean account_id?)"},
+  };
+  for (const Case& c : cases) {
+    const std::string target = replace_all(replace_all(c.target, "{account}", account), "{hold}", hold);
+    const std::string body = replace_all(c.body, "{account}", account);
+    const HttpResponse r = admin().request(c.method, target, body);
+    EXPECT_TRUE(is_problem(r, 400, "invalid_request")) << c.method << " " << target << " " << body << ": " << r;
+    EXPECT_EQ(jstr(r.object(), "detail"), c.detail) << c.method << " " << target << " " << body;
+  }
+  EXPECT_EQ(account_state(account), before);
+  EXPECT_EQ(jstr(admin().get("/v1/holds/" + hold).object(), "status"), "active");
+  EXPECT_EQ(admin().get("/v1/accounts/bad-new").status, 404u);
+}
+
 // --- the auth matrix -------------------------------------------------------------------------------
 
 class HttpAuth : public ServerSuite<HttpAuth> {
