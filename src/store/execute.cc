@@ -276,7 +276,7 @@ CommandResult revoke_key(Transaction& tx, const RevokeKeyCommand& c, std::int64_
   if (!key) return Error::make(Code::not_found, "key " + c.key_id + " does not exist");
   if (!key->account_id) {
     // Revoking the only way in would lock every operator out; replace it by configuration.
-    return Error::make(Code::conflict, "the admin key cannot be revoked; set admin_key (or TOLLGATE_ADMIN_KEY) to use another");
+    return Error::make(Code::conflict, "the admin key cannot be revoked; configure another admin key to replace it");
   }
   if (key->revoked_at_ms) return KeyOutcome{std::move(*key), false};
   tx.revoke_key(c.key_id, now_ms);

@@ -1758,6 +1758,34 @@ TEST_F(SqliteFile, AuditFindsARowChangedBehindTheLedgersBack) {
   EXPECT_THAT(audit->violations[0].message, ::testing::HasSubstr("fold of events"));
 }
 
+TEST_F(SqliteFile, TheLedgerCountsTheViolationsItsAuditsFindWholeOrInParts) {
+  {
+    auto store = open();
+    ASSERT_NE(store, nullptr);
+    Ledger ledger(*store, clock_, no_reaper());
+    ASSERT_OK(ledger.create_account({"alice", 0, std::nullopt}));
+    ASSERT_OK(ledger.create_account({"bob", 0, std::nullopt}));
+    ASSERT_OK(ledger.credit({"bob", 10, "ref-1"}));
+  }
+  exec_sql("UPDATE accounts SET available = available + 5, purchased = purchased + 5 WHERE account_id = 'bob'");
+  auto store = open();
+  ASSERT_NE(store, nullptr);
+  Ledger ledger(*store, clock_, no_reaper());
+  auto whole = ledger.audit(std::nullopt);
+  ASSERT_OK(whole);
+  ASSERT_FALSE(whole->violations.empty());
+  EXPECT_EQ(ledger.audit_violations(), whole->violations.size());
+  auto first = ledger.audit_range("", 1);  // alice: clean
+  ASSERT_OK(first);
+  EXPECT_THAT(first->report.violations, IsEmpty());
+  EXPECT_TRUE(first->has_more);
+  auto second = ledger.audit_range(first->last_account_id, 1);  // bob
+  ASSERT_OK(second);
+  EXPECT_EQ(second->report.violations.size(), whole->violations.size());
+  EXPECT_EQ(ledger.audit_violations(), 2 * whole->violations.size());
+  EXPECT_EQ(ledger.sampled_violations(), 0u);  // the sampler counts its own
+}
+
 TEST_F(SqliteFile, TheAuditSamplerFindsARowChangedBehindTheLedgersBack) {
   {
     auto store = open();
