@@ -546,7 +546,7 @@ CommandResult decide_one(Context& x, const RevokeKeyCommand& c) {
   if (!key->account_id) {
     // Revoking the only way in would lock every operator out; replace it by configuration.
     return Error::make(Code::conflict,
-                       "the admin key cannot be revoked; set admin_key (or TOLLGATE_ADMIN_KEY) to use another");
+                       "the admin key cannot be revoked; configure another admin key to replace it");
   }
   if (key->revoked_at_ms) return KeyOutcome{*key, false};
   key->revoked_at_ms = s.now();

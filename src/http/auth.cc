@@ -9,7 +9,6 @@
 namespace tollgate::http {
 namespace {
 
-constexpr std::size_t kCacheEntriesMax = 100'000;
 
 std::array<unsigned char, 32> random_bytes() {
   std::array<unsigned char, 32> out{};
@@ -76,7 +75,7 @@ Authenticator::Authenticator(Store& store, const Clock& clock, std::optional<std
 Result<Principal> Authenticator::authenticate(std::string_view header) {
   constexpr std::string_view kBearer = "Bearer ";
   if (header.empty()) return unauthorized("an Authorization: Bearer <key> header is required");
-  if (header.substr(0, kBearer.size()) != kBearer || header.size() == kBearer.size() || header.size() > 512) {
+  if (header.substr(0, kBearer.size()) != kBearer || header.size() == kBearer.size() || header.size() > limits::kAuthorizationBytesMax) {
     return unauthorized("the Authorization header must be 'Bearer <key>'");
   }
   const std::string hash = sha256_hex(header.substr(kBearer.size()));
@@ -86,7 +85,7 @@ Result<Principal> Authenticator::authenticate(std::string_view header) {
   {
     std::lock_guard lock(mu_);
     auto it = cache_.find(hash);
-    if (it != cache_.end() && now - it->second.fetched_at_ms < kCacheMs) {
+    if (it != cache_.end() && now - it->second.fetched_at_ms < limits::kAuthCacheMs) {
       if (!it->second.principal) return unauthorized("this key was revoked");
       return *it->second.principal;
     }
@@ -100,7 +99,7 @@ Result<Principal> Authenticator::authenticate(std::string_view header) {
   if (!key.revoked_at_ms) entry.principal = Principal{!key.account_id.has_value(), key.account_id, key.key_id};
   {
     std::lock_guard lock(mu_);
-    if (cache_.size() >= kCacheEntriesMax) cache_.clear();  // bounded; refilled from the database
+    if (cache_.size() >= limits::kAuthCacheEntriesMax) cache_.clear();  // bounded; refilled from the database
     cache_[hash] = entry;
   }
   if (!entry.principal) return unauthorized("this key was revoked");

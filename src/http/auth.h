@@ -3,7 +3,7 @@
 // `Authorization: Bearer <secret>`. The admin key (from the configuration, or generated at the
 // first start) may do everything; an account key only touches its own account. Secrets are
 // 32 random bytes from the operating system; only their SHA-256 is stored, and hashes are
-// compared in constant time. A key found in the database is cached for at most kCacheMs, so a
+// compared in constant time. A key found in the database is cached for at most limits::kAuthCacheMs, so a
 // revocation on another instance takes effect within that time (at once on this instance).
 //
 // Thread safety: Authenticator is safe to call from any thread.
@@ -17,6 +17,7 @@
 #include <unordered_map>
 
 #include "core/clock.h"
+#include "core/limits.h"
 #include "core/result.h"
 #include "store/store.h"
 
@@ -40,7 +41,6 @@ std::string new_key_id();
 
 class Authenticator {
  public:
-  static constexpr std::int64_t kCacheMs = 1000;
 
   // `admin_key`: the configured admin secret, if any. Store and clock must outlive this.
   Authenticator(Store& store, const Clock& clock, std::optional<std::string> admin_key);

@@ -5,6 +5,7 @@
 #include <boost/beast/http.hpp>
 
 #include "core/clock.h"
+#include "core/limits.h"
 
 #include <array>
 #include <chrono>
@@ -32,21 +33,21 @@ std::string new_request_id() {
 }
 
 bool request_id_is_valid(std::string_view id) {
-  if (id.empty() || id.size() > 128) return false;
+  if (id.empty() || id.size() > limits::kRequestIdLengthMax) return false;
   for (char c : id) {
     if (c <= ' ' || c > '~' || c == '"' || c == '\\') return false;
   }
   return true;
 }
 
-// One JSON line per request on stderr, through a buffer flushed at least every 200 ms.
+// One JSON line per request on stderr, through a buffer flushed at least every kRequestLogFlushMs.
 class RequestLog {
  public:
   void write(const std::string& line) {
     std::lock_guard lock(mu_);
     buffer_ += line;
     buffer_ += '\n';
-    if (buffer_.size() > 64 * 1024) flush_locked();
+    if (buffer_.size() > limits::kRequestLogBufferBytes) flush_locked();
   }
   void flush() {
     std::lock_guard lock(mu_);
@@ -309,7 +310,7 @@ void HttpServer::Impl::begin_shutdown() {
 }
 
 void HttpServer::Impl::schedule_log_flush() {
-  log_timer.expires_after(std::chrono::milliseconds(200));
+  log_timer.expires_after(std::chrono::milliseconds(limits::kRequestLogFlushMs));
   log_timer.async_wait([this](beast::error_code ec) {
     log.flush();
     if (!ec && !stopping.load()) schedule_log_flush();

@@ -16,18 +16,19 @@
 #include <memory>
 #include <string>
 
+#include "core/limits.h"
 #include "core/result.h"
 #include "http/api.h"
 
 namespace tollgate::http {
 
 struct ServerLimits {
-  std::size_t body_bytes_max = 64 * 1024;
-  std::size_t header_bytes_max = 16 * 1024;
-  std::int64_t idle_timeout_ms = 30'000;     // a kept-alive connection waits this long for its next request
-  std::int64_t request_timeout_ms = 10'000;  // from a request's first byte to its last
-  std::size_t connections_max = 4096;
-  int threads = 2;
+  std::size_t body_bytes_max = limits::kBodyBytesMax;
+  std::size_t header_bytes_max = limits::kHeaderBytesMax;
+  std::int64_t idle_timeout_ms = limits::kIdleTimeoutMsDefault;  // a kept-alive connection's wait for its next request
+  std::int64_t request_timeout_ms = limits::kRequestTimeoutMsDefault;  // from a request's first byte to its last
+  std::size_t connections_max = limits::kConnectionsMaxDefault;
+  int threads = limits::kHttpThreadsDefault;
 };
 
 class HttpServer {
