@@ -176,10 +176,11 @@ int serve(const ServerConfig& config, const std::function<void(std::uint16_t)>& 
   http::ApiOptions api_options;
   api_options.openapi_json = kOpenApiJson;
   api_options.reaper_interval_ms = config.reaper_interval_ms;
+  api_options.metrics_key = config.metrics_key;
   // Reads run here, off the I/O threads; it outlives the server (answers go through its strands).
   http::ReadExecutor readers(reader_threads(config), limits::kReadQueueMax);
   api_options.render_metrics = [&] { return render_metrics(ledger, metrics, readers, clock); };
-  http::Api api(ledger, auth, metrics, clock, std::move(api_options));
+  http::Api api(ledger, readers, auth, metrics, clock, std::move(api_options));
   http::HttpServer server(api, metrics, http::ServerLimits{});
   auto port = server.listen(listen->host, listen->port);
   if (!port) {

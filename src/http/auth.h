@@ -48,6 +48,10 @@ class Authenticator {
   // Resolves the Authorization header. unauthorized when missing, malformed, unknown or revoked;
   // unavailable when the database cannot be asked.
   Result<Principal> authenticate(std::string_view authorization_header);
+  // The same answer where it needs no database: a missing or malformed header, the configured admin
+  // key, a key cached within limits::kAuthCacheMs. nullopt: only the database can tell — call
+  // authenticate() where waiting on it is allowed (the reader executor, not an I/O thread).
+  std::optional<Result<Principal>> authenticate_cached(std::string_view authorization_header);
   // Drops a revoked key from the cache at once.
   void forget(std::string_view key_id);
 

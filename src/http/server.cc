@@ -168,6 +168,7 @@ struct Session : std::enable_shared_from_this<Session> {
     request.target = std::string(req.target());
     request.authorization = std::string(req[bhttp::field::authorization]);
     request.content_type = std::string(req[bhttp::field::content_type]);
+    if (auto it = req.find("Idempotency-Key"); it != req.end()) request.idempotency_key = std::string(it->value());
     request.body = std::move(req.body());
     std::string request_id(req["X-Request-Id"]);
     if (!request_id_is_valid(request_id)) request_id = new_request_id();
@@ -193,15 +194,26 @@ struct Session : std::enable_shared_from_this<Session> {
     const double seconds = std::chrono::duration<double>(SteadyClock::now() - started).count();
     server.metrics.observe_request(r.route, r.status, seconds);
     const std::string_view route = server.metrics.route_name(r.route);
-    // request_id is checked (no quotes or control characters); method, route and code are tokens.
+    // request_id is checked (no quotes or control characters); method, route and code are tokens;
+    // key and account ids are ids ([A-Za-z0-9._:@-], checked by the API).
     char ts[32];
     const std::size_t ts_len = format_rfc3339_ms(SystemClock().now_ms(), ts);
-    char line[640];
-    std::snprintf(line, sizeof line,
-                  "{\"ts\":\"%.*s\",\"level\":\"info\",\"msg\":\"request\",\"request_id\":\"%s\",\"method\":\"%s\","
-                  "\"route\":\"%.*s\",\"status\":%u,\"code\":\"%s\",\"duration_ms\":%.3f}",
-                  static_cast<int>(ts_len), ts, request_id.c_str(), method.c_str(), static_cast<int>(route.size()),
-                  route.data(), r.status, r.code.c_str(), seconds * 1000);
+    char line[1024];
+    int n = std::snprintf(line, sizeof line,
+                          "{\"ts\":\"%.*s\",\"level\":\"info\",\"msg\":\"request\",\"request_id\":\"%s\",\"method\":\"%s\","
+                          "\"route\":\"%.*s\",\"status\":%u,\"code\":\"%s\",\"duration_ms\":%.3f",
+                          static_cast<int>(ts_len), ts, request_id.c_str(), method.c_str(), static_cast<int>(route.size()),
+                          route.data(), r.status, r.code.c_str(), seconds * 1000);
+    auto append = [&](const char* name, const std::string& value) {
+      if (value.empty() || n < 0 || static_cast<std::size_t>(n) >= sizeof line) return;
+      n += std::snprintf(line + n, sizeof line - static_cast<std::size_t>(n), ",\"%s\":\"%s\"", name, value.c_str());
+    };
+    append("key_id", r.key_id);
+    append("account_id", r.account_id);
+    if (n >= 0 && static_cast<std::size_t>(n) + 1 < sizeof line) {
+      line[n] = '}';
+      line[n + 1] = '\0';
+    }
     server.log.write(line);
 
     // The head, formatted into this connection's buffer (its capacity is reused request after

@@ -1,6 +1,8 @@
 // tollgate http: the transport — an asynchronous HTTP/1.1 server on Boost.Beast.
 //
-// Keep-alive connections on a few I/O threads; no thread waits on a client or on the database.
+// Keep-alive connections on a few I/O threads; no I/O thread waits on a client or on the database
+// (the Api hands reads to its reader executor and writes to the ledger; answers come back through
+// the connection's strand).
 // Every bound is explicit: the number of open connections, the header and body sizes (a body over
 // 64 KiB answers 413), and the time a client may take to send a request's head and body — a
 // stalled or half-sent request is closed when its time is up and never holds up another.

@@ -177,9 +177,8 @@ TEST_F(HttpAuditUnderLoad, HealthzReservationsAndReadsKeepAnsweringWhileTwoFullA
   const auto healthz = before_audit_end(healthz_during);
   const auto reserve = before_audit_end(reserve_during);
   const auto read = before_audit_end(read_during);
-  ASSERT_GE(healthz.size(), 10u) << "too few requests answered while the audits ran (" << healthz.size()
-                                 << "): the audits took " << Ms(first_audit_done - healthz_during.front().answered).count()
-                                 << " ms";
+  ASSERT_GE(healthz.size(), 10u) << "too few requests answered while the audits ran (" << healthz.size() << " of "
+                                 << healthz_during.size() << ")";
   // 10 × the usual p99, at least 200 ms for a health check (answered on the I/O thread) and 1 s for
   // a reservation (a durable write) or a read (on the executor, behind at most a part of each
   // audit): far below what waiting for a whole audit takes.

@@ -1636,6 +1636,12 @@ INSTANTIATE_TEST_SUITE_P(AllBackends, StoreConformance, ::testing::ValuesIn(test
 // =============================================================================================
 // SQLite only: the file keeps everything across a reopen; ping; schema versions.
 
+LedgerOptions no_reaper() {
+  LedgerOptions o;
+  o.reaper_interval_ms = 0;
+  return o;
+}
+
 class SqliteFile : public ::testing::Test {
  protected:
   std::unique_ptr<SqliteStore> open() {
@@ -1658,15 +1664,23 @@ class SqliteFile : public ::testing::Test {
     ASSERT_EQ(rc, SQLITE_OK) << message;
   }
 
+  // Two accounts by the ledger, then bob's row changed by raw SQL: self-consistent (the CHECK
+  // constraints pass) but not what its events say.
+  void alice_clean_and_bob_changed_behind_the_ledgers_back() {
+    {
+      auto store = open();
+      ASSERT_NE(store, nullptr);
+      Ledger ledger(*store, clock_, no_reaper());
+      ASSERT_OK(ledger.create_account({"alice", 0, std::nullopt}));
+      ASSERT_OK(ledger.create_account({"bob", 0, std::nullopt}));
+      ASSERT_OK(ledger.credit({"bob", 10, "ref-1"}));
+    }
+    exec_sql("UPDATE accounts SET available = available + 5, purchased = purchased + 5 WHERE account_id = 'bob'");
+  }
+
   testing::TempDir dir_;
   ManualClock clock_;
 };
-
-LedgerOptions no_reaper() {
-  LedgerOptions o;
-  o.reaper_interval_ms = 0;
-  return o;
-}
 
 TEST_F(SqliteFile, PingAnswersOnAFreshStore) {
   auto store = open();
@@ -1759,15 +1773,7 @@ TEST_F(SqliteFile, AuditFindsARowChangedBehindTheLedgersBack) {
 }
 
 TEST_F(SqliteFile, TheLedgerCountsTheViolationsItsAuditsFindWholeOrInParts) {
-  {
-    auto store = open();
-    ASSERT_NE(store, nullptr);
-    Ledger ledger(*store, clock_, no_reaper());
-    ASSERT_OK(ledger.create_account({"alice", 0, std::nullopt}));
-    ASSERT_OK(ledger.create_account({"bob", 0, std::nullopt}));
-    ASSERT_OK(ledger.credit({"bob", 10, "ref-1"}));
-  }
-  exec_sql("UPDATE accounts SET available = available + 5, purchased = purchased + 5 WHERE account_id = 'bob'");
+  alice_clean_and_bob_changed_behind_the_ledgers_back();
   auto store = open();
   ASSERT_NE(store, nullptr);
   Ledger ledger(*store, clock_, no_reaper());
@@ -1787,15 +1793,7 @@ TEST_F(SqliteFile, TheLedgerCountsTheViolationsItsAuditsFindWholeOrInParts) {
 }
 
 TEST_F(SqliteFile, TheAuditSamplerFindsARowChangedBehindTheLedgersBack) {
-  {
-    auto store = open();
-    ASSERT_NE(store, nullptr);
-    Ledger ledger(*store, clock_, no_reaper());
-    ASSERT_OK(ledger.create_account({"alice", 0, std::nullopt}));
-    ASSERT_OK(ledger.create_account({"bob", 0, std::nullopt}));
-    ASSERT_OK(ledger.credit({"bob", 10, "ref-1"}));
-  }
-  exec_sql("UPDATE accounts SET available = available + 5, purchased = purchased + 5 WHERE account_id = 'bob'");
+  alice_clean_and_bob_changed_behind_the_ledgers_back();
   auto store = open();
   ASSERT_NE(store, nullptr);
   Ledger ledger(*store, clock_, no_reaper());
