@@ -1,14 +1,18 @@
 #include "app/serve.h"
 
+#include "app/process_metrics.h"
+
 #include <cstdio>
 #include <string>
 
 #include "core/clock.h"
+#include "core/limits.h"
 #include "core/log.h"
 #include "core/version.h"
 #include "http/api.h"
 #include "http/auth.h"
 #include "http/metrics.h"
+#include "http/read_executor.h"
 #include "http/server.h"
 #include "ledger/ledger.h"
 #include "store/postgres/pg_store.h"
@@ -22,7 +26,7 @@ namespace {
 
 void log_line(const char* level, const std::string& msg) { tollgate::log(level, msg); }
 
-std::string render_metrics(Ledger& ledger, http::Metrics& metrics, const Clock& clock) {
+std::string render_metrics(Ledger& ledger, http::Metrics& metrics, const http::ReadExecutor& readers, const Clock& clock) {
   using http::metric_header;
   using http::metric_line;
   std::string out;
@@ -36,22 +40,24 @@ std::string render_metrics(Ledger& ledger, http::Metrics& metrics, const Clock& 
     metric_header(out, "tollgate_accounts", "gauge", "Accounts in the ledger.");
     metric_line(out, "tollgate_accounts", "", static_cast<double>(stats->accounts));
   }
+  // Counted by the ledger as it answers each decided command (whoever submitted it).
+  const OutcomeCounts outcomes = ledger.outcomes();
   metric_header(out, "tollgate_holds_ended_total", "counter", "Holds ended through this instance, by outcome.");
-  metric_line(out, "tollgate_holds_ended_total", "outcome=\"committed\"", static_cast<double>(metrics.holds_committed.load()));
-  metric_line(out, "tollgate_holds_ended_total", "outcome=\"released\"", static_cast<double>(metrics.holds_released.load()));
+  metric_line(out, "tollgate_holds_ended_total", "outcome=\"committed\"", static_cast<double>(outcomes.holds_committed));
+  metric_line(out, "tollgate_holds_ended_total", "outcome=\"released\"", static_cast<double>(outcomes.holds_released));
   metric_line(out, "tollgate_holds_ended_total", "outcome=\"expired\"", static_cast<double>(ledger.holds_expired_by_reaper()));
   metric_line(out, "tollgate_holds_ended_total", "outcome=\"late_charged\"",
-              static_cast<double>(metrics.holds_late_charged.load()));
+              static_cast<double>(outcomes.holds_late_charged));
   metric_line(out, "tollgate_holds_ended_total", "outcome=\"late_forgiven\"",
-              static_cast<double>(metrics.holds_late_forgiven.load()));
+              static_cast<double>(outcomes.holds_late_forgiven));
   metric_header(out, "tollgate_reservation_conflicts_total", "counter", "Answers of insufficient_credits.");
-  metric_line(out, "tollgate_reservation_conflicts_total", "", static_cast<double>(metrics.reservation_conflicts.load()));
+  metric_line(out, "tollgate_reservation_conflicts_total", "", static_cast<double>(outcomes.reservation_conflicts));
   metric_header(out, "tollgate_invariant_violations_total", "counter",
                 "Invariant violations found: by the server's sampled audit, or by GET /v1/audit.");
   metric_line(out, "tollgate_invariant_violations_total", "source=\"sampled\"",
               static_cast<double>(ledger.sampled_violations()));
   metric_line(out, "tollgate_invariant_violations_total", "source=\"audit\"",
-              static_cast<double>(metrics.invariant_violations.load()));
+              static_cast<double>(ledger.audit_violations()));
   metric_header(out, "tollgate_audit_sampled_accounts_total", "counter", "Accounts audited by the server's sampler.");
   metric_line(out, "tollgate_audit_sampled_accounts_total", "", static_cast<double>(ledger.sampled_accounts()));
   metric_header(out, "tollgate_reaper_last_run_age_seconds", "gauge", "Seconds since the reaper last ran (-1: never).");
@@ -71,7 +77,13 @@ std::string render_metrics(Ledger& ledger, http::Metrics& metrics, const Clock& 
   metric_line(out, "tollgate_write_queue_depth", "", static_cast<double>(ledger.committer().queue_depth()));
   metric_header(out, "tollgate_http_connections_rejected_total", "counter", "Connections closed: over the limit.");
   metric_line(out, "tollgate_http_connections_rejected_total", "", static_cast<double>(metrics.connections_rejected.load()));
+  metric_header(out, "tollgate_read_queue_depth", "gauge", "Reads waiting for a reader thread.");
+  metric_line(out, "tollgate_read_queue_depth", "", static_cast<double>(readers.queue_depth()));
+  metric_header(out, "tollgate_read_overloaded_total", "counter", "Reads refused: the read queue was full (503).");
+  metric_line(out, "tollgate_read_overloaded_total", "", static_cast<double>(readers.refused()));
   metrics.render_requests(out);
+  render_process_metrics(out);
+  render_build_info(out);
   return out;
 }
 
@@ -101,6 +113,7 @@ Result<std::unique_ptr<Store>> open_store(const ServerConfig& config, const Cloc
   options.readers_max = static_cast<int>(config.database_pool_size);
   options.connect_timeout_ms = static_cast<int>(config.database_timeout_ms);
   options.statement_timeout_ms = static_cast<int>(config.database_timeout_ms);
+  options.lease_wait_ms = config.database_timeout_ms;
   auto store = PgStore::open(options);
   if (!store) return Error::make(store.error().code, "open the PostgreSQL database: " + store.error().detail);
   return std::unique_ptr<Store>(std::move(store).value());
@@ -147,6 +160,13 @@ Status settle_admin_key(Ledger& ledger, const std::optional<std::string>& config
       "(admin_key or TOLLGATE_ADMIN_KEY)");
 }
 
+// The reader threads: as many as the store keeps reader connections, so that a read that starts
+// finds one free.
+int reader_threads(const ServerConfig& config) {
+  if (sqlite_path(config.database)) return SqliteOptions{}.readers_max;
+  return static_cast<int>(config.database_pool_size);
+}
+
 }  // namespace
 
 int serve(const ServerConfig& config, const std::function<void(std::uint16_t)>& on_listening) {
@@ -167,7 +187,7 @@ int serve(const ServerConfig& config, const std::function<void(std::uint16_t)>& 
   ledger_options.hold_ttl_ms_max = config.hold_ttl_max_ms;
   ledger_options.late_commit = config.late_commit;
   ledger_options.reaper_interval_ms = config.reaper_interval_ms;
-  ledger_options.audit_sample_interval_ms = 10'000;  // one account in turn, every 10 s
+  ledger_options.audit_sample_interval_ms = limits::kAuditSampleIntervalMsDefault;  // one account in turn
   if (auto s = validate(ledger_options); !s) {
     log_line("error", s.error().detail);
     return 2;
@@ -179,8 +199,11 @@ int serve(const ServerConfig& config, const std::function<void(std::uint16_t)>& 
   http::ApiOptions api_options;
   api_options.openapi_json = kOpenApiJson;
   api_options.reaper_interval_ms = config.reaper_interval_ms;
-  api_options.render_metrics = [&] { return render_metrics(ledger, metrics, clock); };
-  http::Api api(ledger, auth, metrics, clock, std::move(api_options));
+  api_options.metrics_key = config.metrics_key;
+  // Reads run here, off the I/O threads; it outlives the server (answers go through its strands).
+  http::ReadExecutor readers(reader_threads(config), limits::kReadQueueMax);
+  api_options.render_metrics = [&] { return render_metrics(ledger, metrics, readers, clock); };
+  http::Api api(ledger, readers, auth, metrics, clock, std::move(api_options));
   http::HttpServer server(api, metrics, http::ServerLimits{});
   // Bind before the admin key is generated: a start that fails on a busy port must not print (and
   // so lose) a key that the next start would not print again. Nothing is answered before run().
@@ -197,6 +220,7 @@ int serve(const ServerConfig& config, const std::function<void(std::uint16_t)>& 
                        ", database " + redacted(config.database));
   if (on_listening) on_listening(*port);
   server.run();
+  readers.stop();
   ledger.stop();  // writes what is queued, commits
   log_line("info", "tollgate stopped");
   return 0;

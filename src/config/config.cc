@@ -1,5 +1,7 @@
 #include "config/config.h"
 
+#include "core/limits.h"
+
 #include <arpa/inet.h>
 #include <toml++/toml.h>
 
@@ -143,7 +145,6 @@ std::string parse_error_hint(std::string_view description, std::string_view line
     if (auto s_ = (expr); !s_) return s_.error(); \
   } while (0)
 
-constexpr std::int64_t kDayMs = 24LL * 3600 * 1000;
 
 bool database_kind_is_known(const std::string& database) {
   return sqlite_path(database) || is_postgres_uri(database);
@@ -181,6 +182,10 @@ Result<std::string> read_config_file(const std::string& path) {
   return text;
 }
 
+std::string key_too_short(const char* key) {
+  return std::string(key) + " must be at least " + std::to_string(limits::kAdminKeyLengthMin) + " characters";
+}
+
 }  // namespace
 
 std::optional<std::string> process_env(const char* name) {
@@ -212,11 +217,12 @@ Result<ServerConfig> parse_config(std::string_view text, std::string_view source
   top.string("listen", c.listen);
   top.string("database", c.database);
   top.string("admin_key", c.admin_key);
-  top.integer("database_pool_size", c.database_pool_size, 1, 256);
-  top.integer("database_timeout_ms", c.database_timeout_ms, 100, 600'000);
-  top.integer("hold_ttl_ms", c.hold_ttl_ms, 1, 30 * kDayMs);
-  top.integer("hold_ttl_max_ms", c.hold_ttl_max_ms, 1, 30 * kDayMs);
-  top.integer("reaper_interval_ms", c.reaper_interval_ms, 10, 3'600'000);
+  top.string("metrics_key", c.metrics_key);
+  top.integer("database_pool_size", c.database_pool_size, 1, limits::kDatabasePoolSizeMax);
+  top.integer("database_timeout_ms", c.database_timeout_ms, limits::kDatabaseTimeoutMsMin, limits::kDatabaseTimeoutMsMax);
+  top.integer("hold_ttl_ms", c.hold_ttl_ms, limits::kHoldTtlMsMin, limits::kHoldTtlMsMax);
+  top.integer("hold_ttl_max_ms", c.hold_ttl_max_ms, limits::kHoldTtlMsMin, limits::kHoldTtlMsMax);
+  top.integer("reaper_interval_ms", c.reaper_interval_ms, limits::kReaperIntervalMsMin, limits::kReaperIntervalMsMax);
   std::optional<std::string> late;
   top.string("late_commit", late);
   TG_TRY(top.finish({"providers", "ratelimits"}));
@@ -233,8 +239,11 @@ Result<ServerConfig> parse_config(std::string_view text, std::string_view source
   if (root.get("database") && !database_kind_is_known(c.database)) {
     return invalid(top.where("database") + "database must be sqlite:PATH or a postgresql:// URI, got " + c.database);
   }
-  if (c.admin_key && c.admin_key->size() < 16) {
-    return invalid(top.where("admin_key") + "admin_key must be at least 16 characters");
+  if (c.admin_key && c.admin_key->size() < limits::kAdminKeyLengthMin) {
+    return invalid(top.where("admin_key") + key_too_short("admin_key"));
+  }
+  if (c.metrics_key && c.metrics_key->size() < limits::kAdminKeyLengthMin) {
+    return invalid(top.where("metrics_key") + key_too_short("metrics_key"));
   }
 
   auto tables = [&](const char* name, auto&& each) -> Status {
@@ -257,9 +266,9 @@ Result<ServerConfig> parse_config(std::string_view text, std::string_view source
     r.required("url");
     r.string("url", p.url);
     r.string("status_url", p.status_url);
-    r.integer("timeout_ms", p.timeout_ms, 1, kDayMs);
-    r.integer("expected_duration_ms", p.expected_duration_ms, 1, kDayMs);
-    r.integer("max_attempts", p.max_attempts, 1, 100);
+    r.integer("timeout_ms", p.timeout_ms, 1, limits::kProviderTimeoutMsMax);
+    r.integer("expected_duration_ms", p.expected_duration_ms, 1, limits::kProviderTimeoutMsMax);
+    r.integer("max_attempts", p.max_attempts, 1, limits::kProviderAttemptsMax);
     if (auto s = r.finish(); !s) return s;
     if (p.timeout_ms < 3 * p.expected_duration_ms) {
       return invalid(r.where("timeout_ms") + "providers." + name + ".timeout_ms must be at least 3 × expected_duration_ms (" +
@@ -278,8 +287,8 @@ Result<ServerConfig> parse_config(std::string_view text, std::string_view source
     TableReader r(t, source, "ratelimits." + name + ".");
     r.required("limit");
     r.required("period_ms");
-    r.integer("limit", rl.limit, 1, 1'000'000'000);
-    r.integer("period_ms", rl.period_ms, 1, 366 * kDayMs);
+    r.integer("limit", rl.limit, 1, limits::kRateLimitMax);
+    r.integer("period_ms", rl.period_ms, 1, limits::kRateLimitPeriodMsMax);
     std::optional<std::string> store;
     r.string("store", store);
     if (auto s = r.finish(); !s) return s;
@@ -303,19 +312,26 @@ Status validate_config(const ServerConfig& c) {
   if (c.hold_ttl_ms < 1 || c.hold_ttl_ms > c.hold_ttl_max_ms) {
     return invalid("hold_ttl_ms must be from 1 to hold_ttl_max_ms (" + std::to_string(c.hold_ttl_max_ms) + ")");
   }
-  if (c.hold_ttl_max_ms < 1 || c.hold_ttl_max_ms > 30 * kDayMs) return invalid("hold_ttl_max_ms must be from 1 to 30 days");
-  if (c.reaper_interval_ms < 10 || c.reaper_interval_ms > 3'600'000) {
-    return invalid("reaper_interval_ms must be from 10 to 3600000");
+  if (c.hold_ttl_max_ms < limits::kHoldTtlMsMin || c.hold_ttl_max_ms > limits::kHoldTtlMsMax) {
+    return invalid("hold_ttl_max_ms must be from 1 to " + std::to_string(limits::kHoldTtlMsMax) + " (30 days)");
+  }
+  if (c.reaper_interval_ms < limits::kReaperIntervalMsMin || c.reaper_interval_ms > limits::kReaperIntervalMsMax) {
+    return invalid("reaper_interval_ms must be from " + std::to_string(limits::kReaperIntervalMsMin) + " to " +
+                   std::to_string(limits::kReaperIntervalMsMax));
   }
   if (auto listen = parse_listen(c.listen); !listen) return listen.error();
-  if (c.database_pool_size < 1 || c.database_pool_size > 256) return invalid("database_pool_size must be from 1 to 256");
-  if (c.database_timeout_ms < 100 || c.database_timeout_ms > 600'000) {
-    return invalid("database_timeout_ms must be from 100 to 600000");
+  if (c.database_pool_size < 1 || c.database_pool_size > limits::kDatabasePoolSizeMax) {
+    return invalid("database_pool_size must be from 1 to " + std::to_string(limits::kDatabasePoolSizeMax));
+  }
+  if (c.database_timeout_ms < limits::kDatabaseTimeoutMsMin || c.database_timeout_ms > limits::kDatabaseTimeoutMsMax) {
+    return invalid("database_timeout_ms must be from " + std::to_string(limits::kDatabaseTimeoutMsMin) + " to " +
+                   std::to_string(limits::kDatabaseTimeoutMsMax));
   }
   if (!database_kind_is_known(c.database)) {
     return invalid("database must be sqlite:PATH or a postgresql:// URI, got " + c.database);
   }
-  if (c.admin_key && c.admin_key->size() < 16) return invalid("admin_key must be at least 16 characters");
+  if (c.admin_key && c.admin_key->size() < limits::kAdminKeyLengthMin) return invalid(key_too_short("admin_key"));
+  if (c.metrics_key && c.metrics_key->size() < limits::kAdminKeyLengthMin) return invalid(key_too_short("metrics_key"));
   for (const auto& [name, p] : c.providers) {
     if (c.hold_ttl_ms < 3 * p.expected_duration_ms) {
       return invalid("hold_ttl_ms must be at least 3 × providers." + name + ".expected_duration_ms");
@@ -346,6 +362,7 @@ Result<ServerConfig> load_config(const ConfigOverrides& o, EnvLookup env) {
   if (auto v = env("TOLLGATE_LISTEN")) c.listen = *v;
   if (auto v = env("TOLLGATE_DATABASE")) c.database = *v;
   if (auto v = env("TOLLGATE_ADMIN_KEY")) c.admin_key = *v;
+  if (auto v = env("TOLLGATE_METRICS_KEY")) c.metrics_key = *v;
   TG_TRY(env_int("TOLLGATE_HOLD_TTL_MS", c.hold_ttl_ms));
   TG_TRY(env_int("TOLLGATE_HOLD_TTL_MAX_MS", c.hold_ttl_max_ms));
   TG_TRY(env_int("TOLLGATE_REAPER_INTERVAL_MS", c.reaper_interval_ms));

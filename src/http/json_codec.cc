@@ -105,6 +105,15 @@ Result<std::string> FieldReader::id(std::string_view key) {
   return std::move(**v);
 }
 
+Result<std::optional<std::string>> FieldReader::optional_id(std::string_view key) {
+  auto v = string(key, limits::kIdLengthMax + 1);
+  if (!v) return v.error();
+  if (*v) {
+    if (auto s = check_id(**v, key); !s) return s.error();
+  }
+  return std::move(v).value();
+}
+
 Result<std::optional<std::string>> FieldReader::object(std::string_view key, std::size_t max_bytes) {
   const json::value* v = find(key);
   if (!v) return std::optional<std::string>();

@@ -51,6 +51,7 @@ class FieldReader {
   Result<std::string> required_string(std::string_view key, std::size_t max_bytes);
   // A client-chosen id: 1–128 of [A-Za-z0-9._:@-].
   Result<std::string> id(std::string_view key);
+  Result<std::optional<std::string>> optional_id(std::string_view key);
   // A JSON object, returned serialized; unset when absent.
   Result<std::optional<std::string>> object(std::string_view key, std::size_t max_bytes);
   Status finish() const;

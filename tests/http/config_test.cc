@@ -146,6 +146,7 @@ std::vector<InvalidConfig> invalid_configs() {
       {"ListenHostNotAnAddress", "listen = \"not an address:8080\"\n", 1, {"listen"}},
       {"DatabaseOfAnUnknownKind", "\ndatabase = \"mysql://db\"\n", 2, {"database"}},
       {"AdminKeyTooShort", "admin_key = \"short\"\n", 1, {"admin_key"}},
+      {"MetricsKeyTooShort", "\nmetrics_key = \"short\"\n", 2, {"metrics_key"}},
       {"DatabasePoolSizeZero", "database_pool_size = 0\n", 1, {"database_pool_size"}},
       {"DatabasePoolSizeHuge", "\ndatabase_pool_size = 100000\n", 2, {"database_pool_size"}},
       {"DatabaseTimeoutTooShort", "database_timeout_ms = 10\n", 1, {"database_timeout_ms"}},
@@ -230,6 +231,26 @@ TEST_F(ConfigSources, TheFileIsReadAndItsPathNamesItsErrors) {
   ASSERT_FALSE(bad.ok());
   EXPECT_EQ(bad.error().detail.rfind(*o.config_file + ":3: ", 0), 0u) << bad.error().detail;
   EXPECT_NE(bad.error().detail.find("bogus"), std::string::npos) << bad.error().detail;
+}
+
+TEST_F(ConfigSources, AMetricsKeyComesFromTheFileOrTheEnvironmentAndIsUnsetByDefault) {
+  ConfigOverrides o;
+  auto none = load_config(o, &lookup);
+  ASSERT_TRUE(none.ok()) << none.error().detail;
+  EXPECT_FALSE(none->metrics_key.has_value());
+  o.config_file = write("metrics_key = \"file-metrics-key-0123\"\n");
+  auto file = load_config(o, &lookup);
+  ASSERT_TRUE(file.ok()) << file.error().detail;
+  EXPECT_EQ(file->metrics_key, "file-metrics-key-0123");
+  fake_env() = {{"TOLLGATE_METRICS_KEY", "env-metrics-key-0123"}};
+  auto env = load_config(o, &lookup);
+  ASSERT_TRUE(env.ok()) << env.error().detail;
+  EXPECT_EQ(env->metrics_key, "env-metrics-key-0123");
+  fake_env() = {{"TOLLGATE_METRICS_KEY", "short"}};
+  auto short_key = load_config(o, &lookup);
+  ASSERT_FALSE(short_key.ok());
+  EXPECT_NE(short_key.error().detail.find("metrics_key must be at least 16 characters"), std::string::npos)
+      << short_key.error().detail;
 }
 
 TEST_F(ConfigSources, AMissingFileIsAnErrorNamingIt) {

@@ -1663,6 +1663,12 @@ INSTANTIATE_TEST_SUITE_P(AllBackends, StoreConformance, ::testing::ValuesIn(test
 // =============================================================================================
 // SQLite only: the file keeps everything across a reopen; ping; schema versions.
 
+LedgerOptions no_reaper() {
+  LedgerOptions o;
+  o.reaper_interval_ms = 0;
+  return o;
+}
+
 class SqliteFile : public ::testing::Test {
  protected:
   std::unique_ptr<SqliteStore> open() {
@@ -1685,15 +1691,23 @@ class SqliteFile : public ::testing::Test {
     ASSERT_EQ(rc, SQLITE_OK) << message;
   }
 
+  // Two accounts by the ledger, then bob's row changed by raw SQL: self-consistent (the CHECK
+  // constraints pass) but not what its events say.
+  void alice_clean_and_bob_changed_behind_the_ledgers_back() {
+    {
+      auto store = open();
+      ASSERT_NE(store, nullptr);
+      Ledger ledger(*store, clock_, no_reaper());
+      ASSERT_OK(ledger.create_account({"alice", 0, std::nullopt}));
+      ASSERT_OK(ledger.create_account({"bob", 0, std::nullopt}));
+      ASSERT_OK(ledger.credit({"bob", 10, "ref-1"}));
+    }
+    exec_sql("UPDATE accounts SET available = available + 5, purchased = purchased + 5 WHERE account_id = 'bob'");
+  }
+
   testing::TempDir dir_;
   ManualClock clock_;
 };
-
-LedgerOptions no_reaper() {
-  LedgerOptions o;
-  o.reaper_interval_ms = 0;
-  return o;
-}
 
 TEST_F(SqliteFile, PingAnswersOnAFreshStore) {
   auto store = open();
@@ -1785,16 +1799,28 @@ TEST_F(SqliteFile, AuditFindsARowChangedBehindTheLedgersBack) {
   EXPECT_THAT(audit->violations[0].message, ::testing::HasSubstr("fold of events"));
 }
 
+TEST_F(SqliteFile, TheLedgerCountsTheViolationsItsAuditsFindWholeOrInParts) {
+  alice_clean_and_bob_changed_behind_the_ledgers_back();
+  auto store = open();
+  ASSERT_NE(store, nullptr);
+  Ledger ledger(*store, clock_, no_reaper());
+  auto whole = ledger.audit(std::nullopt);
+  ASSERT_OK(whole);
+  ASSERT_FALSE(whole->violations.empty());
+  EXPECT_EQ(ledger.audit_violations(), whole->violations.size());
+  auto first = ledger.audit_range("", 1);  // alice: clean
+  ASSERT_OK(first);
+  EXPECT_THAT(first->report.violations, IsEmpty());
+  EXPECT_TRUE(first->has_more);
+  auto second = ledger.audit_range(first->last_account_id, 1);  // bob
+  ASSERT_OK(second);
+  EXPECT_EQ(second->report.violations.size(), whole->violations.size());
+  EXPECT_EQ(ledger.audit_violations(), 2 * whole->violations.size());
+  EXPECT_EQ(ledger.sampled_violations(), 0u);  // the sampler counts its own
+}
+
 TEST_F(SqliteFile, TheAuditSamplerFindsARowChangedBehindTheLedgersBack) {
-  {
-    auto store = open();
-    ASSERT_NE(store, nullptr);
-    Ledger ledger(*store, clock_, no_reaper());
-    ASSERT_OK(ledger.create_account({"alice", 0, std::nullopt}));
-    ASSERT_OK(ledger.create_account({"bob", 0, std::nullopt}));
-    ASSERT_OK(ledger.credit({"bob", 10, "ref-1"}));
-  }
-  exec_sql("UPDATE accounts SET available = available + 5, purchased = purchased + 5 WHERE account_id = 'bob'");
+  alice_clean_and_bob_changed_behind_the_ledgers_back();
   auto store = open();
   ASSERT_NE(store, nullptr);
   Ledger ledger(*store, clock_, no_reaper());

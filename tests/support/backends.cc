@@ -41,6 +41,9 @@ class OwningStore final : public Store {
     return store_->read_events(id, after, limit);
   }
   Result<AuditReport> audit(std::optional<std::string_view> id) override { return store_->audit(id); }
+  Result<AuditPage> audit_range(std::string_view after, std::int64_t limit) override {
+    return store_->audit_range(after, limit);
+  }
   Result<std::optional<ApiKey>> find_key(std::string_view h) override { return store_->find_key(h); }
   Result<LedgerStats> stats() override { return store_->stats(); }
   Result<std::vector<std::string>> list_account_ids(std::string_view after, std::int64_t limit) override {
