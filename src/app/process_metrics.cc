@@ -4,6 +4,7 @@
 #include <sys/resource.h>
 #include <unistd.h>
 
+#include <chrono>
 #include <cstdint>
 #include <cstdio>
 #include <fstream>
@@ -33,13 +34,16 @@ std::optional<std::vector<std::string>> stat_fields() {
   return fields;
 }
 
-// The boot time (seconds since the epoch), from /proc/stat's btime.
+// The boot time (seconds since the epoch) as the wall clock sees it now: now − /proc/uptime.
+// (/proc/stat's btime is whole seconds and drifts from the wall clock on a VM that was paused or
+// whose clock was stepped; anchoring at now keeps the start time within the process's own life.)
 std::optional<double> boot_time_s() {
-  std::ifstream in("/proc/stat");
-  for (std::string line; std::getline(in, line);) {
-    if (line.rfind("btime ", 0) == 0) return std::stod(line.substr(6));
-  }
-  return std::nullopt;
+  std::ifstream in("/proc/uptime");
+  double uptime_s = 0;
+  if (!(in >> uptime_s)) return std::nullopt;
+  const double now_s =
+      std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
+  return now_s - uptime_s;
 }
 
 std::optional<double> open_fds() {

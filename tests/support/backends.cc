@@ -95,6 +95,9 @@ std::vector<StoreBackend> all_backends() {
                                auto dir = std::make_unique<TempDir>();
                                SqliteOptions options;
                                options.path = dir->file("tollgate.db");
+                               // A hang detector, as the PostgreSQL statement time-out below: a
+                               // loaded machine must not fail an invariant test with `unavailable`.
+                               options.lease_wait_ms = 30'000;
                                auto store = SqliteStore::open(options, clock);
                                if (!store) throw std::runtime_error("open sqlite: " + store.error().detail);
                                return std::make_unique<OwningStore>(std::shared_ptr<TempDir>(std::move(dir)),
@@ -111,6 +114,7 @@ std::vector<StoreBackend> all_backends() {
                                  // checkpoint's sync took 8 s here once) must not fail an
                                  // invariant test with `unavailable`.
                                  options.statement_timeout_ms = 30'000;
+                                 options.lease_wait_ms = 30'000;  // likewise for a reader connection
                                  auto store = PgStore::open(options);
                                  if (!store) throw std::runtime_error("open postgres: " + store.error().detail);
                                  return std::make_unique<OwningStore>(std::move(schema), std::move(store).value());
