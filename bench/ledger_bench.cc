@@ -742,6 +742,9 @@ class TimedStore final : public tollgate::Store {
   tollgate::Result<tollgate::AuditReport> audit(std::optional<std::string_view> id) override {
     return inner_->audit(id);
   }
+  tollgate::Result<tollgate::AuditPage> audit_range(std::string_view after, std::int64_t limit) override {
+    return inner_->audit_range(after, limit);
+  }
   tollgate::Result<tollgate::LedgerStats> stats() override { return inner_->stats(); }
   tollgate::Result<std::vector<std::string>> list_account_ids(std::string_view after, std::int64_t limit) override {
     return inner_->list_account_ids(after, limit);

@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "core/limits.h"
+#include "core/suggest.h"
 #include "tollgate/client.h"
 
 namespace tollgate::app {
@@ -647,7 +648,47 @@ void add_audit_command(CLI::App& app, int& exit_code) {
   });
 }
 
+// The named subcommands of `command`.
+std::vector<const CLI::App*> subcommands(const CLI::App& command) {
+  return command.get_subcommands([](const CLI::App* sub) { return !sub->get_name().empty(); });
+}
+
+std::vector<std::string> names_of(const std::vector<const CLI::App*>& commands) {
+  std::vector<std::string> names;
+  for (const CLI::App* c : commands) names.push_back(c->get_name());
+  std::sort(names.begin(), names.end());
+  return names;
+}
+
+std::string joined(const std::vector<std::string>& names) {
+  std::string out;
+  for (const std::string& name : names) out += (out.empty() ? "" : ", ") + name;
+  return out;
+}
+
 }  // namespace
+
+std::optional<std::string> command_usage_message(const CLI::App& app, const std::vector<std::string>& args) {
+  const CLI::App* command = &app;
+  std::string path;  // the words that named commands, each followed by a space: "account "
+  for (const std::string& word : args) {
+    if (word.empty() || word[0] == '-') return std::nullopt;  // options: not a command's place
+    const std::vector<const CLI::App*> subs = subcommands(*command);
+    if (subs.empty()) return std::nullopt;  // a command's own arguments from here
+    const auto named = std::find_if(subs.begin(), subs.end(), [&](const CLI::App* s) { return s->check_name(word); });
+    if (named == subs.end()) {
+      const std::vector<std::string> names = names_of(subs);
+      return "unknown command '" + path + word + "'" + did_you_mean(word, names) + "; the " + path +
+             "commands are: " + joined(names);
+    }
+    command = *named;
+    path += word + " ";
+  }
+  const std::vector<const CLI::App*> subs = subcommands(*command);
+  if (subs.empty()) return std::nullopt;
+  const std::string after = path.empty() ? "" : " after '" + path.substr(0, path.size() - 1) + "'";
+  return "a command is missing" + after + "; the " + path + "commands are: " + joined(names_of(subs));
+}
 
 void add_cli_commands(CLI::App& app, int& exit_code) {
   add_account_commands(app, exit_code);

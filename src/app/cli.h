@@ -14,6 +14,10 @@
 
 #include <CLI/CLI.hpp>
 
+#include <optional>
+#include <string>
+#include <vector>
+
 namespace tollgate::app {
 
 inline constexpr int kExitOk = 0;
@@ -25,5 +29,12 @@ inline constexpr int kExitAuditViolations = 4;
 // Adds the client subcommands to `app`. The command that runs stores its exit code in `exit_code`,
 // which must outlive app.parse(). Argument errors are thrown as CLI::ParseError (exit 2).
 void add_cli_commands(CLI::App& app, int& exit_code);
+
+// After a usage error: when the words of `args` (argv without the program) name a command that
+// does not exist, or stop before naming one, the message that says so and names the commands that
+// do exist — "unknown command 'acount' (did you mean account?); the commands are: account, audit,
+// …", "a command is missing after 'hold'; the hold commands are: commit, …" — else nullopt (the
+// error was something else; CLI11's own message stands).
+std::optional<std::string> command_usage_message(const CLI::App& app, const std::vector<std::string>& args);
 
 }  // namespace tollgate::app

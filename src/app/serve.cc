@@ -1,14 +1,18 @@
 #include "app/serve.h"
 
+#include "app/process_metrics.h"
+
 #include <cstdio>
 #include <string>
 
 #include "core/clock.h"
+#include "core/limits.h"
 #include "core/log.h"
 #include "core/version.h"
 #include "http/api.h"
 #include "http/auth.h"
 #include "http/metrics.h"
+#include "http/read_executor.h"
 #include "http/server.h"
 #include "ledger/ledger.h"
 #include "store/postgres/pg_store.h"
@@ -22,7 +26,7 @@ namespace {
 
 void log_line(const char* level, const std::string& msg) { tollgate::log(level, msg); }
 
-std::string render_metrics(Ledger& ledger, http::Metrics& metrics, const Clock& clock) {
+std::string render_metrics(Ledger& ledger, http::Metrics& metrics, const http::ReadExecutor& readers, const Clock& clock) {
   using http::metric_header;
   using http::metric_line;
   std::string out;
@@ -36,22 +40,24 @@ std::string render_metrics(Ledger& ledger, http::Metrics& metrics, const Clock& 
     metric_header(out, "tollgate_accounts", "gauge", "Accounts in the ledger.");
     metric_line(out, "tollgate_accounts", "", static_cast<double>(stats->accounts));
   }
+  // Counted by the ledger as it answers each decided command (whoever submitted it).
+  const OutcomeCounts outcomes = ledger.outcomes();
   metric_header(out, "tollgate_holds_ended_total", "counter", "Holds ended through this instance, by outcome.");
-  metric_line(out, "tollgate_holds_ended_total", "outcome=\"committed\"", static_cast<double>(metrics.holds_committed.load()));
-  metric_line(out, "tollgate_holds_ended_total", "outcome=\"released\"", static_cast<double>(metrics.holds_released.load()));
+  metric_line(out, "tollgate_holds_ended_total", "outcome=\"committed\"", static_cast<double>(outcomes.holds_committed));
+  metric_line(out, "tollgate_holds_ended_total", "outcome=\"released\"", static_cast<double>(outcomes.holds_released));
   metric_line(out, "tollgate_holds_ended_total", "outcome=\"expired\"", static_cast<double>(ledger.holds_expired_by_reaper()));
   metric_line(out, "tollgate_holds_ended_total", "outcome=\"late_charged\"",
-              static_cast<double>(metrics.holds_late_charged.load()));
+              static_cast<double>(outcomes.holds_late_charged));
   metric_line(out, "tollgate_holds_ended_total", "outcome=\"late_forgiven\"",
-              static_cast<double>(metrics.holds_late_forgiven.load()));
+              static_cast<double>(outcomes.holds_late_forgiven));
   metric_header(out, "tollgate_reservation_conflicts_total", "counter", "Answers of insufficient_credits.");
-  metric_line(out, "tollgate_reservation_conflicts_total", "", static_cast<double>(metrics.reservation_conflicts.load()));
+  metric_line(out, "tollgate_reservation_conflicts_total", "", static_cast<double>(outcomes.reservation_conflicts));
   metric_header(out, "tollgate_invariant_violations_total", "counter",
                 "Invariant violations found: by the server's sampled audit, or by GET /v1/audit.");
   metric_line(out, "tollgate_invariant_violations_total", "source=\"sampled\"",
               static_cast<double>(ledger.sampled_violations()));
   metric_line(out, "tollgate_invariant_violations_total", "source=\"audit\"",
-              static_cast<double>(metrics.invariant_violations.load()));
+              static_cast<double>(ledger.audit_violations()));
   metric_header(out, "tollgate_audit_sampled_accounts_total", "counter", "Accounts audited by the server's sampler.");
   metric_line(out, "tollgate_audit_sampled_accounts_total", "", static_cast<double>(ledger.sampled_accounts()));
   metric_header(out, "tollgate_reaper_last_run_age_seconds", "gauge", "Seconds since the reaper last ran (-1: never).");
@@ -71,7 +77,13 @@ std::string render_metrics(Ledger& ledger, http::Metrics& metrics, const Clock& 
   metric_line(out, "tollgate_write_queue_depth", "", static_cast<double>(ledger.committer().queue_depth()));
   metric_header(out, "tollgate_http_connections_rejected_total", "counter", "Connections closed: over the limit.");
   metric_line(out, "tollgate_http_connections_rejected_total", "", static_cast<double>(metrics.connections_rejected.load()));
+  metric_header(out, "tollgate_read_queue_depth", "gauge", "Reads waiting for a reader thread.");
+  metric_line(out, "tollgate_read_queue_depth", "", static_cast<double>(readers.queue_depth()));
+  metric_header(out, "tollgate_read_overloaded_total", "counter", "Reads refused: the read queue was full (503).");
+  metric_line(out, "tollgate_read_overloaded_total", "", static_cast<double>(readers.refused()));
   metrics.render_requests(out);
+  render_process_metrics(out);
+  render_build_info(out);
   return out;
 }
 
@@ -101,9 +113,58 @@ Result<std::unique_ptr<Store>> open_store(const ServerConfig& config, const Cloc
   options.readers_max = static_cast<int>(config.database_pool_size);
   options.connect_timeout_ms = static_cast<int>(config.database_timeout_ms);
   options.statement_timeout_ms = static_cast<int>(config.database_timeout_ms);
+  options.lease_wait_ms = config.database_timeout_ms;
   auto store = PgStore::open(options);
   if (!store) return Error::make(store.error().code, "open the PostgreSQL database: " + store.error().detail);
   return std::unique_ptr<Store>(std::move(store).value());
+}
+
+// The id of the admin key generated at the first start (a configured one is never stored).
+constexpr const char* kGeneratedAdminKeyId = "admin";
+
+// The admin key (api.md): a configured one retires the generated key, through the ordinary write
+// path — idempotent, so instances starting together on one PostgreSQL database agree (the key's row
+// is locked by whichever batch comes first; the other then finds it revoked). With none
+// configured, a key is generated at the first start and printed once; once a configured key has
+// retired it, start-up needs a configured key (a new one is never generated behind the operator's
+// back). invalid_request: a configuration to fix; anything else: the database.
+Status settle_admin_key(Ledger& ledger, const std::optional<std::string>& configured) {
+  if (configured) {
+    auto retired = ledger.run(RevokeKeyCommand{kGeneratedAdminKeyId, /*replaced_by_configured_admin_key=*/true});
+    if (!retired && retired.code() != Code::not_found) {  // not_found: none was ever generated
+      return Error::make(retired.code(), "retiring the generated admin key: " + retired.error().detail);
+    }
+    if (retired && std::get<KeyOutcome>(retired.value()).created) {
+      log_line("info", "the generated admin key is retired: an admin key is configured");
+    }
+    return ok_status();
+  }
+  auto has = ledger.store().has_admin_key();
+  if (!has) return has.error();
+  if (*has) return ok_status();
+  const std::string secret = http::new_secret();
+  auto created = ledger.run(CreateKeyCommand{kGeneratedAdminKeyId, std::nullopt, http::sha256_hex(secret)});
+  if (created) {
+    std::printf("tollgate: generated admin key (shown once, stored hashed): %s\n", secret.c_str());
+    std::fflush(stdout);
+    return ok_status();
+  }
+  if (created.code() != Code::conflict) return Error::make(created.code(), "storing the admin key: " + created.error().detail);
+  // The key id exists: another instance generated it at the same moment (and printed it), or a
+  // configured key retired it.
+  auto again = ledger.store().has_admin_key();
+  if (!again) return again.error();
+  if (*again) return ok_status();
+  return invalid(
+      "the generated admin key was retired when an admin key was configured; configure one here too "
+      "(admin_key or TOLLGATE_ADMIN_KEY)");
+}
+
+// The reader threads: as many as the store keeps reader connections, so that a read that starts
+// finds one free.
+int reader_threads(const ServerConfig& config) {
+  if (sqlite_path(config.database)) return SqliteOptions{}.readers_max;
+  return static_cast<int>(config.database_pool_size);
 }
 
 }  // namespace
@@ -126,48 +187,40 @@ int serve(const ServerConfig& config, const std::function<void(std::uint16_t)>& 
   ledger_options.hold_ttl_ms_max = config.hold_ttl_max_ms;
   ledger_options.late_commit = config.late_commit;
   ledger_options.reaper_interval_ms = config.reaper_interval_ms;
-  ledger_options.audit_sample_interval_ms = 10'000;  // one account in turn, every 10 s
+  ledger_options.audit_sample_interval_ms = limits::kAuditSampleIntervalMsDefault;  // one account in turn
   if (auto s = validate(ledger_options); !s) {
     log_line("error", s.error().detail);
     return 2;
   }
   Ledger ledger(**store, clock, ledger_options);
 
-  // The admin key: configured, or generated at the first start and printed once.
-  if (!config.admin_key) {
-    auto has = (*store)->has_admin_key();
-    if (!has) {
-      log_line("error", has.error().detail);
-      return 1;
-    }
-    if (!*has) {
-      const std::string secret = http::new_secret();
-      auto created = ledger.run(CreateKeyCommand{"admin", std::nullopt, http::sha256_hex(secret)});
-      if (!created) {
-        log_line("error", "storing the admin key: " + created.error().detail);
-        return 1;
-      }
-      std::printf("tollgate: generated admin key (shown once, stored hashed): %s\n", secret.c_str());
-      std::fflush(stdout);
-    }
-  }
   http::Authenticator auth(**store, clock, config.admin_key);
   http::Metrics metrics(http::Api::route_templates());
   http::ApiOptions api_options;
   api_options.openapi_json = kOpenApiJson;
   api_options.reaper_interval_ms = config.reaper_interval_ms;
-  api_options.render_metrics = [&] { return render_metrics(ledger, metrics, clock); };
-  http::Api api(ledger, auth, metrics, clock, std::move(api_options));
+  api_options.metrics_key = config.metrics_key;
+  // Reads run here, off the I/O threads; it outlives the server (answers go through its strands).
+  http::ReadExecutor readers(reader_threads(config), limits::kReadQueueMax);
+  api_options.render_metrics = [&] { return render_metrics(ledger, metrics, readers, clock); };
+  http::Api api(ledger, readers, auth, metrics, clock, std::move(api_options));
   http::HttpServer server(api, metrics, http::ServerLimits{});
+  // Bind before the admin key is generated: a start that fails on a busy port must not print (and
+  // so lose) a key that the next start would not print again. Nothing is answered before run().
   auto port = server.listen(listen->host, listen->port);
   if (!port) {
     log_line("error", port.error().detail);
     return 1;
   }
+  if (auto s = settle_admin_key(ledger, config.admin_key); !s) {
+    log_line("error", s.error().detail);
+    return s.error().code == Code::invalid_request ? 2 : 1;
+  }
   log_line("info", "tollgate " + std::string(kVersion) + " listening on " + listen->host + ":" + std::to_string(*port) +
                        ", database " + redacted(config.database));
   if (on_listening) on_listening(*port);
   server.run();
+  readers.stop();
   ledger.stop();  // writes what is queued, commits
   log_line("info", "tollgate stopped");
   return 0;

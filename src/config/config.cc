@@ -1,13 +1,23 @@
 #include "config/config.h"
 
+#include "core/limits.h"
+
 #include <arpa/inet.h>
 #include <toml++/toml.h>
 
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cctype>
 #include <cerrno>
 #include <cstdlib>
-#include <fstream>
+#include <cstring>
 #include <set>
 #include <sstream>
+
+#include "core/limits.h"
+#include "core/suggest.h"
 
 namespace tollgate {
 namespace {
@@ -16,58 +26,57 @@ std::string at(std::string_view source, const toml::source_region& where) {
   return std::string(source) + ":" + std::to_string(where.begin.line) + ": ";
 }
 
-// Reads typed values out of a TOML table and refuses keys it was not asked about.
+// Reads typed values out of a TOML table. Every read names a key the table accepts; a read that
+// fails keeps its error, and finish() answers an unknown key first ("unknown key hold_ttl (did you
+// mean hold_ttl_ms?)", the suggestion among the keys read and the sub-tables), else the first
+// failed read: a misspelled key is reported as itself, not as the key it was meant to be.
 class TableReader {
  public:
   TableReader(const toml::table& table, std::string_view source, std::string prefix)
       : table_(table), source_(source), prefix_(std::move(prefix)) {}
 
-  Status integer(const char* key, std::int64_t& out, std::int64_t min, std::int64_t max) {
+  void integer(const char* key, std::int64_t& out, std::int64_t min, std::int64_t max) {
     seen_.insert(key);
     const toml::node* node = table_.get(key);
-    if (!node) return ok_status();
+    if (!node) return;
     const auto* v = node->as_integer();
-    if (!v) return invalid(at(source_, node->source()) + prefix_ + key + " must be an integer");
+    if (!v) return fail(at(source_, node->source()) + prefix_ + key + " must be an integer");
     if (v->get() < min || v->get() > max) {
-      return invalid(at(source_, node->source()) + prefix_ + key + " must be from " + std::to_string(min) + " to " +
-                     std::to_string(max) + ", got " + std::to_string(v->get()));
+      return fail(at(source_, node->source()) + prefix_ + key + " must be from " + std::to_string(min) + " to " +
+                  std::to_string(max) + ", got " + std::to_string(v->get()));
     }
     out = v->get();
-    return ok_status();
   }
 
-  Status string(const char* key, std::optional<std::string>& out) {
+  void string(const char* key, std::optional<std::string>& out) {
     seen_.insert(key);
     const toml::node* node = table_.get(key);
-    if (!node) return ok_status();
+    if (!node) return;
     const auto* v = node->as_string();
-    if (!v) return invalid(at(source_, node->source()) + prefix_ + key + " must be a string");
+    if (!v) return fail(at(source_, node->source()) + prefix_ + key + " must be a string");
     out = v->get();
-    return ok_status();
   }
 
-  Status string(const char* key, std::string& out) {
+  void string(const char* key, std::string& out) {
     std::optional<std::string> v;
-    if (auto s = string(key, v); !s) return s;
+    string(key, v);
     if (v) out = *v;
-    return ok_status();
   }
 
-  Status required(const char* key) {
-    if (table_.get(key)) return ok_status();
-    return invalid(at(source_, table_.source()) + prefix_ + key + " is required");
+  void required(const char* key) {
+    seen_.insert(key);
+    if (!table_.get(key)) fail(at(source_, table_.source()) + prefix_ + key + " is required");
   }
 
-  // Every key not read so far is unknown.
-  Status no_unknown_keys(std::initializer_list<const char*> tables = {}) {
+  // An unknown key (every key not read, but for the sub-tables named), else the first failed read.
+  Status finish(std::initializer_list<const char*> tables = {}) {
+    for (const char* t : tables) seen_.insert(t);
     for (const auto& [key, node] : table_) {
       const std::string k(key.str());
       if (seen_.count(k)) continue;
-      bool is_table = false;
-      for (const char* t : tables) is_table |= k == t;
-      if (is_table) continue;
-      return invalid(at(source_, node.source()) + "unknown key " + prefix_ + k);
+      return invalid(at(source_, node.source()) + "unknown key " + prefix_ + k + did_you_mean(k, seen_));
     }
+    if (first_error_) return *first_error_;
     return ok_status();
   }
 
@@ -77,21 +86,104 @@ class TableReader {
   }
 
  private:
+  void fail(std::string detail) {
+    if (!first_error_) first_error_ = Error::make(Code::invalid_request, std::move(detail));
+  }
+
   const toml::table& table_;
   std::string_view source_;
   std::string prefix_;
   std::set<std::string> seen_;
+  std::optional<Error> first_error_;
 };
+
+// A plain-words hint for a TOML parser's message about `line` (the text of the line in error), and
+// the key it names, if the line starts with one. The line itself is not repeated: it may hold the
+// admin key.
+std::string parse_error_hint(std::string_view description, std::string_view line) {
+  auto has = [&](std::string_view part) { return description.find(part) != std::string_view::npos; };
+  std::string key;
+  const std::size_t equals = line.find('=');
+  if (equals != std::string_view::npos) {
+    std::string_view k = line.substr(0, equals);
+    while (!k.empty() && (k.front() == ' ' || k.front() == '\t')) k.remove_prefix(1);
+    while (!k.empty() && (k.back() == ' ' || k.back() == '\t')) k.remove_suffix(1);
+    const bool bare = !k.empty() && k.size() <= 64 && std::all_of(k.begin(), k.end(), [](char c) {
+      return std::isalnum(static_cast<unsigned char>(c)) || c == '_' || c == '-' || c == '.';
+    });
+    if (bare) key = std::string(k) + ": ";
+  }
+  if (has("expected value")) return key + "the value is missing after '='";
+  if (has("parsing string") && (has("control characters") || has("end-of-file"))) {
+    return key + "a string is not closed: is the closing quote (\") missing?";
+  }
+  if (has("parsing literal string") || (has("literal string") && has("control characters"))) {
+    return key + "a string is not closed: is the closing quote (') missing?";
+  }
+  if (has("unknown escape sequence")) {
+    return key + "a backslash in a \"string\" starts an escape: write \\\\ or use a 'literal string'";
+  }
+  if (has("cannot redefine existing table")) return "this table is already defined earlier in the file";
+  if (has("cannot redefine existing")) return key + "this key is already set earlier in the file (each key once)";
+  if (has("table header") && has("expected ']'")) return "a table header is not closed: is the ']' missing?";
+  if (has("expected '='")) return "a key must be followed by '=' (key = value); is the '=' missing, or is there a space in the key?";
+  if (has("could not determine value type") || has("parsing time") || has("parsing date") || has("parsing boolean")) {
+    return key + "text must be in double quotes (key = \"text\")";
+  }
+  if (has("expected a comment or whitespace")) {
+    return key + "only a # comment may follow a value on its line: is a quote or a comma misplaced?";
+  }
+  if (has("parsing array") || has("parsing inline table")) {
+    return key + "a list or inline table is not closed: is a ']' or '}' missing?";
+  }
+  if (has("end-of-file")) return "the file ends in the middle of something: is a closing quote or bracket missing?";
+  return "this is not valid TOML";
+}
 
 #define TG_TRY(expr)                      \
   do {                                    \
     if (auto s_ = (expr); !s_) return s_.error(); \
   } while (0)
 
-constexpr std::int64_t kDayMs = 24LL * 3600 * 1000;
 
 bool database_kind_is_known(const std::string& database) {
   return sqlite_path(database) || is_postgres_uri(database);
+}
+
+// The whole file, or why it cannot be read, in the system's words: "cannot read the configuration
+// file /etc/tollgate.toml: permission denied".
+Result<std::string> read_config_file(const std::string& path) {
+  auto failure = [&](int error) {
+    std::string why = std::strerror(error);
+    if (!why.empty()) why[0] = static_cast<char>(std::tolower(static_cast<unsigned char>(why[0])));
+    return invalid("cannot read the configuration file " + path + ": " + why);
+  };
+  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return failure(errno);
+  std::string text;
+  char buffer[16 * 1024];
+  for (;;) {
+    const ssize_t n = ::read(fd, buffer, sizeof buffer);
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0) {
+      const int error = errno;
+      ::close(fd);
+      return failure(error);
+    }
+    if (n == 0) break;
+    text.append(buffer, static_cast<std::size_t>(n));
+    if (text.size() > limits::kConfigFileBytesMax) {
+      ::close(fd);
+      return invalid("cannot read the configuration file " + path + ": it is larger than " +
+                     std::to_string(limits::kConfigFileBytesMax) + " bytes");
+    }
+  }
+  ::close(fd);
+  return text;
+}
+
+std::string key_too_short(const char* key) {
+  return std::string(key) + " must be at least " + std::to_string(limits::kAdminKeyLengthMin) + " characters";
 }
 
 }  // namespace
@@ -107,28 +199,38 @@ Result<ServerConfig> parse_config(std::string_view text, std::string_view source
   try {
     root = toml::parse(text, source);
   } catch (const toml::parse_error& e) {
+    const auto line_number = e.source().begin.line;
+    std::string_view line;
+    std::string_view rest = text;
+    for (std::uint32_t n = 1; n <= line_number && !rest.empty(); ++n) {
+      const std::size_t end = rest.find('\n');
+      line = rest.substr(0, end);
+      rest = end == std::string_view::npos ? std::string_view() : rest.substr(end + 1);
+    }
     std::ostringstream msg;
-    msg << source << ":" << e.source().begin.line << ": " << e.description();
+    msg << source << ":" << line_number << ": " << parse_error_hint(e.description(), line) << " (TOML parser: "
+        << e.description() << ")";
     return invalid(msg.str());
   }
   ServerConfig c;
   TableReader top(root, source, "");
-  TG_TRY(top.string("listen", c.listen));
-  TG_TRY(top.string("database", c.database));
-  TG_TRY(top.string("admin_key", c.admin_key));
-  TG_TRY(top.integer("database_pool_size", c.database_pool_size, 1, 256));
-  TG_TRY(top.integer("database_timeout_ms", c.database_timeout_ms, 100, 600'000));
-  TG_TRY(top.integer("hold_ttl_ms", c.hold_ttl_ms, 1, 30 * kDayMs));
-  TG_TRY(top.integer("hold_ttl_max_ms", c.hold_ttl_max_ms, 1, 30 * kDayMs));
-  TG_TRY(top.integer("reaper_interval_ms", c.reaper_interval_ms, 10, 3'600'000));
+  top.string("listen", c.listen);
+  top.string("database", c.database);
+  top.string("admin_key", c.admin_key);
+  top.string("metrics_key", c.metrics_key);
+  top.integer("database_pool_size", c.database_pool_size, 1, limits::kDatabasePoolSizeMax);
+  top.integer("database_timeout_ms", c.database_timeout_ms, limits::kDatabaseTimeoutMsMin, limits::kDatabaseTimeoutMsMax);
+  top.integer("hold_ttl_ms", c.hold_ttl_ms, limits::kHoldTtlMsMin, limits::kHoldTtlMsMax);
+  top.integer("hold_ttl_max_ms", c.hold_ttl_max_ms, limits::kHoldTtlMsMin, limits::kHoldTtlMsMax);
+  top.integer("reaper_interval_ms", c.reaper_interval_ms, limits::kReaperIntervalMsMin, limits::kReaperIntervalMsMax);
   std::optional<std::string> late;
-  TG_TRY(top.string("late_commit", late));
+  top.string("late_commit", late);
+  TG_TRY(top.finish({"providers", "ratelimits"}));
   if (late) {
     auto policy = parse_late_commit_policy(*late);
     if (!policy) return invalid(top.where("late_commit") + "late_commit must be charge, forgive or reject");
     c.late_commit = *policy;
   }
-  TG_TRY(top.no_unknown_keys({"providers", "ratelimits"}));
   // Values checked again by validate_config() (which also sees the environment and the flags),
   // checked here too so that a bad one in the file is reported with its line.
   if (root.get("listen")) {
@@ -137,8 +239,11 @@ Result<ServerConfig> parse_config(std::string_view text, std::string_view source
   if (root.get("database") && !database_kind_is_known(c.database)) {
     return invalid(top.where("database") + "database must be sqlite:PATH or a postgresql:// URI, got " + c.database);
   }
-  if (c.admin_key && c.admin_key->size() < 16) {
-    return invalid(top.where("admin_key") + "admin_key must be at least 16 characters");
+  if (c.admin_key && c.admin_key->size() < limits::kAdminKeyLengthMin) {
+    return invalid(top.where("admin_key") + key_too_short("admin_key"));
+  }
+  if (c.metrics_key && c.metrics_key->size() < limits::kAdminKeyLengthMin) {
+    return invalid(top.where("metrics_key") + key_too_short("metrics_key"));
   }
 
   auto tables = [&](const char* name, auto&& each) -> Status {
@@ -158,13 +263,13 @@ Result<ServerConfig> parse_config(std::string_view text, std::string_view source
   TG_TRY(tables("providers", [&](const std::string& name, const toml::table& t) -> Status {
     ProviderConfig p;
     TableReader r(t, source, "providers." + name + ".");
-    if (auto s = r.required("url"); !s) return s;
-    if (auto s = r.string("url", p.url); !s) return s;
-    if (auto s = r.string("status_url", p.status_url); !s) return s;
-    if (auto s = r.integer("timeout_ms", p.timeout_ms, 1, kDayMs); !s) return s;
-    if (auto s = r.integer("expected_duration_ms", p.expected_duration_ms, 1, kDayMs); !s) return s;
-    if (auto s = r.integer("max_attempts", p.max_attempts, 1, 100); !s) return s;
-    if (auto s = r.no_unknown_keys(); !s) return s;
+    r.required("url");
+    r.string("url", p.url);
+    r.string("status_url", p.status_url);
+    r.integer("timeout_ms", p.timeout_ms, 1, limits::kProviderTimeoutMsMax);
+    r.integer("expected_duration_ms", p.expected_duration_ms, 1, limits::kProviderTimeoutMsMax);
+    r.integer("max_attempts", p.max_attempts, 1, limits::kProviderAttemptsMax);
+    if (auto s = r.finish(); !s) return s;
     if (p.timeout_ms < 3 * p.expected_duration_ms) {
       return invalid(r.where("timeout_ms") + "providers." + name + ".timeout_ms must be at least 3 × expected_duration_ms (" +
                      std::to_string(3 * p.expected_duration_ms) + ")");
@@ -180,18 +285,18 @@ Result<ServerConfig> parse_config(std::string_view text, std::string_view source
   TG_TRY(tables("ratelimits", [&](const std::string& name, const toml::table& t) -> Status {
     RateLimitConfig rl;
     TableReader r(t, source, "ratelimits." + name + ".");
-    if (auto s = r.required("limit"); !s) return s;
-    if (auto s = r.required("period_ms"); !s) return s;
-    if (auto s = r.integer("limit", rl.limit, 1, 1'000'000'000); !s) return s;
-    if (auto s = r.integer("period_ms", rl.period_ms, 1, 366 * kDayMs); !s) return s;
+    r.required("limit");
+    r.required("period_ms");
+    r.integer("limit", rl.limit, 1, limits::kRateLimitMax);
+    r.integer("period_ms", rl.period_ms, 1, limits::kRateLimitPeriodMsMax);
     std::optional<std::string> store;
-    if (auto s = r.string("store", store); !s) return s;
+    r.string("store", store);
+    if (auto s = r.finish(); !s) return s;
     if (store) {
       if (*store == "shared") rl.store = RateLimitStore::shared;
       else if (*store == "local") rl.store = RateLimitStore::local;
       else return invalid(r.where("store") + "ratelimits." + name + ".store must be shared or local");
     }
-    if (auto s = r.no_unknown_keys(); !s) return s;
     c.ratelimits.emplace(name, rl);
     return ok_status();
   }));
@@ -207,19 +312,26 @@ Status validate_config(const ServerConfig& c) {
   if (c.hold_ttl_ms < 1 || c.hold_ttl_ms > c.hold_ttl_max_ms) {
     return invalid("hold_ttl_ms must be from 1 to hold_ttl_max_ms (" + std::to_string(c.hold_ttl_max_ms) + ")");
   }
-  if (c.hold_ttl_max_ms < 1 || c.hold_ttl_max_ms > 30 * kDayMs) return invalid("hold_ttl_max_ms must be from 1 to 30 days");
-  if (c.reaper_interval_ms < 10 || c.reaper_interval_ms > 3'600'000) {
-    return invalid("reaper_interval_ms must be from 10 to 3600000");
+  if (c.hold_ttl_max_ms < limits::kHoldTtlMsMin || c.hold_ttl_max_ms > limits::kHoldTtlMsMax) {
+    return invalid("hold_ttl_max_ms must be from 1 to " + std::to_string(limits::kHoldTtlMsMax) + " (30 days)");
+  }
+  if (c.reaper_interval_ms < limits::kReaperIntervalMsMin || c.reaper_interval_ms > limits::kReaperIntervalMsMax) {
+    return invalid("reaper_interval_ms must be from " + std::to_string(limits::kReaperIntervalMsMin) + " to " +
+                   std::to_string(limits::kReaperIntervalMsMax));
   }
   if (auto listen = parse_listen(c.listen); !listen) return listen.error();
-  if (c.database_pool_size < 1 || c.database_pool_size > 256) return invalid("database_pool_size must be from 1 to 256");
-  if (c.database_timeout_ms < 100 || c.database_timeout_ms > 600'000) {
-    return invalid("database_timeout_ms must be from 100 to 600000");
+  if (c.database_pool_size < 1 || c.database_pool_size > limits::kDatabasePoolSizeMax) {
+    return invalid("database_pool_size must be from 1 to " + std::to_string(limits::kDatabasePoolSizeMax));
+  }
+  if (c.database_timeout_ms < limits::kDatabaseTimeoutMsMin || c.database_timeout_ms > limits::kDatabaseTimeoutMsMax) {
+    return invalid("database_timeout_ms must be from " + std::to_string(limits::kDatabaseTimeoutMsMin) + " to " +
+                   std::to_string(limits::kDatabaseTimeoutMsMax));
   }
   if (!database_kind_is_known(c.database)) {
     return invalid("database must be sqlite:PATH or a postgresql:// URI, got " + c.database);
   }
-  if (c.admin_key && c.admin_key->size() < 16) return invalid("admin_key must be at least 16 characters");
+  if (c.admin_key && c.admin_key->size() < limits::kAdminKeyLengthMin) return invalid(key_too_short("admin_key"));
+  if (c.metrics_key && c.metrics_key->size() < limits::kAdminKeyLengthMin) return invalid(key_too_short("metrics_key"));
   for (const auto& [name, p] : c.providers) {
     if (c.hold_ttl_ms < 3 * p.expected_duration_ms) {
       return invalid("hold_ttl_ms must be at least 3 × providers." + name + ".expected_duration_ms");
@@ -231,13 +343,9 @@ Status validate_config(const ServerConfig& c) {
 Result<ServerConfig> load_config(const ConfigOverrides& o, EnvLookup env) {
   ServerConfig c;
   if (o.config_file) {
-    std::ostringstream text;
-    {
-      std::ifstream in(*o.config_file);
-      if (!in) return invalid("cannot read the configuration file " + *o.config_file);
-      text << in.rdbuf();
-    }
-    auto parsed = parse_config(text.str(), *o.config_file);
+    auto text = read_config_file(*o.config_file);
+    if (!text) return text.error();
+    auto parsed = parse_config(*text, *o.config_file);
     if (!parsed) return parsed.error();
     c = std::move(parsed).value();
   }
@@ -254,6 +362,7 @@ Result<ServerConfig> load_config(const ConfigOverrides& o, EnvLookup env) {
   if (auto v = env("TOLLGATE_LISTEN")) c.listen = *v;
   if (auto v = env("TOLLGATE_DATABASE")) c.database = *v;
   if (auto v = env("TOLLGATE_ADMIN_KEY")) c.admin_key = *v;
+  if (auto v = env("TOLLGATE_METRICS_KEY")) c.metrics_key = *v;
   TG_TRY(env_int("TOLLGATE_HOLD_TTL_MS", c.hold_ttl_ms));
   TG_TRY(env_int("TOLLGATE_HOLD_TTL_MAX_MS", c.hold_ttl_max_ms));
   TG_TRY(env_int("TOLLGATE_REAPER_INTERVAL_MS", c.reaper_interval_ms));

@@ -13,6 +13,7 @@
 #include <optional>
 #include <string>
 
+#include "core/limits.h"
 #include "core/model.h"
 #include "core/result.h"
 
@@ -39,13 +40,15 @@ struct ServerConfig {
   std::string database = "sqlite:tollgate.db";
   // PostgreSQL: connections each instance keeps for reads (the writer is one more), and the
   // time-out of connecting, of any one statement and of any lock wait (a stuck database → 503).
-  std::int64_t database_pool_size = 8;
-  std::int64_t database_timeout_ms = 5'000;
+  std::int64_t database_pool_size = limits::kDatabasePoolSizeDefault;
+  std::int64_t database_timeout_ms = limits::kDatabaseTimeoutMsDefault;
   std::optional<std::string> admin_key;  // unset: generated at first start and printed once
-  std::int64_t hold_ttl_ms = 300'000;
-  std::int64_t hold_ttl_max_ms = 3'600'000;
+  // Set: GET /metrics needs `Authorization: Bearer <metrics_key>` (or the admin key); unset: public.
+  std::optional<std::string> metrics_key;
+  std::int64_t hold_ttl_ms = limits::kHoldTtlMsDefault;
+  std::int64_t hold_ttl_max_ms = limits::kHoldTtlMsMaxDefault;
   LateCommitPolicy late_commit = LateCommitPolicy::charge;
-  std::int64_t reaper_interval_ms = 1'000;
+  std::int64_t reaper_interval_ms = limits::kReaperIntervalMsDefault;
   std::map<std::string, ProviderConfig> providers;
   std::map<std::string, RateLimitConfig> ratelimits;
 };

@@ -543,12 +543,9 @@ CommandResult decide_one(Context& x, const RevokeKeyCommand& c) {
   State& s = x.state;
   ApiKey* key = s.key(c.key_id);
   if (!key) return Error::make(Code::not_found, "key " + c.key_id + " does not exist");
-  if (!key->account_id) {
-    // Revoking the only way in would lock every operator out; replace it by configuration.
-    return Error::make(Code::conflict,
-                       "the admin key cannot be revoked; set admin_key (or TOLLGATE_ADMIN_KEY) to use another");
-  }
-  if (key->revoked_at_ms) return KeyOutcome{*key, false};
+  auto action = rules::plan_revoke_key(*key, c.replaced_by_configured_admin_key);
+  if (!action) return action.error();
+  if (*action == rules::RevokeAction::replay) return KeyOutcome{*key, false};
   key->revoked_at_ms = s.now();
   return KeyOutcome{*key, true};
 }

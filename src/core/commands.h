@@ -73,9 +73,13 @@ struct CreateKeyCommand {
   std::string secret_sha256;
 };
 
-// Revokes a key; revoking again answers the key as it is (created=false).
+// Revokes a key; revoking again answers the key as it is (created=false). An admin key (one without
+// an account) is refused (conflict) — revoking the only way in would lock every operator out —
+// unless `replaced_by_configured_admin_key`: the server sets it at start to retire the generated
+// admin key once an admin key is configured (api.md).
 struct RevokeKeyCommand {
   std::string key_id;
+  bool replaced_by_configured_admin_key = false;
 };
 
 // The reaper's pass: expire up to `max_holds` active holds whose deadline has passed.

@@ -45,10 +45,75 @@ inline constexpr std::size_t kBatchMaxDefault = 2'048;
 // The reaper expires at most this many holds in one pass (one transaction).
 inline constexpr std::int64_t kReaperBatchMaxDefault = 1'000;
 
+// A configuration file is read whole: at most this many bytes.
+inline constexpr std::size_t kConfigFileBytesMax = 1024 * 1024;
+// "did you mean …?" (core/suggest.h) compares names of at most this many bytes; longer ones are
+// never close (the edit distance's table stays on the stack).
+inline constexpr std::size_t kSuggestNameBytesMax = 64;
+// Lists: the page size when a request names none.
+inline constexpr std::int64_t kPageDefault = 100;
+
+// Configuration bounds (src/config checks the file and environment against these).
+inline constexpr std::int64_t kDayMs = 24LL * 3600 * 1000;
+inline constexpr std::int64_t kReaperIntervalMsMin = 10;
+inline constexpr std::int64_t kReaperIntervalMsMax = 3'600'000;  // 1 hour
+inline constexpr std::int64_t kReaperIntervalMsDefault = 1'000;
+inline constexpr std::int64_t kReaperBatchMax = 100'000;
+// One reaper run makes at most this many passes (of reaper_batch_max holds); the next run continues.
+inline constexpr int kReaperPassesMax = 100;
+// The server's sampled audit: one account in turn, this often.
+inline constexpr std::int64_t kAuditSampleIntervalMsDefault = 10'000;
+inline constexpr std::int64_t kDatabasePoolSizeDefault = 8;
+inline constexpr std::int64_t kDatabasePoolSizeMax = 256;
+inline constexpr std::int64_t kDatabaseTimeoutMsDefault = 5'000;
+inline constexpr std::int64_t kDatabaseTimeoutMsMin = 100;
+inline constexpr std::int64_t kDatabaseTimeoutMsMax = 600'000;
+inline constexpr std::size_t kAdminKeyLengthMin = 16;  // also a configured metrics_key
+inline constexpr std::int64_t kProviderAttemptsMax = 100;
+inline constexpr std::int64_t kProviderTimeoutMsMax = kDayMs;  // a provider call's time-out and expected duration
+inline constexpr std::int64_t kRateLimitMax = 1'000'000'000;
+inline constexpr std::int64_t kRateLimitPeriodMsMax = 366 * kDayMs;
+
+// Reader connections: a read waits at most this long for a free one, then answers `unavailable`.
+inline constexpr std::int64_t kConnLeaseWaitMsDefault = 5'000;
+
+// The HTTP edge.
+inline constexpr std::size_t kBodyBytesMax = 64 * 1024;        // larger: 413
+inline constexpr std::size_t kHeaderBytesMax = 16 * 1024;      // larger: 431
+inline constexpr std::int64_t kIdleTimeoutMsDefault = 30'000;  // a kept-alive connection's wait for its next request
+inline constexpr std::int64_t kRequestTimeoutMsDefault = 10'000;  // a request's first byte to its last
+inline constexpr std::size_t kConnectionsMaxDefault = 4096;
+inline constexpr int kHttpThreadsDefault = 2;
+inline constexpr std::size_t kRequestIdLengthMax = 128;        // X-Request-Id
+inline constexpr std::size_t kAuthorizationBytesMax = 512;     // the Authorization header
+// The request log is buffered and written at least this often, or when the buffer is this large.
+inline constexpr std::int64_t kRequestLogFlushMs = 200;
+inline constexpr std::size_t kRequestLogBufferBytes = 64 * 1024;
+// Keys found in the database are cached this long (a revoked key stops working within it), and at
+// most this many.
+inline constexpr std::int64_t kAuthCacheMs = 1'000;
+inline constexpr std::size_t kAuthCacheEntriesMax = 100'000;
+// Readiness: the reaper must have run within this many intervals (plus the slack).
+inline constexpr std::int64_t kReaperIntervalsStaleMax = 3;
+inline constexpr std::int64_t kReaperStaleSlackMs = 1'000;
+
+// The reader executor (reads off the HTTP I/O threads): reads waiting, at most; more answer 503.
+inline constexpr std::size_t kReadQueueMax = 1'024;
+// A full audit runs in tasks of this many accounts, each queued behind the reads that wait, so it
+// never holds a reader thread for long.
+inline constexpr std::int64_t kAuditAccountsPerTask = 256;
+
 static_assert(kAmountMin >= 1);
 static_assert(kAmountMax < kBalanceMax / 2, "two amounts must add without overflow");
 static_assert(kHoldTtlMsDefault <= kHoldTtlMsMaxDefault);
 static_assert(kHoldTtlMsMaxDefault <= kHoldTtlMsMax);
 static_assert(kBatchMaxDefault <= kWriteQueueDefault);
+static_assert(kHoldTtlMsMax == 30 * kDayMs);
+static_assert(kReaperIntervalMsMin <= kReaperIntervalMsDefault && kReaperIntervalMsDefault <= kReaperIntervalMsMax);
+static_assert(kReaperBatchMaxDefault <= kReaperBatchMax);
+static_assert(kDatabaseTimeoutMsMin <= kConnLeaseWaitMsDefault && kConnLeaseWaitMsDefault <= kDatabaseTimeoutMsMax);
+static_assert(kRequestIdLengthMax == kIdLengthMax);
+static_assert(kAuditAccountsPerTask >= 1 && kAuditAccountsPerTask <= kHoldsPageMax);
+static_assert(kPageDefault <= kHoldsPageMax && kPageDefault <= kEventsPageMax);
 
 }  // namespace tollgate::limits

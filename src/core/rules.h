@@ -78,4 +78,13 @@ Result<ReleaseAction> plan_release(const Hold& hold, std::int64_t now_ms);
 // Refusals: hold_committed, hold_released, hold_expired (also when overdue).
 Status plan_extend(const Hold& hold, std::int64_t now_ms);
 
+// --- API keys ---------------------------------------------------------------------------------
+
+enum class RevokeAction : std::uint8_t { revoke, replay };
+// Revoking `key`: already revoked → replay (also an admin key: once the generated admin key is
+// retired, revoking it again answers it as it is). Refusal: conflict for an active admin key (no
+// account) — revoking it through the API would lock every operator out — unless
+// `replaced_by_configured_admin_key` (the server retiring the generated key at start).
+Result<RevokeAction> plan_revoke_key(const ApiKey& key, bool replaced_by_configured_admin_key);
+
 }  // namespace tollgate::rules

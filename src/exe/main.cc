@@ -2,6 +2,8 @@
 #include <CLI/CLI.hpp>
 
 #include <cstdio>
+#include <string>
+#include <vector>
 
 #include "app/cli.h"
 #include "app/serve.h"
@@ -39,6 +41,12 @@ int main(int argc, char** argv) {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
     // --help and --version exit 0; every usage error exits 2 (CLI11's own codes are 100+).
+    if (e.get_exit_code() != 0) {
+      if (auto message = tollgate::app::command_usage_message(app, std::vector<std::string>(argv + 1, argv + argc))) {
+        std::fprintf(stderr, "tollgate: %s\n", message->c_str());
+        return tollgate::app::kExitUsage;
+      }
+    }
     return app.exit(e) == 0 ? 0 : tollgate::app::kExitUsage;
   }
   return exit_code;

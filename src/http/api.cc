@@ -5,6 +5,7 @@
 #include <cctype>
 #include <vector>
 
+#include "core/checked.h"
 #include "http/routes.h"
 
 namespace tollgate::http {
@@ -157,8 +158,57 @@ const std::vector<std::string>& Api::route_templates() {
   return out;
 }
 
-Api::Api(Ledger& ledger, Authenticator& auth, Metrics& metrics, const Clock& clock, ApiOptions options)
-    : ledger_(ledger), auth_(auth), metrics_(metrics), clock_(clock), options_(std::move(options)) {}
+Api::Api(Ledger& ledger, ReadExecutor& readers, Authenticator& auth, Metrics& metrics, const Clock& clock,
+         ApiOptions options)
+    : ledger_(ledger), readers_(readers), auth_(auth), metrics_(metrics), clock_(clock), options_(std::move(options)) {}
+
+namespace {
+
+// Runs the route's handler: here, or on the reader executor if it reads the store and this is not
+// a reader thread already.
+void run_handler(const Route& route, Context& ctx, Call& call, bool on_reader_thread) {
+  if (route.runs == Runs::reader && !on_reader_thread) return on_reader(ctx, call, route.handler);
+  route.handler(ctx, call);
+}
+
+// Every answer of a request is stamped with its route and, once known, who acted on which account.
+Reply stamped(Reply reply, std::size_t route_index, std::string key_id, std::string account_id) {
+  return [reply = std::move(reply), route_index, key_id = std::move(key_id),
+          account_id = std::move(account_id)](Response r) {
+    r.route = route_index;
+    r.key_id = key_id;
+    r.account_id = account_id;
+    reply(std::move(r));
+  };
+}
+
+// The rest of a request to a route that needs a key, once the key is resolved.
+void authorized(const Route& route, std::size_t route_index, Context& ctx, Call& call, Request& request, Reply& reply,
+                Result<Principal> principal, bool on_reader_thread) {
+  if (!principal) {
+    call.reply = stamped(std::move(reply), route_index, "", "");
+    return call.reply(problem(principal.error()));
+  }
+  // The account the request concerns: an account key's own, or the route's {account_id} (a valid id).
+  std::string account = principal->account_id.value_or("");
+  if (account.empty() && std::string_view(route.pattern).find("{account_id}") != std::string_view::npos &&
+      check_id(call.params[0], "account_id")) {
+    account = call.params[0];
+  }
+  call.reply = stamped(std::move(reply), route_index, principal->key_id, std::move(account));
+  if (request.method != "GET" && request.method != "DELETE" && !request.body.empty() &&
+      !is_json_media_type(request.content_type)) {
+    return call.reply(problem(415, "unsupported_media_type", "the body must be application/json"));
+  }
+  if (route.access == Access::admin && !principal->admin) {
+    return call.reply(problem(Error::make(Code::forbidden, "this call needs the admin key")));
+  }
+  call.principal = std::move(principal).value();
+  call.body = std::move(request.body);
+  run_handler(route, ctx, call, on_reader_thread);
+}
+
+}  // namespace
 
 void Api::handle(Request request, Reply reply, Dispatch dispatch) {
   auto parsed = urls::parse_origin_form(request.target);
@@ -187,28 +237,32 @@ void Api::handle(Request request, Reply reply, Dispatch dispatch) {
     }
     return reply(problem(404, "not_found", "no such route: " + std::string(parsed->path())));
   }
-  // Every answer of this request is stamped with its route.
-  call.reply = [reply = std::move(reply), index = static_cast<std::size_t>(route - table.data()) + 1](Response r) {
-    r.route = index;
-    reply(std::move(r));
-  };
+  const std::size_t route_index = static_cast<std::size_t>(route - table.data()) + 1;
   call.dispatch = std::move(dispatch);
-  Context context{ledger_, auth_, metrics_, clock_, options_};
+  call.idempotency_key = std::move(request.idempotency_key);
+  Context context{ledger_, readers_, auth_, metrics_, clock_, options_};
 
-  if (route->access != Access::open) {
-    auto principal = auth_.authenticate(request.authorization);
-    if (!principal) return call.reply(problem(principal.error()));
-    if (request.method != "GET" && request.method != "DELETE" && !request.body.empty() &&
-        !is_json_media_type(request.content_type)) {
-      return call.reply(problem(415, "unsupported_media_type", "the body must be application/json"));
-    }
-    if (route->access == Access::admin && !principal->admin) {
-      return call.reply(problem(Error::make(Code::forbidden, "this call needs the admin key")));
-    }
-    call.principal = std::move(principal).value();
+  if (route->access == Access::open) {
+    call.reply = stamped(std::move(reply), route_index, "", "");
     call.body = std::move(request.body);
+    call.authorization = std::move(request.authorization);
+    return run_handler(*route, context, call, false);
   }
-  route->handler(context, call);
+  if (auto principal = auth_.authenticate_cached(request.authorization)) {
+    return authorized(*route, route_index, context, call, request, reply, std::move(*principal), false);
+  }
+  // Only the database knows this key (not cached yet): ask it on a reader thread, and go on there.
+  struct Pending {
+    Call call;
+    Request request;
+    Reply reply;
+  };
+  auto pending = std::make_shared<Pending>(Pending{std::move(call), std::move(request), std::move(reply)});
+  const bool queued = readers_.try_post([route, route_index, context, pending]() mutable {
+    authorized(*route, route_index, context, pending->call, pending->request, pending->reply,
+               context.auth.authenticate(pending->request.authorization), true);
+  });
+  if (!queued) stamped(std::move(pending->reply), route_index, "", "")(overloaded_reads());
 }
 
 }  // namespace tollgate::http

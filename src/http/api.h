@@ -6,8 +6,12 @@
 // Result to a JSON answer or an RFC 9457 problem document. It knows nothing about sockets
 // (server.h) and nothing about SQL (the ledger and the store).
 //
-// Thread safety: handle() may be called from any thread; `reply` is called exactly once, on the
-// thread that `dispatch` runs work on.
+// handle() never waits on the database: a route that reads the store (routes.h, Runs::reader) and
+// the look-up of a key that is not cached run on the reader executor (read_executor.h); writes are
+// handed to the ledger and answered from its completion.
+//
+// Thread safety: handle() may be called from any thread; `reply` is called exactly once, from any
+// thread (the server's Reply hands it to the connection's strand).
 #pragma once
 
 #include <cstdint>
@@ -17,8 +21,10 @@
 
 #include "config/config.h"
 #include "core/clock.h"
+#include "core/limits.h"
 #include "http/auth.h"
 #include "http/metrics.h"
+#include "http/read_executor.h"
 #include "ledger/ledger.h"
 
 namespace tollgate::http {
@@ -28,6 +34,7 @@ struct Request {
   std::string target;  // path and query
   std::string authorization;
   std::string content_type;
+  std::optional<std::string> idempotency_key;  // the Idempotency-Key header, when sent
   std::string body;
 };
 
@@ -41,6 +48,10 @@ struct Response {
   // numbering http::Metrics is built with).
   std::size_t route = 0;
   std::string code;                  // the problem code, for logs ("" when successful)
+  // For the request log: the key that acted and the account the request concerns (the route's
+  // {account_id}, or an account key's own account); "" when none.
+  std::string key_id;
+  std::string account_id;
 };
 
 using Reply = std::function<void(Response)>;
@@ -55,13 +66,17 @@ unsigned http_status(Code code);
 struct ApiOptions {
   std::string openapi_json;                  // served at /openapi.json
   std::function<std::string()> render_metrics;  // the body of GET /metrics
-  std::int64_t reaper_interval_ms = 1000;    // readiness: the reaper ran within 3 × this
+  std::int64_t reaper_interval_ms = limits::kReaperIntervalMsDefault;  // readiness: the reaper ran within 3 × this
+  // Set: GET /metrics answers only `Authorization: Bearer <metrics_key>` or an admin key (401 else).
+  std::optional<std::string> metrics_key;
 };
 
 class Api {
  public:
   // Everything passed in must outlive the Api.
-  Api(Ledger& ledger, Authenticator& auth, Metrics& metrics, const Clock& clock, ApiOptions options);
+  // Reads run on `readers` (read_executor.h), never on the calling (I/O) thread.
+  Api(Ledger& ledger, ReadExecutor& readers, Authenticator& auth, Metrics& metrics, const Clock& clock,
+      ApiOptions options);
 
   void handle(Request request, Reply reply, Dispatch dispatch);
 
@@ -71,6 +86,7 @@ class Api {
 
  private:
   Ledger& ledger_;
+  ReadExecutor& readers_;
   Authenticator& auth_;
   Metrics& metrics_;
   const Clock& clock_;

@@ -9,7 +9,6 @@
 namespace tollgate::http {
 namespace {
 
-constexpr std::size_t kCacheEntriesMax = 100'000;
 
 std::array<unsigned char, 32> random_bytes() {
   std::array<unsigned char, 32> out{};
@@ -73,34 +72,41 @@ std::string new_key_id() {
 Authenticator::Authenticator(Store& store, const Clock& clock, std::optional<std::string> admin_key)
     : store_(store), clock_(clock), admin_sha256_(admin_key ? std::optional(sha256_hex(*admin_key)) : std::nullopt) {}
 
-Result<Principal> Authenticator::authenticate(std::string_view header) {
+std::optional<Result<Principal>> Authenticator::authenticate_cached(std::string_view header) {
   constexpr std::string_view kBearer = "Bearer ";
   if (header.empty()) return unauthorized("an Authorization: Bearer <key> header is required");
-  if (header.substr(0, kBearer.size()) != kBearer || header.size() == kBearer.size() || header.size() > 512) {
+  if (header.substr(0, kBearer.size()) != kBearer || header.size() == kBearer.size() ||
+      header.size() > limits::kAuthorizationBytesMax) {
     return unauthorized("the Authorization header must be 'Bearer <key>'");
   }
   const std::string hash = sha256_hex(header.substr(kBearer.size()));
   if (admin_sha256_ && constant_time_equal(hash, *admin_sha256_)) return Principal{true, std::nullopt, "admin"};
-
   const std::int64_t now = clock_.now_ms();
-  {
-    std::lock_guard lock(mu_);
-    auto it = cache_.find(hash);
-    if (it != cache_.end() && now - it->second.fetched_at_ms < kCacheMs) {
-      if (!it->second.principal) return unauthorized("this key was revoked");
-      return *it->second.principal;
-    }
-  }
+  std::lock_guard lock(mu_);
+  auto it = cache_.find(hash);
+  if (it == cache_.end() || now - it->second.fetched_at_ms >= limits::kAuthCacheMs) return std::nullopt;
+  if (!it->second.principal) return unauthorized("this key was revoked");
+  return *it->second.principal;
+}
+
+Result<Principal> Authenticator::authenticate(std::string_view header) {
+  if (auto answer = authenticate_cached(header)) return std::move(*answer);
+  constexpr std::string_view kBearer = "Bearer ";
+  const std::string hash = sha256_hex(header.substr(kBearer.size()));
+  const std::int64_t now = clock_.now_ms();
   auto found = store_.find_key(hash);
   if (!found) return found.error();
   if (!found.value() || !constant_time_equal(found.value()->secret_sha256, hash)) return unauthorized("unknown key");
   const ApiKey& key = *found.value();
   Cached entry;
   entry.fetched_at_ms = now;
-  if (!key.revoked_at_ms) entry.principal = Principal{!key.account_id.has_value(), key.account_id, key.key_id};
+  // With an admin key configured, a stored admin key (the generated one) counts as revoked even
+  // before its retirement at start-up is written (api.md: configuring a key retires it).
+  const bool retired = !key.account_id && admin_sha256_;
+  if (!key.revoked_at_ms && !retired) entry.principal = Principal{!key.account_id.has_value(), key.account_id, key.key_id};
   {
     std::lock_guard lock(mu_);
-    if (cache_.size() >= kCacheEntriesMax) cache_.clear();  // bounded; refilled from the database
+    if (cache_.size() >= limits::kAuthCacheEntriesMax) cache_.clear();  // bounded; refilled from the database
     cache_[hash] = entry;
   }
   if (!entry.principal) return unauthorized("this key was revoked");

@@ -1,9 +1,10 @@
 // tollgate http: API keys — who is calling.
 //
 // `Authorization: Bearer <secret>`. The admin key (from the configuration, or generated at the
-// first start) may do everything; an account key only touches its own account. Secrets are
+// first start) may do everything; once an admin key is configured, the generated one is refused.
+// An account key only touches its own account. Secrets are
 // 32 random bytes from the operating system; only their SHA-256 is stored, and hashes are
-// compared in constant time. A key found in the database is cached for at most kCacheMs, so a
+// compared in constant time. A key found in the database is cached for at most limits::kAuthCacheMs, so a
 // revocation on another instance takes effect within that time (at once on this instance).
 //
 // Thread safety: Authenticator is safe to call from any thread.
@@ -17,6 +18,7 @@
 #include <unordered_map>
 
 #include "core/clock.h"
+#include "core/limits.h"
 #include "core/result.h"
 #include "store/store.h"
 
@@ -40,7 +42,6 @@ std::string new_key_id();
 
 class Authenticator {
  public:
-  static constexpr std::int64_t kCacheMs = 1000;
 
   // `admin_key`: the configured admin secret, if any. Store and clock must outlive this.
   Authenticator(Store& store, const Clock& clock, std::optional<std::string> admin_key);
@@ -48,6 +49,10 @@ class Authenticator {
   // Resolves the Authorization header. unauthorized when missing, malformed, unknown or revoked;
   // unavailable when the database cannot be asked.
   Result<Principal> authenticate(std::string_view authorization_header);
+  // The same answer where it needs no database: a missing or malformed header, the configured admin
+  // key, a key cached within limits::kAuthCacheMs. nullopt: only the database can tell — call
+  // authenticate() where waiting on it is allowed (the reader executor, not an I/O thread).
+  std::optional<Result<Principal>> authenticate_cached(std::string_view authorization_header);
   // Drops a revoked key from the cache at once.
   void forget(std::string_view key_id);
 

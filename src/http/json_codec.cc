@@ -4,6 +4,7 @@
 #include "core/clock.h"
 #include "core/limits.h"
 #include "core/log.h"
+#include "core/suggest.h"
 
 #include <charconv>
 
@@ -25,7 +26,17 @@ const json::value* FieldReader::find(std::string_view key) {
   return v;
 }
 
-Result<std::optional<std::int64_t>> FieldReader::integer(std::string_view key, std::int64_t min, std::int64_t max) {
+template <typename T>
+Result<T> FieldReader::failed(Error error, T placeholder) {
+  if (!first_error_) first_error_ = std::move(error);
+  for (const auto& [key, value] : object_) {
+    if (!read_.count(std::string_view(key))) return placeholder;  // maybe unknown: finish() decides
+  }
+  return *first_error_;
+}
+
+Result<std::optional<std::int64_t>> FieldReader::read_integer(std::string_view key, std::int64_t min,
+                                                              std::int64_t max) {
   const json::value* v = find(key);
   if (!v) return std::optional<std::int64_t>();
   std::int64_t n = 0;
@@ -43,10 +54,25 @@ Result<std::optional<std::int64_t>> FieldReader::integer(std::string_view key, s
   return std::optional<std::int64_t>(n);
 }
 
+Result<std::optional<std::string>> FieldReader::read_string(std::string_view key, std::size_t max_bytes) {
+  const json::value* v = find(key);
+  if (!v) return std::optional<std::string>();
+  if (!v->is_string()) return invalid(std::string(key) + " must be a string");
+  const json::string& s = v->get_string();
+  if (s.size() > max_bytes) return invalid(std::string(key) + " must be at most " + std::to_string(max_bytes) + " bytes");
+  return std::optional<std::string>(std::string(s));
+}
+
+Result<std::optional<std::int64_t>> FieldReader::integer(std::string_view key, std::int64_t min, std::int64_t max) {
+  auto v = read_integer(key, min, max);
+  if (!v) return failed(v.error(), std::optional<std::int64_t>());
+  return v;
+}
+
 Result<std::int64_t> FieldReader::required_integer(std::string_view key, std::int64_t min, std::int64_t max) {
-  auto v = integer(key, min, max);
-  if (!v) return v.error();
-  if (!*v) return invalid(std::string(key) + " is required");
+  auto v = read_integer(key, min, max);
+  if (!v) return failed(v.error(), std::int64_t{0});
+  if (!*v) return failed(invalid(std::string(key) + " is required"), std::int64_t{0});
   return **v;
 }
 
@@ -59,41 +85,55 @@ Result<std::optional<std::int64_t>> FieldReader::optional_amount(std::string_vie
 }
 
 Result<std::optional<std::string>> FieldReader::string(std::string_view key, std::size_t max_bytes) {
-  const json::value* v = find(key);
-  if (!v) return std::optional<std::string>();
-  if (!v->is_string()) return invalid(std::string(key) + " must be a string");
-  const json::string& s = v->get_string();
-  if (s.size() > max_bytes) return invalid(std::string(key) + " must be at most " + std::to_string(max_bytes) + " bytes");
-  return std::optional<std::string>(std::string(s));
+  auto v = read_string(key, max_bytes);
+  if (!v) return failed(v.error(), std::optional<std::string>());
+  return v;
 }
 
 Result<std::string> FieldReader::required_string(std::string_view key, std::size_t max_bytes) {
-  auto v = string(key, max_bytes);
-  if (!v) return v.error();
-  if (!*v) return invalid(std::string(key) + " is required");
+  auto v = read_string(key, max_bytes);
+  if (!v) return failed(v.error(), std::string());
+  if (!*v) return failed(invalid(std::string(key) + " is required"), std::string());
   return std::move(**v);
 }
 
 Result<std::string> FieldReader::id(std::string_view key) {
-  auto v = required_string(key, limits::kIdLengthMax + 1);
+  auto v = read_string(key, limits::kIdLengthMax + 1);
+  if (!v) return failed(v.error(), std::string());
+  if (!*v) return failed(invalid(std::string(key) + " is required"), std::string());
+  if (auto s = check_id(**v, key); !s) return failed(s.error(), std::string());
+  return std::move(**v);
+}
+
+Result<std::optional<std::string>> FieldReader::optional_id(std::string_view key) {
+  auto v = string(key, limits::kIdLengthMax + 1);
   if (!v) return v.error();
-  if (auto s = check_id(*v, key); !s) return s.error();
+  if (*v) {
+    if (auto s = check_id(**v, key); !s) return s.error();
+  }
   return std::move(v).value();
 }
 
 Result<std::optional<std::string>> FieldReader::object(std::string_view key, std::size_t max_bytes) {
   const json::value* v = find(key);
   if (!v) return std::optional<std::string>();
-  if (!v->is_object()) return invalid(std::string(key) + " must be a JSON object");
+  if (!v->is_object()) return failed(invalid(std::string(key) + " must be a JSON object"), std::optional<std::string>());
   std::string text = json::serialize(*v);
-  if (text.size() > max_bytes) return invalid(std::string(key) + " must be at most " + std::to_string(max_bytes) + " bytes");
+  if (text.size() > max_bytes) {
+    return failed(invalid(std::string(key) + " must be at most " + std::to_string(max_bytes) + " bytes"),
+                  std::optional<std::string>());
+  }
   return std::optional<std::string>(std::move(text));
 }
 
 Status FieldReader::finish() const {
   for (const auto& [key, value] : object_) {
-    if (!read_.count(std::string_view(key))) return invalid("unknown field " + std::string(key));
+    const std::string_view name(key);
+    if (read_.count(name)) continue;
+    if (read_.empty()) return invalid("unknown field " + std::string(name) + " (this call takes no fields)");
+    return invalid("unknown field " + std::string(name) + did_you_mean(name, read_));
   }
+  if (first_error_) return *first_error_;
   return ok_status();
 }
 

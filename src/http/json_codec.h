@@ -28,7 +28,15 @@ namespace json = boost::json;
 // Parses a request body into an object. An empty body is an empty object.
 Result<json::object> parse_object(std::string_view body);
 
-// Reads the fields of one request object; finish() refuses every field that was not read.
+// Reads the fields of one request object. Every read names a field the route accepts, so by
+// finish() the reader knows them all; finish() then answers, in this order: an unknown field
+// ("unknown field amout (did you mean amount?)", the suggestion among the fields read), else the
+// first read that failed (a missing required field, a wrong type, a value out of range), else ok.
+// So that a misspelled field is reported as such rather than as the missing field it was meant to
+// be, a read that fails while the body still holds fields not read does not fail at once: it keeps
+// its error and returns a placeholder (absent, 0 or "") so that the handler reads on. A handler
+// therefore calls finish() after its reads and uses no value before finish() succeeded. (A read
+// that fails when every field of the body has been read fails at once: nothing can come before.)
 class FieldReader {
  public:
   explicit FieldReader(const json::object& object) : object_(object) {}
@@ -43,14 +51,22 @@ class FieldReader {
   Result<std::string> required_string(std::string_view key, std::size_t max_bytes);
   // A client-chosen id: 1–128 of [A-Za-z0-9._:@-].
   Result<std::string> id(std::string_view key);
+  Result<std::optional<std::string>> optional_id(std::string_view key);
   // A JSON object, returned serialized; unset when absent.
   Result<std::optional<std::string>> object(std::string_view key, std::size_t max_bytes);
   Status finish() const;
 
  private:
   const json::value* find(std::string_view key);
+  // A failed read: `error` at once when nothing unread is left to report first, else kept.
+  template <typename T>
+  Result<T> failed(Error error, T placeholder);
+  Result<std::optional<std::int64_t>> read_integer(std::string_view key, std::int64_t min, std::int64_t max);
+  Result<std::optional<std::string>> read_string(std::string_view key, std::size_t max_bytes);
+
   const json::object& object_;
   std::set<std::string, std::less<>> read_;
+  std::optional<Error> first_error_;  // of the reads that failed, the first
 };
 
 // Appends the JSON form of a value to `out`: the API's field names and order, strings escaped as

@@ -1,5 +1,6 @@
 #include "http/metrics.h"
 
+#include <charconv>
 #include <cinttypes>
 #include <cstdio>
 
@@ -52,7 +53,10 @@ void metric_line(std::string& out, const std::string& name, const std::string& l
   if (value == static_cast<double>(static_cast<std::int64_t>(value))) {
     std::snprintf(buf, sizeof buf, "%" PRId64, static_cast<std::int64_t>(value));
   } else {
-    std::snprintf(buf, sizeof buf, "%.6g", value);
+    // The shortest text that reads back as the same double (a start time in seconds since the
+    // epoch with its fraction needs more than %g's six digits).
+    const auto end = std::to_chars(buf, buf + sizeof buf - 1, value).ptr;
+    *end = '\0';
   }
   out += name;
   if (!labels.empty()) out += "{" + labels + "}";

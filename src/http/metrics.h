@@ -38,11 +38,9 @@ class Metrics {
   // The name of a route index, as the logs and the labels show it.
   std::string_view route_name(std::size_t route_index) const;
 
-  // Holds ended through this instance's API (expiries are counted by the ledger's reaper).
-  std::atomic<std::uint64_t> holds_committed{0}, holds_released{0}, holds_late_charged{0}, holds_late_forgiven{0};
-  std::atomic<std::uint64_t> reservation_conflicts{0};  // insufficient_credits answers
-  std::atomic<std::uint64_t> invariant_violations{0};   // found by GET /v1/audit (the sampler counts its own)
-  std::atomic<std::uint64_t> connections_rejected{0};   // over the connection limit
+  // What the ledger decided (holds ended, conflicts, violations) is counted by the ledger where it
+  // happens (Ledger::outcomes()); the edge counts only requests and connections.
+  std::atomic<std::uint64_t> connections_rejected{0};  // over the connection limit
 
   // Appends the request metrics in Prometheus text format (slots that counted nothing are left out).
   void render_requests(std::string& out) const;

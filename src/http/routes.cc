@@ -2,8 +2,10 @@
 #include "http/routes.h"
 
 #include <array>
+#include <memory>
 
 #include "core/checked.h"
+#include "core/suggest.h"
 
 namespace tollgate::http {
 
@@ -12,24 +14,24 @@ namespace {
 // The API, as the OpenAPI document lists it. Matched in order; the first row whose pattern and
 // method fit wins.
 constexpr std::array kRoutes{
-    Route{"GET", "/healthz", Access::open, &healthz},
-    Route{"GET", "/readyz", Access::open, &readyz},
-    Route{"GET", "/metrics", Access::open, &prometheus_metrics},
-    Route{"GET", "/openapi.json", Access::open, &openapi_document},
-    Route{"POST", "/v1/accounts", Access::admin, &create_account},
-    Route{"GET", "/v1/accounts/{account_id}", Access::account, &get_account},
-    Route{"POST", "/v1/accounts/{account_id}/credits", Access::admin, &credit},
-    Route{"POST", "/v1/accounts/{account_id}/debits", Access::admin, &debit},
-    Route{"GET", "/v1/accounts/{account_id}/events", Access::account, &account_events},
-    Route{"POST", "/v1/accounts/{account_id}/keys", Access::admin, &create_key},
-    Route{"DELETE", "/v1/keys/{key_id}", Access::admin, &revoke_key},
-    Route{"POST", "/v1/holds", Access::account, &reserve},
-    Route{"GET", "/v1/holds", Access::account, &list_holds},
-    Route{"GET", "/v1/holds/{hold_id}", Access::account, &get_hold},
-    Route{"POST", "/v1/holds/{hold_id}/commit", Access::account, &commit_hold},
-    Route{"POST", "/v1/holds/{hold_id}/release", Access::account, &release_hold},
-    Route{"POST", "/v1/holds/{hold_id}/extend", Access::account, &extend_hold},
-    Route{"GET", "/v1/audit", Access::admin, &audit},
+    Route{"GET", "/healthz", Access::open, Runs::io, &healthz},
+    Route{"GET", "/readyz", Access::open, Runs::reader, &readyz},
+    Route{"GET", "/metrics", Access::open, Runs::reader, &prometheus_metrics},
+    Route{"GET", "/openapi.json", Access::open, Runs::io, &openapi_document},
+    Route{"POST", "/v1/accounts", Access::admin, Runs::io, &create_account},
+    Route{"GET", "/v1/accounts/{account_id}", Access::account, Runs::reader, &get_account},
+    Route{"POST", "/v1/accounts/{account_id}/credits", Access::admin, Runs::io, &credit},
+    Route{"POST", "/v1/accounts/{account_id}/debits", Access::admin, Runs::io, &debit},
+    Route{"GET", "/v1/accounts/{account_id}/events", Access::account, Runs::reader, &account_events},
+    Route{"POST", "/v1/accounts/{account_id}/keys", Access::admin, Runs::io, &create_key},
+    Route{"DELETE", "/v1/keys/{key_id}", Access::admin, Runs::io, &revoke_key},
+    Route{"POST", "/v1/holds", Access::account, Runs::io, &reserve},
+    Route{"GET", "/v1/holds", Access::account, Runs::reader, &list_holds},
+    Route{"GET", "/v1/holds/{hold_id}", Access::account, Runs::reader, &get_hold},
+    Route{"POST", "/v1/holds/{hold_id}/commit", Access::account, Runs::io, &commit_hold},
+    Route{"POST", "/v1/holds/{hold_id}/release", Access::account, Runs::io, &release_hold},
+    Route{"POST", "/v1/holds/{hold_id}/extend", Access::account, Runs::io, &extend_hold},
+    Route{"GET", "/v1/audit", Access::admin, Runs::reader, &audit},
 };
 
 }  // namespace
@@ -69,11 +71,33 @@ Result<std::int64_t> query_int(const Call& call, const char* key, std::int64_t f
   return n;
 }
 
+void on_reader(Context& ctx, Call& call, Handler work) {
+  auto moved = std::make_shared<Call>(std::move(call));
+  const bool queued = ctx.readers.try_post([ctx, moved, work]() mutable { work(ctx, *moved); });
+  if (!queued) moved->reply(overloaded_reads());
+}
+
+Response overloaded_reads() {
+  return problem(Error::make(Code::overloaded, "too many reads are waiting; retry shortly"));
+}
+
+Result<std::string> id_or_idempotency_key(FieldReader& fields, const Call& call, std::string_view field) {
+  if (!call.idempotency_key) return fields.id(field);
+  if (auto s = check_id(*call.idempotency_key, "Idempotency-Key"); !s) return s.error();
+  auto body = fields.optional_id(field);
+  if (!body) return body.error();
+  if (*body && **body != *call.idempotency_key) {
+    return invalid("the Idempotency-Key header (" + *call.idempotency_key + ") and " + std::string(field) + " (" +
+                   **body + ") differ: send one of them, or the same id in both");
+  }
+  return *call.idempotency_key;
+}
+
 Status known_query(const Call& call, std::initializer_list<const char*> keys) {
   for (const auto& [k, v] : call.query) {
     bool known = false;
     for (const char* key : keys) known |= k == key;
-    if (!known) return invalid("unknown query parameter " + k);
+    if (!known) return invalid("unknown query parameter " + k + did_you_mean(k, keys));
   }
   return ok_status();
 }

@@ -25,8 +25,15 @@
 #include "core/result.h"
 #include "http/api.h"
 #include "http/json_codec.h"
+#include "http/read_executor.h"
 
 namespace tollgate::http {
+
+// Where a route's handler runs. `io`: on the I/O thread, for handlers that never wait — they
+// parse and answer, or hand a command to the ledger. `reader`: on the reader executor
+// (read_executor.h), for every handler that asks the store; a full read queue answers 503
+// `overloaded` before the handler runs.
+enum class Runs { io, reader };
 
 // Who may call a route. `account`: any valid key — the handler decides what an account key may
 // see (another account's resources answer 404, as if they did not exist).
@@ -35,6 +42,7 @@ enum class Access { open, admin, account };
 // What every handler may use; outlives every request.
 struct Context {
   Ledger& ledger;
+  ReadExecutor& readers;
   Authenticator& auth;
   Metrics& metrics;
   const Clock& clock;
@@ -47,6 +55,8 @@ struct Call {
   std::map<std::string, std::string> query;  // decoded; a repeated key keeps its last value
   Principal principal;                       // unset fields for an open route
   std::string body;
+  std::string authorization;  // the Authorization header, for an open route that checks a key itself
+  std::optional<std::string> idempotency_key;  // the Idempotency-Key header, when sent
   Reply reply;        // answer exactly once
   Dispatch dispatch;  // runs work on the request's connection strand
 };
@@ -57,6 +67,7 @@ struct Route {
   const char* method;
   const char* pattern;  // "/v1/holds/{hold_id}/commit": a {name} segment is a parameter
   Access access;
+  Runs runs;
   Handler handler;
 };
 
@@ -131,18 +142,26 @@ const T& outcome(const CommandResult& r) {
 // answer from a successful result; a refusal answers its problem document.
 template <typename Respond>
 void submit(Context& ctx, Call& call, Command command, Respond respond) {
-  ctx.ledger.submit(std::move(command), [&metrics = ctx.metrics, reply = std::move(call.reply),
-                                         dispatch = call.dispatch, respond](CommandResult r) mutable {
-    dispatch([&metrics, reply = std::move(reply), respond, r = std::move(r)]() mutable {
-      if (!r) {
-        if (r.code() == Code::insufficient_credits) metrics.reservation_conflicts.fetch_add(1, std::memory_order_relaxed);
-        reply(problem(r.error()));
-        return;
-      }
+  ctx.ledger.submit(std::move(command), [reply = std::move(call.reply), dispatch = call.dispatch,
+                                         respond](CommandResult r) mutable {
+    dispatch([reply = std::move(reply), respond, r = std::move(r)]() mutable {
+      if (!r) return reply(problem(r.error()));
       reply(respond(r));
     });
   });
 }
+
+// Runs `work(ctx, call)` on the reader executor (it reads the store), or answers 503 `overloaded`
+// when the read queue is full. For a handler that runs on the I/O thread and needs a read only
+// sometimes (an account key's check of a hold's account).
+void on_reader(Context& ctx, Call& call, Handler work);
+// The answer when the read queue is full: 503 overloaded (with Retry-After).
+Response overloaded_reads();
+
+// The id a request names in its body field `field` (request_id, reference) or in its
+// Idempotency-Key header, which may stand for it (api.md): both given and different is
+// invalid_request naming both; the header's value is checked like an id.
+Result<std::string> id_or_idempotency_key(FieldReader& fields, const Call& call, std::string_view field);
 
 // Answers the error of a failed Result/Status and returns from the handler.
 #define TG_REPLY_IF_ERROR(expr)                        \

@@ -39,7 +39,7 @@ void transfer(Context& ctx, Call& call) {
   FieldReader f(*body);
   auto amount = f.amount("amount");
   TG_REPLY_IF_ERROR(amount);
-  auto reference = f.id("reference");
+  auto reference = id_or_idempotency_key(f, call, "reference");
   TG_REPLY_IF_ERROR(reference);
   Command command = CreditCommand{call.params[0], *amount, *reference};
   if (!kCredit) {

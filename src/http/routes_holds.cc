@@ -13,7 +13,7 @@ void reserve(Context& ctx, Call& call) {
   TG_REPLY_IF_ERROR(account_id);
   auto amount = f.amount("amount");
   TG_REPLY_IF_ERROR(amount);
-  auto request_id = f.id("request_id");
+  auto request_id = id_or_idempotency_key(f, call, "request_id");
   TG_REPLY_IF_ERROR(request_id);
   auto ttl = f.integer("ttl_ms", limits::kHoldTtlMsMin, ctx.ledger.options().hold_ttl_ms_max);
   TG_REPLY_IF_ERROR(ttl);
@@ -38,20 +38,12 @@ Result<Hold> visible_hold(Ledger& ledger, const Call& call) {
   return hold;
 }
 
-void count_hold_outcome(Metrics& m, const Hold& hold) {
-  switch (hold.status) {
-    case HoldStatus::committed: m.holds_committed.fetch_add(1, std::memory_order_relaxed); break;
-    case HoldStatus::released: m.holds_released.fetch_add(1, std::memory_order_relaxed); break;
-    default: break;
-  }
-  if (hold.late_outcome == LateOutcome::charged) m.holds_late_charged.fetch_add(1);
-  if (hold.late_outcome == LateOutcome::forgiven) m.holds_late_forgiven.fetch_add(1);
-}
-
 enum class HoldAction { commit, release, extend };
 
-template <HoldAction kAction>
-void change_hold(Context& ctx, Call& call) {
+// Parses the change and submits it; with kCheckVisible (an account key: on a reader thread) only
+// after reading the hold and checking that the key may see its account.
+template <HoldAction kAction, bool kCheckVisible>
+void change_hold_now(Context& ctx, Call& call) {
   if (auto s = check_id(call.params[0], "hold_id"); !s) return call.reply(problem(s.error()));
   auto body = body_object(call);
   TG_REPLY_IF_ERROR(body);
@@ -71,15 +63,19 @@ void change_hold(Context& ctx, Call& call) {
     command = ExtendCommand{call.params[0], *ttl};
   }
   TG_REPLY_IF_ERROR(f.finish());
-  if (!call.principal.admin) {
+  if constexpr (kCheckVisible) {
     auto hold = visible_hold(ctx.ledger, call);
     TG_REPLY_IF_ERROR(hold);
   }
-  submit(ctx, call, std::move(command), [&metrics = ctx.metrics](const CommandResult& r) {
-    const auto& o = outcome<HoldOutcome>(r);
-    if (o.created && kAction != HoldAction::extend) count_hold_outcome(metrics, o.hold);
-    return value_response(200, o.hold);
-  });
+  submit(ctx, call, std::move(command),
+         [](const CommandResult& r) { return value_response(200, outcome<HoldOutcome>(r).hold); });
+}
+
+// An admin's change goes straight to the ledger; an account key's needs a read first (reader executor).
+template <HoldAction kAction>
+void change_hold(Context& ctx, Call& call) {
+  if (call.principal.admin) return change_hold_now<kAction, false>(ctx, call);
+  on_reader(ctx, call, &change_hold_now<kAction, true>);
 }
 
 }  // namespace

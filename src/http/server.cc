@@ -5,6 +5,7 @@
 #include <boost/beast/http.hpp>
 
 #include "core/clock.h"
+#include "core/limits.h"
 
 #include <array>
 #include <chrono>
@@ -32,21 +33,21 @@ std::string new_request_id() {
 }
 
 bool request_id_is_valid(std::string_view id) {
-  if (id.empty() || id.size() > 128) return false;
+  if (id.empty() || id.size() > limits::kRequestIdLengthMax) return false;
   for (char c : id) {
     if (c <= ' ' || c > '~' || c == '"' || c == '\\') return false;
   }
   return true;
 }
 
-// One JSON line per request on stderr, through a buffer flushed at least every 200 ms.
+// One JSON line per request on stderr, through a buffer flushed at least every kRequestLogFlushMs.
 class RequestLog {
  public:
   void write(const std::string& line) {
     std::lock_guard lock(mu_);
     buffer_ += line;
     buffer_ += '\n';
-    if (buffer_.size() > 64 * 1024) flush_locked();
+    if (buffer_.size() > limits::kRequestLogBufferBytes) flush_locked();
   }
   void flush() {
     std::lock_guard lock(mu_);
@@ -167,6 +168,7 @@ struct Session : std::enable_shared_from_this<Session> {
     request.target = std::string(req.target());
     request.authorization = std::string(req[bhttp::field::authorization]);
     request.content_type = std::string(req[bhttp::field::content_type]);
+    if (auto it = req.find("Idempotency-Key"); it != req.end()) request.idempotency_key = std::string(it->value());
     request.body = std::move(req.body());
     std::string request_id(req["X-Request-Id"]);
     if (!request_id_is_valid(request_id)) request_id = new_request_id();
@@ -192,15 +194,26 @@ struct Session : std::enable_shared_from_this<Session> {
     const double seconds = std::chrono::duration<double>(SteadyClock::now() - started).count();
     server.metrics.observe_request(r.route, r.status, seconds);
     const std::string_view route = server.metrics.route_name(r.route);
-    // request_id is checked (no quotes or control characters); method, route and code are tokens.
+    // request_id is checked (no quotes or control characters); method, route and code are tokens;
+    // key and account ids are ids ([A-Za-z0-9._:@-], checked by the API).
     char ts[32];
     const std::size_t ts_len = format_rfc3339_ms(SystemClock().now_ms(), ts);
-    char line[640];
-    std::snprintf(line, sizeof line,
-                  "{\"ts\":\"%.*s\",\"level\":\"info\",\"msg\":\"request\",\"request_id\":\"%s\",\"method\":\"%s\","
-                  "\"route\":\"%.*s\",\"status\":%u,\"code\":\"%s\",\"duration_ms\":%.3f}",
-                  static_cast<int>(ts_len), ts, request_id.c_str(), method.c_str(), static_cast<int>(route.size()),
-                  route.data(), r.status, r.code.c_str(), seconds * 1000);
+    char line[1024];
+    int n = std::snprintf(line, sizeof line,
+                          "{\"ts\":\"%.*s\",\"level\":\"info\",\"msg\":\"request\",\"request_id\":\"%s\",\"method\":\"%s\","
+                          "\"route\":\"%.*s\",\"status\":%u,\"code\":\"%s\",\"duration_ms\":%.3f",
+                          static_cast<int>(ts_len), ts, request_id.c_str(), method.c_str(), static_cast<int>(route.size()),
+                          route.data(), r.status, r.code.c_str(), seconds * 1000);
+    auto append = [&](const char* name, const std::string& value) {
+      if (value.empty() || n < 0 || static_cast<std::size_t>(n) >= sizeof line) return;
+      n += std::snprintf(line + n, sizeof line - static_cast<std::size_t>(n), ",\"%s\":\"%s\"", name, value.c_str());
+    };
+    append("key_id", r.key_id);
+    append("account_id", r.account_id);
+    if (n >= 0 && static_cast<std::size_t>(n) + 1 < sizeof line) {
+      line[n] = '}';
+      line[n + 1] = '\0';
+    }
     server.log.write(line);
 
     // The head, formatted into this connection's buffer (its capacity is reused request after
@@ -309,7 +322,7 @@ void HttpServer::Impl::begin_shutdown() {
 }
 
 void HttpServer::Impl::schedule_log_flush() {
-  log_timer.expires_after(std::chrono::milliseconds(200));
+  log_timer.expires_after(std::chrono::milliseconds(limits::kRequestLogFlushMs));
   log_timer.async_wait([this](beast::error_code ec) {
     log.flush();
     if (!ec && !stopping.load()) schedule_log_flush();

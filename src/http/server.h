@@ -1,6 +1,8 @@
 // tollgate http: the transport — an asynchronous HTTP/1.1 server on Boost.Beast.
 //
-// Keep-alive connections on a few I/O threads; no thread waits on a client or on the database.
+// Keep-alive connections on a few I/O threads; no I/O thread waits on a client or on the database
+// (the Api hands reads to its reader executor and writes to the ledger; answers come back through
+// the connection's strand).
 // Every bound is explicit: the number of open connections, the header and body sizes (a body over
 // 64 KiB answers 413), and the time a client may take to send a request's head and body — a
 // stalled or half-sent request is closed when its time is up and never holds up another.
@@ -16,18 +18,19 @@
 #include <memory>
 #include <string>
 
+#include "core/limits.h"
 #include "core/result.h"
 #include "http/api.h"
 
 namespace tollgate::http {
 
 struct ServerLimits {
-  std::size_t body_bytes_max = 64 * 1024;
-  std::size_t header_bytes_max = 16 * 1024;
-  std::int64_t idle_timeout_ms = 30'000;     // a kept-alive connection waits this long for its next request
-  std::int64_t request_timeout_ms = 10'000;  // from a request's first byte to its last
-  std::size_t connections_max = 4096;
-  int threads = 2;
+  std::size_t body_bytes_max = limits::kBodyBytesMax;
+  std::size_t header_bytes_max = limits::kHeaderBytesMax;
+  std::int64_t idle_timeout_ms = limits::kIdleTimeoutMsDefault;  // a kept-alive connection's wait for its next request
+  std::int64_t request_timeout_ms = limits::kRequestTimeoutMsDefault;  // from a request's first byte to its last
+  std::size_t connections_max = limits::kConnectionsMaxDefault;
+  int threads = limits::kHttpThreadsDefault;
 };
 
 class HttpServer {

@@ -85,10 +85,29 @@ void GroupCommitter::answer(std::deque<Finished>& batches, const std::optional<E
         // Committed, but whether it is on disk is unknown: the caller retries with the same id.
         batch.callbacks[i](*flush_error);
       } else {
+        count_outcome(batch.results[i]);
         batch.callbacks[i](std::move(batch.results[i]));
       }
     }
   }
+}
+
+void GroupCommitter::count_outcome(const CommandResult& result) {
+  constexpr auto relaxed = std::memory_order_relaxed;
+  if (!result) {
+    if (result.code() == Code::insufficient_credits) reservation_conflicts_.fetch_add(1, relaxed);
+    return;
+  }
+  const auto* o = std::get_if<HoldOutcome>(&result.value());
+  if (o == nullptr || !o->created) return;  // not a hold, or a replay that changed nothing
+  // A reservation or an extension leaves its hold active; a commit or release ends it.
+  switch (o->hold.status) {
+    case HoldStatus::committed: holds_committed_.fetch_add(1, relaxed); break;
+    case HoldStatus::released: holds_released_.fetch_add(1, relaxed); break;
+    default: break;
+  }
+  if (o->hold.late_outcome == LateOutcome::charged) holds_late_charged_.fetch_add(1, relaxed);
+  if (o->hold.late_outcome == LateOutcome::forgiven) holds_late_forgiven_.fetch_add(1, relaxed);
 }
 
 std::size_t GroupCommitter::batch_size(std::size_t waiting) {
@@ -190,9 +209,17 @@ void GroupCommitter::syncer_loop() {
 }
 
 GroupCommitStats GroupCommitter::stats() const {
-  return GroupCommitStats{batches_.load(),         commands_.load(), overloaded_.load(), failed_batches_.load(),
-                          syncs_.load(),           answered_inline_.load(), apply_ns_.load(),   sync_ns_.load(),
-                          split_batches_.load()};
+  return GroupCommitStats{batches_.load(),
+                          commands_.load(),
+                          overloaded_.load(),
+                          failed_batches_.load(),
+                          syncs_.load(),
+                          answered_inline_.load(),
+                          apply_ns_.load(),
+                          sync_ns_.load(),
+                          split_batches_.load(),
+                          OutcomeCounts{holds_committed_.load(), holds_released_.load(), holds_late_charged_.load(),
+                                        holds_late_forgiven_.load(), reservation_conflicts_.load()}};
 }
 
 std::size_t GroupCommitter::queue_depth() const {

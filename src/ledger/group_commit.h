@@ -47,6 +47,15 @@ struct GroupCommitOptions {
   std::size_t batch_max = limits::kBatchMaxDefault;    // commands in one transaction, at most
 };
 
+// What the durable batches decided, counted as their callers are answered (for /metrics): every
+// command, whoever submitted it. A command whose batch failed, or whose flush failed, is not counted.
+struct OutcomeCounts {
+  std::uint64_t holds_committed = 0;  // commits that ended a hold (not replays of one)
+  std::uint64_t holds_released = 0;   // releases that ended a hold
+  std::uint64_t holds_late_charged = 0, holds_late_forgiven = 0;  // commits of expired holds, by policy
+  std::uint64_t reservation_conflicts = 0;  // answers of insufficient_credits
+};
+
 struct GroupCommitStats {
   std::uint64_t batches = 0;
   std::uint64_t commands = 0;
@@ -57,6 +66,7 @@ struct GroupCommitStats {
   std::uint64_t apply_ns = 0;         // wall time in Store::apply() (load, decide, write, COMMIT)
   std::uint64_t sync_ns = 0;          // wall time in Store::sync() (the flush)
   std::uint64_t split_batches = 0;    // batches that took half of what waited, to overlap the flush
+  OutcomeCounts outcomes;
 };
 
 // Calls `submit(callback)` and blocks (without spinning) until the callback delivered the result.
@@ -113,7 +123,9 @@ class GroupCommitter {
   std::size_t batch_size(std::size_t waiting);
   // Runs the callbacks of `batches` (in order): their results, or `flush_error` for the committed
   // ones if the flush failed, or each failed batch's error.
-  static void answer(std::deque<Finished>& batches, const std::optional<Error>& flush_error);
+  // Counts each delivered result's outcome (OutcomeCounts) before its callback runs.
+  void answer(std::deque<Finished>& batches, const std::optional<Error>& flush_error);
+  void count_outcome(const CommandResult& result);
   // One sync() for `batches` (none if every one of them failed: nothing to flush); its error.
   std::optional<Error> flush(const std::deque<Finished>& batches);
 
@@ -137,6 +149,8 @@ class GroupCommitter {
 
   std::atomic<std::uint64_t> batches_{0}, commands_{0}, overloaded_{0}, failed_batches_{0}, syncs_{0},
       answered_inline_{0}, apply_ns_{0}, sync_ns_{0}, split_batches_{0};
+  std::atomic<std::uint64_t> holds_committed_{0}, holds_released_{0}, holds_late_charged_{0}, holds_late_forgiven_{0},
+      reservation_conflicts_{0};
   // Moving averages (1/8 weight to the newest): apply() time per command, and one sync().
   std::atomic<std::uint64_t> apply_ns_per_command_avg_{0}, sync_ns_avg_{0};
   std::once_flag joined_;

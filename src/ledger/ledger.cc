@@ -1,6 +1,7 @@
 #include "ledger/ledger.h"
 
 #include "core/checked.h"
+#include "core/limits.h"
 #include "core/log.h"
 
 #include <cstdio>
@@ -26,16 +27,18 @@ std::uint64_t seed_from(std::uint64_t seed) {
 
 Status validate(const LedgerOptions& o) {
   if (o.hold_ttl_ms_max < limits::kHoldTtlMsMin || o.hold_ttl_ms_max > limits::kHoldTtlMsMax) {
-    return invalid("hold_ttl_max_ms must be from 1 to " + std::to_string(limits::kHoldTtlMsMax));
+    return invalid("hold_ttl_ms_max must be from 1 to " + std::to_string(limits::kHoldTtlMsMax));
   }
   if (o.hold_ttl_ms_default < limits::kHoldTtlMsMin || o.hold_ttl_ms_default > o.hold_ttl_ms_max) {
-    return invalid("hold_ttl_ms must be from 1 to hold_ttl_max_ms (" + std::to_string(o.hold_ttl_ms_max) + ")");
+    return invalid("hold_ttl_ms_default must be from 1 to hold_ttl_ms_max (" + std::to_string(o.hold_ttl_ms_max) + ")");
   }
-  if (o.reaper_interval_ms < 0 || o.reaper_interval_ms > 3'600'000) {
-    return invalid("reaper_interval_ms must be from 0 to 3600000");
+  if (o.reaper_interval_ms < 0 || o.reaper_interval_ms > limits::kReaperIntervalMsMax) {
+    return invalid("reaper_interval_ms must be from 0 to " + std::to_string(limits::kReaperIntervalMsMax));
   }
   if (o.audit_sample_interval_ms < 0) return invalid("audit_sample_interval_ms must be 0 or more");
-  if (o.reaper_batch_max < 1 || o.reaper_batch_max > 100'000) return invalid("reaper batch must be from 1 to 100000");
+  if (o.reaper_batch_max < 1 || o.reaper_batch_max > limits::kReaperBatchMax) {
+    return invalid("reaper_batch_max must be from 1 to " + std::to_string(limits::kReaperBatchMax));
+  }
   if (o.group_commit.batch_max < 1 || o.group_commit.queue_max < o.group_commit.batch_max) {
     return invalid("the write queue must hold at least one batch");
   }
@@ -132,13 +135,20 @@ Result<AuditReport> Ledger::audit(std::optional<std::string_view> account_id) {
   if (account_id) {
     if (auto s = check_id(*account_id, "account_id"); !s) return s.error();
   }
-  return store_.audit(account_id);
+  auto report = store_.audit(account_id);
+  if (report) audit_violations_.fetch_add(report->violations.size(), std::memory_order_relaxed);
+  return report;
+}
+
+Result<AuditPage> Ledger::audit_range(std::string_view after, std::int64_t limit) {
+  auto page = store_.audit_range(after, limit);
+  if (page) audit_violations_.fetch_add(page->report.violations.size(), std::memory_order_relaxed);
+  return page;
 }
 
 Result<std::int64_t> Ledger::reap_once() {
-  constexpr int kPassesMax = 100;  // bounds one run; the next run continues
   std::int64_t total = 0;
-  for (int pass = 0; pass < kPassesMax; ++pass) {
+  for (int pass = 0; pass < limits::kReaperPassesMax; ++pass) {
     CommandResult r = committer_.submit_and_wait(ExpireOverdueCommand{options_.reaper_batch_max});
     if (!r) return r.error();
     const std::int64_t expired = std::get<ExpireOutcome>(r.value()).expired;

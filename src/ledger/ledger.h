@@ -32,7 +32,7 @@ struct LedgerOptions {
   LateCommitPolicy late_commit = LateCommitPolicy::charge;
   GroupCommitOptions group_commit;
   // The reaper runs every reaper_interval_ms; 0 starts no reaper thread (tests call reap_once()).
-  std::int64_t reaper_interval_ms = 1000;
+  std::int64_t reaper_interval_ms = limits::kReaperIntervalMsDefault;
   std::int64_t reaper_batch_max = limits::kReaperBatchMaxDefault;
   // Every audit_sample_interval_ms one account (in turn) is audited in the background: its events
   // folded and compared with its row and holds (design.md: invariants "sampled by the server").
@@ -75,6 +75,13 @@ class Ledger {
   Result<std::vector<Hold>> list_holds(const HoldFilter& filter);
   Result<EventPage> read_events(std::string_view account_id, std::int64_t after, std::int64_t limit);
   Result<AuditReport> audit(std::optional<std::string_view> account_id);
+  // One part of a full audit: the accounts after `after` by id, at most `limit` (Store::audit_range).
+  // A full audit is these parts in turn, from "" until has_more is false.
+  Result<AuditPage> audit_range(std::string_view after, std::int64_t limit);
+  // Invariant violations found by audit() and audit_range() (the sampler counts its own).
+  std::uint64_t audit_violations() const { return audit_violations_.load(std::memory_order_relaxed); }
+  // What the durable batches decided (holds ended, reservation conflicts), counted as answered.
+  OutcomeCounts outcomes() const { return committer_.stats().outcomes; }
 
   // One reaper run: expires overdue holds in passes of reaper_batch_max until a pass finds fewer
   // (at most 100 passes). Returns how many holds it expired.
@@ -121,6 +128,7 @@ class Ledger {
   std::mutex sample_mu_;
   std::string sample_cursor_;  // the last account sampled; protected by sample_mu_
   std::atomic<std::uint64_t> sampled_accounts_{0}, sampled_violations_{0};
+  std::atomic<std::uint64_t> audit_violations_{0};
 
   std::once_flag stopped_;
   std::thread reaper_;  // last: started when everything above exists

@@ -1,19 +1,25 @@
 // tollgate store: a bounded pool of database connections for reads, shared by the backends.
 //
 // lease() hands out an idle connection, or opens a new one (with `open`) while fewer than `max`
-// are open, or else waits for one to come back. A lease gives its connection back when it goes —
+// are open, or else waits for one to come back — at most `lease_wait_ms`: then it answers
+// `unavailable` (every connection is busy for that long: the database is stuck or the readers are
+// overloaded; the caller answers 503 instead of waiting without end). A lease gives its connection back when it goes —
 // unless `healthy` says the connection broke: then it is closed, and a later lease opens a new one.
 // `open` may throw (the backend's error); nothing is counted as open then.
 //
 // Thread safety: lease() may be called from any thread; a Lease belongs to one thread.
 #pragma once
 
+#include <chrono>
 #include <condition_variable>
+#include <cstdint>
 #include <functional>
+#include <string>
 #include <memory>
 #include <mutex>
 #include <vector>
 
+#include "core/limits.h"
 #include "core/result.h"
 
 namespace tollgate {
@@ -24,9 +30,10 @@ class ConnPool {
   using Open = std::function<std::unique_ptr<Conn>()>;
   using Healthy = std::function<bool(const Conn&)>;
 
-  ConnPool(int max, Open open, Healthy healthy = {})
-      : max_(max), open_(std::move(open)), healthy_(std::move(healthy)) {
+  ConnPool(int max, std::int64_t lease_wait_ms, Open open, Healthy healthy = {})
+      : max_(max), lease_wait_ms_(lease_wait_ms), open_(std::move(open)), healthy_(std::move(healthy)) {
     TG_ASSERT(max_ >= 1);
+    TG_ASSERT(lease_wait_ms_ >= 0);
   }
   ConnPool(const ConnPool&) = delete;
   ConnPool& operator=(const ConnPool&) = delete;
@@ -46,9 +53,15 @@ class ConnPool {
     std::unique_ptr<Conn> conn_;
   };
 
-  Lease lease() {
+  // A connection, or `unavailable` when none came free within lease_wait_ms.
+  Result<Lease> lease() {
     std::unique_lock lock(mu_);
-    cv_.wait(lock, [&] { return !idle_.empty() || open_count_ < max_; });
+    if (!cv_.wait_for(lock, std::chrono::milliseconds(lease_wait_ms_),
+                      [&] { return !idle_.empty() || open_count_ < max_; })) {
+      return Error::make(Code::unavailable, "no database connection came free within " +
+                                                std::to_string(lease_wait_ms_) + " ms (all " +
+                                                std::to_string(max_) + " are busy)");
+    }
     if (!idle_.empty()) {
       auto conn = std::move(idle_.back());
       idle_.pop_back();
@@ -80,6 +93,7 @@ class ConnPool {
   }
 
   const int max_;
+  const std::int64_t lease_wait_ms_;
   const Open open_;
   const Healthy healthy_;
   std::mutex mu_;

@@ -274,11 +274,9 @@ CommandResult create_key(Transaction& tx, const CreateKeyCommand& c, std::int64_
 CommandResult revoke_key(Transaction& tx, const RevokeKeyCommand& c, std::int64_t now_ms) {
   auto key = tx.key_by_id(c.key_id);
   if (!key) return Error::make(Code::not_found, "key " + c.key_id + " does not exist");
-  if (!key->account_id) {
-    // Revoking the only way in would lock every operator out; replace it by configuration.
-    return Error::make(Code::conflict, "the admin key cannot be revoked; set admin_key (or TOLLGATE_ADMIN_KEY) to use another");
-  }
-  if (key->revoked_at_ms) return KeyOutcome{std::move(*key), false};
+  auto action = rules::plan_revoke_key(*key, c.replaced_by_configured_admin_key);
+  if (!action) return action.error();
+  if (*action == rules::RevokeAction::replay) return KeyOutcome{std::move(*key), false};
   tx.revoke_key(c.key_id, now_ms);
   key->revoked_at_ms = now_ms;
   return KeyOutcome{std::move(*key), true};

@@ -65,6 +65,13 @@ struct AuditReport {
   std::vector<AuditViolation> violations;
 };
 
+// One part of a full audit (Store::audit_range).
+struct AuditPage {
+  AuditReport report;
+  std::string last_account_id;  // the last account checked: the next part's `after` ("" when none was)
+  bool has_more = false;        // the part was full: accounts after last_account_id may remain
+};
+
 class Store {
  public:
   virtual ~Store() = default;
@@ -88,6 +95,9 @@ class Store {
   virtual Result<EventPage> read_events(std::string_view account_id, std::int64_t after, std::int64_t limit) = 0;
   // Recomputes every account (or one) from its events and compares it with its row and its holds.
   virtual Result<AuditReport> audit(std::optional<std::string_view> account_id) = 0;
+  // The same for the accounts whose id is greater than `after`, in id order, at most `limit`
+  // (1..limits::kHoldsPageMax), in one snapshot: a full audit in parts that each take a bounded time.
+  virtual Result<AuditPage> audit_range(std::string_view after, std::int64_t limit) = 0;
 
   virtual Result<LedgerStats> stats() = 0;
   // Account ids greater than `after`, in order, at most `limit` (1..limits::kHoldsPageMax).

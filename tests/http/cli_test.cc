@@ -602,6 +602,48 @@ TEST_F(ClientTest, PathSegmentsAreEncodedNotInterpreted) {
   EXPECT_EQ(client::Client::encode_component(".."), "%2E%2E");
 }
 
+// An unknown command is named with the ones that exist and the closest of them (issue 9), a missing
+// one with the ones that exist; nothing is asked of any server.
+TEST(CliUsage, AnUnknownOrMissingCommandNamesTheCommandsThatExistAndTheClosest) {
+  struct Case {
+    std::vector<std::string> args;
+    std::string err;
+  };
+  const std::vector<Case> cases{
+      {{"acount", "create", "a"},
+       "tollgate: unknown command 'acount' (did you mean account?); the commands are: account, audit, events, hold, "
+       "key, serve, version\n"},
+      {{"frobnicate"}, "tollgate: unknown command 'frobnicate'; the commands are: account, audit, events, hold, key, "
+                       "serve, version\n"},
+      {{"account", "crate", "a", "--url", "http://127.0.0.1:1"},
+       "tollgate: unknown command 'account crate' (did you mean create?); the account commands are: create, credit, "
+       "debit, show\n"},
+      {{"hold", "comit", "h"},
+       "tollgate: unknown command 'hold comit' (did you mean commit?); the hold commands are: commit, extend, list, "
+       "release, reserve, show\n"},
+      {{"key", "revok", "k"}, "tollgate: unknown command 'key revok' (did you mean revoke?); the key commands are: "
+                              "create, revoke\n"},
+  };
+  for (const Case& c : cases) {
+    const ProcessResult r = run_tollgate(c.args);
+    EXPECT_EQ(r.exit_code, 2) << c.args[0] << "\n" << r.err;
+    EXPECT_EQ(r.err, c.err);
+    EXPECT_EQ(r.out, "");
+  }
+  // A command that needs another, without it.
+  ProcessResult r = run_tollgate({"hold"});
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_EQ(r.err, "tollgate: a command is missing after 'hold'; the hold commands are: commit, extend, list, release, "
+                   "reserve, show\n");
+  r = run_tollgate({});
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_EQ(r.err, "tollgate: a command is missing; the commands are: account, audit, events, hold, key, serve, version\n");
+  // Other usage errors keep CLI11's own message (a command's arguments are not commands).
+  const ProcessResult extra = run_tollgate({"events", "a", "b"});
+  EXPECT_EQ(extra.exit_code, 2);
+  EXPECT_EQ(extra.err.find("unknown command"), std::string::npos) << extra.err;
+}
+
 TEST(ClientConfiguration, BadBaseUrlsAreRefusedWithoutSendingAnything) {
   for (const char* url : {"https://127.0.0.1:8080", "127.0.0.1:8080", "http://127.0.0.1:8080/v1",
                           "http://user:pw@127.0.0.1:8080", "http://127.0.0.1:8080/?x=1", "ftp://h:1"}) {

@@ -2,6 +2,8 @@
 // variables and flags, in that order; every error names the key and the file's line; and the real
 // binary refuses to start on a bad file.
 #include <gtest/gtest.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include <fstream>
 #include <map>
@@ -103,7 +105,18 @@ void PrintTo(const InvalidConfig& c, std::ostream* out) { *out << c.name; }
 
 std::vector<InvalidConfig> invalid_configs() {
   return {
-      {"UnknownTopLevelKey", "listen = \"127.0.0.1:8080\"\nhold_ttl = 5\n", 2, {"hold_ttl"}},
+      {"UnknownTopLevelKey", "listen = \"127.0.0.1:8080\"\nhold_ttl = 5\n", 2,
+       {"unknown key hold_ttl (did you mean hold_ttl_ms?)"}},
+      {"UnknownTopLevelKeyWithNothingClose", "colour = 5\n", 1, {"unknown key colour"}},
+      // An unknown key is reported before another key's bad value and before a required key it
+      // leaves missing: it is most likely the misspelling of that key.
+      {"MisspelledKeyBeforeAnotherKeysWrongType", "listen = 8080\nreaper_intervall_ms = 100\n", 2,
+       {"unknown key reaper_intervall_ms (did you mean reaper_interval_ms?)"}},
+      {"MisspelledProviderUrlInsteadOfUrlIsRequired", "[providers.p]\nurll = \"http://x/\"\n", 2,
+       {"unknown key providers.p.urll (did you mean url?)"}},
+      {"MisspelledRateLimitKey", "[ratelimits.login]\nlimit = 5\nperiod = 1000\n", 3,
+       {"unknown key ratelimits.login.period (did you mean period_ms?)"}},
+      {"MisspelledTable", "[provider.p]\nurl = \"http://x/\"\n", 1, {"unknown key provider (did you mean providers?)"}},
       {"UnknownProviderKey",
        "[providers.p]\nurl = \"http://x/\"\ntimeout_ms = 60000\nexpected_duration_ms = 1000\nretries = 3\n", 5,
        {"retries"}},
@@ -133,11 +146,29 @@ std::vector<InvalidConfig> invalid_configs() {
       {"ListenHostNotAnAddress", "listen = \"not an address:8080\"\n", 1, {"listen"}},
       {"DatabaseOfAnUnknownKind", "\ndatabase = \"mysql://db\"\n", 2, {"database"}},
       {"AdminKeyTooShort", "admin_key = \"short\"\n", 1, {"admin_key"}},
+      {"MetricsKeyTooShort", "\nmetrics_key = \"short\"\n", 2, {"metrics_key"}},
       {"DatabasePoolSizeZero", "database_pool_size = 0\n", 1, {"database_pool_size"}},
       {"DatabasePoolSizeHuge", "\ndatabase_pool_size = 100000\n", 2, {"database_pool_size"}},
       {"DatabaseTimeoutTooShort", "database_timeout_ms = 10\n", 1, {"database_timeout_ms"}},
       {"DatabaseTimeoutNotANumber", "database_timeout_ms = \"5s\"\n", 1, {"database_timeout_ms"}},
-      {"TomlSyntaxError", "listen = \n", 1, {}},
+      // TOML syntax: the line, a hint in plain words, then the parser's own message.
+      {"TomlSyntaxError", "listen = \n", 1,
+       {"bad.toml:1: listen: the value is missing after '=' (TOML parser: Error while parsing key-value pair: "
+        "expected value, saw '\\n')"}},
+      {"TomlMissingClosingQuote", "hold_ttl_ms = 5\nlisten = \"127.0.0.1:8080\n", 2,
+       {"listen: a string is not closed: is the closing quote (\") missing?"}},
+      {"TomlMissingEquals", "\nlisten \"127.0.0.1:8080\"\n", 2,
+       {"a key must be followed by '=' (key = value); is the '=' missing, or is there a space in the key?"}},
+      {"TomlSpaceInKey", "hold ttl = 5\n", 1, {"is there a space in the key?"}},
+      {"TomlUnquotedText", "late_commit = charge\n", 1, {"late_commit: text must be in double quotes (key = \"text\")"}},
+      {"TomlUnquotedAddress", "listen = 127.0.0.1:8080\n", 1, {"listen: text must be in double quotes"}},
+      {"TomlKeyTwice", "hold_ttl_ms = 300000\nhold_ttl_ms = 5\n", 2,
+       {"hold_ttl_ms: this key is already set earlier in the file (each key once)"}},
+      {"TomlUnclosedTableHeader", "[providers.imagegen\nurl = \"x\"\n", 1,
+       {"a table header is not closed: is the ']' missing?"}},
+      {"TomlBackslashInString", "database = \"sqlite:C:\\data\\t.db\"\n", 1,
+       {"database: a backslash in a \"string\" starts an escape"}},
+      {"TomlTwoValuesOnALine", "listen = \"a\" \"b\"\n", 1, {"listen: only a # comment may follow a value on its line"}},
   };
 }
 
@@ -202,12 +233,60 @@ TEST_F(ConfigSources, TheFileIsReadAndItsPathNamesItsErrors) {
   EXPECT_NE(bad.error().detail.find("bogus"), std::string::npos) << bad.error().detail;
 }
 
+TEST_F(ConfigSources, AMetricsKeyComesFromTheFileOrTheEnvironmentAndIsUnsetByDefault) {
+  ConfigOverrides o;
+  auto none = load_config(o, &lookup);
+  ASSERT_TRUE(none.ok()) << none.error().detail;
+  EXPECT_FALSE(none->metrics_key.has_value());
+  o.config_file = write("metrics_key = \"file-metrics-key-0123\"\n");
+  auto file = load_config(o, &lookup);
+  ASSERT_TRUE(file.ok()) << file.error().detail;
+  EXPECT_EQ(file->metrics_key, "file-metrics-key-0123");
+  fake_env() = {{"TOLLGATE_METRICS_KEY", "env-metrics-key-0123"}};
+  auto env = load_config(o, &lookup);
+  ASSERT_TRUE(env.ok()) << env.error().detail;
+  EXPECT_EQ(env->metrics_key, "env-metrics-key-0123");
+  fake_env() = {{"TOLLGATE_METRICS_KEY", "short"}};
+  auto short_key = load_config(o, &lookup);
+  ASSERT_FALSE(short_key.ok());
+  EXPECT_NE(short_key.error().detail.find("metrics_key must be at least 16 characters"), std::string::npos)
+      << short_key.error().detail;
+}
+
 TEST_F(ConfigSources, AMissingFileIsAnErrorNamingIt) {
   ConfigOverrides o;
   o.config_file = dir_.file("nope.toml");
   auto c = load_config(o, &lookup);
   ASSERT_FALSE(c.ok());
-  EXPECT_NE(c.error().detail.find("nope.toml"), std::string::npos) << c.error().detail;
+  EXPECT_EQ(c.error().detail, "cannot read the configuration file " + *o.config_file + ": no such file or directory");
+}
+
+TEST_F(ConfigSources, AnUnreadableFileSaysWhyInTheSystemsWords) {
+  ConfigOverrides o;
+  o.config_file = dir_.path().string();  // a folder
+  auto folder = load_config(o, &lookup);
+  ASSERT_FALSE(folder.ok());
+  EXPECT_EQ(folder.error().detail, "cannot read the configuration file " + *o.config_file + ": is a directory");
+
+  o.config_file = write("listen = \"127.0.0.1:9001\"\n");
+  ASSERT_EQ(::chmod(o.config_file->c_str(), 0), 0);
+  if (::geteuid() != 0) {  // root reads it anyway
+    auto denied = load_config(o, &lookup);
+    ASSERT_FALSE(denied.ok());
+    EXPECT_EQ(denied.error().detail, "cannot read the configuration file " + *o.config_file + ": permission denied");
+  }
+  o.config_file = dir_.file("missing-folder/tollgate.toml");
+  auto missing = load_config(o, &lookup);
+  ASSERT_FALSE(missing.ok());
+  EXPECT_EQ(missing.error().detail, "cannot read the configuration file " + *o.config_file + ": no such file or directory");
+}
+
+// A syntax error on the admin key's line names the key, never the line's text: it holds a secret.
+TEST(ConfigSecret, ASyntaxErrorOnTheAdminKeyLineDoesNotRepeatTheKey) {
+  auto parsed = parse_config("admin_key = \"secret-0123456789abcdef\n", "bad.toml");
+  ASSERT_FALSE(parsed.ok());
+  EXPECT_EQ(parsed.error().detail.rfind("bad.toml:1: admin_key: a string is not closed", 0), 0u) << parsed.error().detail;
+  EXPECT_EQ(parsed.error().detail.find("secret-0123456789abcdef"), std::string::npos) << parsed.error().detail;
 }
 
 TEST_F(ConfigSources, EnvironmentOverridesTheFileAndFlagsOverrideBoth) {
@@ -296,6 +375,20 @@ TEST(ConfigServe, AnInvalidConfigFileStopsStartUpWithTheMessageOnStderr) {
   EXPECT_NE(r.err.find(path + ":3:"), std::string::npos) << "stderr: " << r.err;
   EXPECT_NE(r.err.find("hold_ttl_ms"), std::string::npos) << "stderr: " << r.err;
   EXPECT_EQ(r.err.find("listening on"), std::string::npos) << "it started anyway: " << r.err;
+}
+
+TEST(ConfigServe, AMisspelledKeyAndAnUnreadableFileStopStartUpSayingWhatIsWrong) {
+  testing::TempDir dir;
+  const std::string path = dir.file("typo.toml");
+  std::ofstream(path) << "listen = \"127.0.0.1:0\"\nhold_ttl_max = 5000\n";
+  ProcessResult r = testing::run_tollgate({"serve", "--config", path, "--database", "sqlite:" + dir.file("t.db")});
+  EXPECT_EQ(r.exit_code, 2) << "stderr: " << r.err;
+  EXPECT_EQ(r.err, "tollgate: configuration: " + path + ":2: unknown key hold_ttl_max (did you mean hold_ttl_max_ms?)\n");
+
+  r = testing::run_tollgate({"serve", "--config", dir.file("nope.toml"), "--database", "sqlite:" + dir.file("t.db")});
+  EXPECT_EQ(r.exit_code, 2) << "stderr: " << r.err;
+  EXPECT_EQ(r.err, "tollgate: configuration: cannot read the configuration file " + dir.file("nope.toml") +
+                       ": no such file or directory\n");
 }
 
 TEST(ConfigServe, AProviderSlowerThanItsTimeoutStopsStartUp) {

@@ -1594,6 +1594,33 @@ TEST_P(StoreConformance, TheAdminKeyCannotBeRevoked) {
   EXPECT_TRUE(*has_after);
 }
 
+// api.md: configuring an admin key retires the generated one. The server does so at every start
+// with a key configured, so retiring is idempotent; afterwards revoking it is a replay.
+TEST_P(StoreConformance, AConfiguredAdminKeyRetiresTheGeneratedOneOnceAndAgainIsAReplay) {
+  const std::string hash(64, 'c');
+  ASSERT_OK(ledger_->run(CreateKeyCommand{"admin", std::nullopt, hash}));
+  auto retired = ledger_->run(RevokeKeyCommand{"admin", /*replaced_by_configured_admin_key=*/true});
+  ASSERT_OK(retired);
+  EXPECT_TRUE(std::get<KeyOutcome>(retired.value()).created);
+  auto has = store_->has_admin_key();
+  ASSERT_OK(has);
+  EXPECT_FALSE(*has);
+  auto found = store_->find_key(hash);
+  ASSERT_OK(found);
+  ASSERT_TRUE(found->has_value());
+  ASSERT_TRUE((*found)->revoked_at_ms.has_value());
+  const std::int64_t revoked_at_ms = *(*found)->revoked_at_ms;
+
+  for (const bool configured : {true, false}) {  // the next start; DELETE /v1/keys/admin
+    auto again = ledger_->run(RevokeKeyCommand{"admin", configured});
+    ASSERT_OK(again);
+    EXPECT_FALSE(std::get<KeyOutcome>(again.value()).created);
+    EXPECT_EQ(std::get<KeyOutcome>(again.value()).key.revoked_at_ms, revoked_at_ms);
+  }
+  // Never generated: nothing to retire.
+  EXPECT_CODE(ledger_->run(RevokeKeyCommand{"admin-2", true}), Code::not_found);
+}
+
 TEST_P(StoreConformance, ListingTheHoldsOfAnUnknownAccountIsNotFound) {
   auto listed = ledger_->list_holds(HoldFilter{std::string("nobody"), std::nullopt, 10});
   EXPECT_CODE(listed, Code::not_found);
@@ -1636,6 +1663,12 @@ INSTANTIATE_TEST_SUITE_P(AllBackends, StoreConformance, ::testing::ValuesIn(test
 // =============================================================================================
 // SQLite only: the file keeps everything across a reopen; ping; schema versions.
 
+LedgerOptions no_reaper() {
+  LedgerOptions o;
+  o.reaper_interval_ms = 0;
+  return o;
+}
+
 class SqliteFile : public ::testing::Test {
  protected:
   std::unique_ptr<SqliteStore> open() {
@@ -1658,15 +1691,23 @@ class SqliteFile : public ::testing::Test {
     ASSERT_EQ(rc, SQLITE_OK) << message;
   }
 
+  // Two accounts by the ledger, then bob's row changed by raw SQL: self-consistent (the CHECK
+  // constraints pass) but not what its events say.
+  void alice_clean_and_bob_changed_behind_the_ledgers_back() {
+    {
+      auto store = open();
+      ASSERT_NE(store, nullptr);
+      Ledger ledger(*store, clock_, no_reaper());
+      ASSERT_OK(ledger.create_account({"alice", 0, std::nullopt}));
+      ASSERT_OK(ledger.create_account({"bob", 0, std::nullopt}));
+      ASSERT_OK(ledger.credit({"bob", 10, "ref-1"}));
+    }
+    exec_sql("UPDATE accounts SET available = available + 5, purchased = purchased + 5 WHERE account_id = 'bob'");
+  }
+
   testing::TempDir dir_;
   ManualClock clock_;
 };
-
-LedgerOptions no_reaper() {
-  LedgerOptions o;
-  o.reaper_interval_ms = 0;
-  return o;
-}
 
 TEST_F(SqliteFile, PingAnswersOnAFreshStore) {
   auto store = open();
@@ -1758,16 +1799,28 @@ TEST_F(SqliteFile, AuditFindsARowChangedBehindTheLedgersBack) {
   EXPECT_THAT(audit->violations[0].message, ::testing::HasSubstr("fold of events"));
 }
 
+TEST_F(SqliteFile, TheLedgerCountsTheViolationsItsAuditsFindWholeOrInParts) {
+  alice_clean_and_bob_changed_behind_the_ledgers_back();
+  auto store = open();
+  ASSERT_NE(store, nullptr);
+  Ledger ledger(*store, clock_, no_reaper());
+  auto whole = ledger.audit(std::nullopt);
+  ASSERT_OK(whole);
+  ASSERT_FALSE(whole->violations.empty());
+  EXPECT_EQ(ledger.audit_violations(), whole->violations.size());
+  auto first = ledger.audit_range("", 1);  // alice: clean
+  ASSERT_OK(first);
+  EXPECT_THAT(first->report.violations, IsEmpty());
+  EXPECT_TRUE(first->has_more);
+  auto second = ledger.audit_range(first->last_account_id, 1);  // bob
+  ASSERT_OK(second);
+  EXPECT_EQ(second->report.violations.size(), whole->violations.size());
+  EXPECT_EQ(ledger.audit_violations(), 2 * whole->violations.size());
+  EXPECT_EQ(ledger.sampled_violations(), 0u);  // the sampler counts its own
+}
+
 TEST_F(SqliteFile, TheAuditSamplerFindsARowChangedBehindTheLedgersBack) {
-  {
-    auto store = open();
-    ASSERT_NE(store, nullptr);
-    Ledger ledger(*store, clock_, no_reaper());
-    ASSERT_OK(ledger.create_account({"alice", 0, std::nullopt}));
-    ASSERT_OK(ledger.create_account({"bob", 0, std::nullopt}));
-    ASSERT_OK(ledger.credit({"bob", 10, "ref-1"}));
-  }
-  exec_sql("UPDATE accounts SET available = available + 5, purchased = purchased + 5 WHERE account_id = 'bob'");
+  alice_clean_and_bob_changed_behind_the_ledgers_back();
   auto store = open();
   ASSERT_NE(store, nullptr);
   Ledger ledger(*store, clock_, no_reaper());

@@ -41,6 +41,9 @@ class OwningStore final : public Store {
     return store_->read_events(id, after, limit);
   }
   Result<AuditReport> audit(std::optional<std::string_view> id) override { return store_->audit(id); }
+  Result<AuditPage> audit_range(std::string_view after, std::int64_t limit) override {
+    return store_->audit_range(after, limit);
+  }
   Result<std::optional<ApiKey>> find_key(std::string_view h) override { return store_->find_key(h); }
   Result<LedgerStats> stats() override { return store_->stats(); }
   Result<std::vector<std::string>> list_account_ids(std::string_view after, std::int64_t limit) override {
@@ -92,6 +95,9 @@ std::vector<StoreBackend> all_backends() {
                                auto dir = std::make_unique<TempDir>();
                                SqliteOptions options;
                                options.path = dir->file("tollgate.db");
+                               // A hang detector, as the PostgreSQL statement time-out below: a
+                               // loaded machine must not fail an invariant test with `unavailable`.
+                               options.lease_wait_ms = 30'000;
                                auto store = SqliteStore::open(options, clock);
                                if (!store) throw std::runtime_error("open sqlite: " + store.error().detail);
                                return std::make_unique<OwningStore>(std::shared_ptr<TempDir>(std::move(dir)),
@@ -108,6 +114,7 @@ std::vector<StoreBackend> all_backends() {
                                  // checkpoint's sync took 8 s here once) must not fail an
                                  // invariant test with `unavailable`.
                                  options.statement_timeout_ms = 30'000;
+                                 options.lease_wait_ms = 30'000;  // likewise for a reader connection
                                  auto store = PgStore::open(options);
                                  if (!store) throw std::runtime_error("open postgres: " + store.error().detail);
                                  return std::make_unique<OwningStore>(std::move(schema), std::move(store).value());

@@ -154,7 +154,8 @@ void ServerProcess::start(std::uint16_t port) {
     std::this_thread::sleep_for(std::chrono::milliseconds(10));
   }
 
-  // A generated admin key is printed once on stdout, before the server listens.
+  // A generated admin key is printed once on stdout, after the server bound its port and before
+  // it logs "listening on".
   if (options_.admin_key.empty()) {
     const std::string out = read_file(out_path);
     const std::string key_marker = "generated admin key (shown once, stored hashed): ";

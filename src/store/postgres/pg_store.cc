@@ -159,7 +159,8 @@ auto PgStore::read(F&& body) -> decltype(body(std::declval<pg::Conn&>(), std::in
   for (int attempt = 0;; ++attempt) {
     try {
       auto lease = readers_.lease();
-      Conn& db = *lease;
+      if (!lease) return lease.error();
+      Conn& db = *lease.value();
       try {
         std::int64_t now = 0;
         if (options_.clock) {
@@ -186,7 +187,7 @@ auto PgStore::read(F&& body) -> decltype(body(std::declval<pg::Conn&>(), std::in
 PgStore::PgStore(PgOptions options)
     : options_(std::move(options)),
       readers_(
-          options_.readers_max,
+          options_.readers_max, options_.lease_wait_ms,
           [this] {
             return Conn::connect(options_.uri,
                                  pg::ConnectOptions{options_.connect_timeout_ms, options_.statement_timeout_ms});
@@ -197,6 +198,7 @@ PgStore::~PgStore() = default;
 Result<std::unique_ptr<PgStore>> PgStore::open(const PgOptions& options) {
   if (options.uri.empty()) return invalid("the PostgreSQL URI is empty");
   if (options.readers_max < 1) return invalid("readers_max must be at least 1");
+  if (options.lease_wait_ms < 0) return invalid("lease_wait_ms must be 0 or more");
   if (options.connect_timeout_ms < 1 || options.statement_timeout_ms < 1) {
     return invalid("database time-outs must be at least 1 ms");
   }
@@ -300,6 +302,30 @@ Result<EventPage> PgStore::read_events(std::string_view account_id, std::int64_t
   });
 }
 
+namespace {
+
+// Audits the accounts `ids` (each exists) in the snapshot `db` reads.
+AuditReport audit_accounts(Conn& db, const std::vector<std::string>& ids) {
+  AuditReport report;
+  static const std::string events_sql =
+      std::string("SELECT ") + kEventColumns + " FROM events WHERE account_id = $1 ORDER BY event_id";
+  for (const std::string& id : ids) {
+    const auto row = account_row(db, id, false);
+    TG_ASSERT(row.has_value());
+    const std::vector<Event> events = read_events_rows(db.query(events_sql, id));
+    Rows active = db.query("SELECT coalesce(sum(amount), 0), count(*) FROM holds "
+                           "WHERE account_id = $1 AND status = 'active'",
+                           id);
+    for (auto& message : invariants::check_account(*row, events, active.int64(0, 0), active.int64(0, 1))) {
+      report.violations.push_back(AuditViolation{id, std::move(message)});
+    }
+    ++report.accounts_checked;
+  }
+  return report;
+}
+
+}  // namespace
+
 Result<AuditReport> PgStore::audit(std::optional<std::string_view> account_id) {
   return read([&](Conn& db, std::int64_t) -> Result<AuditReport> {
     std::vector<std::string> ids;
@@ -312,22 +338,23 @@ Result<AuditReport> PgStore::audit(std::optional<std::string_view> account_id) {
       Rows r = db.exec("SELECT account_id FROM accounts ORDER BY account_id");
       for (int i = 0; i < r.size(); ++i) ids.push_back(r.text(i, 0));
     }
-    AuditReport report;
-    static const std::string events_sql =
-        std::string("SELECT ") + kEventColumns + " FROM events WHERE account_id = $1 ORDER BY event_id";
-    for (const std::string& id : ids) {
-      const auto row = account_row(db, id, false);
-      TG_ASSERT(row.has_value());
-      const std::vector<Event> events = read_events_rows(db.query(events_sql, id));
-      Rows active = db.query("SELECT coalesce(sum(amount), 0), count(*) FROM holds "
-                             "WHERE account_id = $1 AND status = 'active'",
-                             id);
-      for (auto& message : invariants::check_account(*row, events, active.int64(0, 0), active.int64(0, 1))) {
-        report.violations.push_back(AuditViolation{id, std::move(message)});
-      }
-      ++report.accounts_checked;
-    }
-    return report;
+    return audit_accounts(db, ids);
+  });
+}
+
+Result<AuditPage> PgStore::audit_range(std::string_view after, std::int64_t limit) {
+  if (limit < 1 || limit > limits::kHoldsPageMax) {
+    return invalid("limit must be from 1 to " + std::to_string(limits::kHoldsPageMax));
+  }
+  return read([&](Conn& db, std::int64_t) -> Result<AuditPage> {
+    Rows r = db.query("SELECT account_id FROM accounts WHERE account_id > $1 ORDER BY account_id LIMIT $2", after, limit);
+    std::vector<std::string> ids;
+    for (int i = 0; i < r.size(); ++i) ids.push_back(r.text(i, 0));
+    AuditPage page;
+    page.report = audit_accounts(db, ids);
+    page.last_account_id = ids.empty() ? std::string(after) : ids.back();
+    page.has_more = static_cast<std::int64_t>(ids.size()) == limit;
+    return page;
   });
 }
 

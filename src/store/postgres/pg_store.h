@@ -57,6 +57,8 @@ enum class PgWritePath : std::uint8_t { batch, per_statement };
 struct PgOptions {
   std::string uri;                  // libpq URI: postgresql://user@host:port/db?…
   int readers_max = 8;              // reader connections kept open (the writer is one more)
+  // A read waits at most this long for a free reader connection, then answers `unavailable`.
+  std::int64_t lease_wait_ms = limits::kConnLeaseWaitMsDefault;
   int connect_timeout_ms = 5000;    // to open a connection
   int statement_timeout_ms = 5000;  // any one statement or lock wait; a stuck database answers 503
   int conflict_retries_max = 16;    // batch re-runs after losing a race to another instance
@@ -81,6 +83,7 @@ class PgStore final : public Store {
   Result<std::vector<Hold>> list_holds(const HoldFilter& filter) override;
   Result<EventPage> read_events(std::string_view account_id, std::int64_t after, std::int64_t limit) override;
   Result<AuditReport> audit(std::optional<std::string_view> account_id) override;
+  Result<AuditPage> audit_range(std::string_view after, std::int64_t limit) override;
   Result<LedgerStats> stats() override;
   Result<std::vector<std::string>> list_account_ids(std::string_view after, std::int64_t limit) override;
   Result<std::optional<ApiKey>> find_key(std::string_view secret_sha256) override;

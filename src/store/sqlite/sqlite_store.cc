@@ -141,7 +141,8 @@ template <typename F>
 auto SqliteStore::read(F&& body) -> decltype(body(std::declval<sqlite::Conn&>())) {
   try {
     auto lease = readers_.lease();
-    Conn& db = *lease;
+    if (!lease) return lease.error();
+    Conn& db = *lease.value();
     db.exec("BEGIN");
     try {
       auto result = body(db);
@@ -169,7 +170,7 @@ SqliteStore::SqliteStore(SqliteOptions options, const Clock& clock, FileLock loc
       vfs_(std::move(vfs)),
       wal_path_(wal_path),
       writer_(std::move(writer)),
-      readers_(options_.readers_max, [this] {
+      readers_(options_.readers_max, options_.lease_wait_ms, [this] {
         sqlite::OpenOptions open;
         open.read_only = true;
         open.busy_timeout_ms = options_.busy_timeout_ms;
@@ -218,6 +219,7 @@ void SqliteStore::checkpoint_loop() {
 Result<std::unique_ptr<SqliteStore>> SqliteStore::open(const SqliteOptions& options, const Clock& clock) {
   if (options.path.empty()) return invalid("the SQLite database path is empty");
   if (options.readers_max < 1) return invalid("readers_max must be at least 1");
+  if (options.lease_wait_ms < 0) return invalid("lease_wait_ms must be 0 or more");
   // One process owns the file (see sqlite_store.h); the lock goes with the process, also on kill -9.
   const int lock_fd = ::open(options.path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
   if (lock_fd < 0) {
@@ -396,6 +398,35 @@ Result<EventPage> SqliteStore::read_events(std::string_view account_id, std::int
   });
 }
 
+namespace {
+
+// Audits the accounts `ids` (each exists) in the snapshot `db` reads.
+AuditReport audit_accounts(Conn& db, const std::vector<std::string>& ids) {
+  AuditReport report;
+  static const std::string events_sql =
+      std::string("SELECT ") + kEventColumns + " FROM events WHERE account_id = ?1 ORDER BY event_id";
+  for (const std::string& id : ids) {
+    const auto row = account_row(db, id);
+    TG_ASSERT(row.has_value());
+    std::vector<Event> events;
+    {
+      Query q(db.stmt(events_sql.c_str()), id);
+      while (q.step()) events.push_back(read_event(q.row()));
+    }
+    Query active(db.stmt("SELECT coalesce(sum(amount), 0), count(*) FROM holds "
+                         "WHERE account_id = ?1 AND status = 'active'"),
+                 id);
+    TG_ASSERT(active.step());
+    for (auto& message : invariants::check_account(*row, events, active->int64(0), active->int64(1))) {
+      report.violations.push_back(AuditViolation{id, std::move(message)});
+    }
+    ++report.accounts_checked;
+  }
+  return report;
+}
+
+}  // namespace
+
 Result<AuditReport> SqliteStore::audit(std::optional<std::string_view> account_id) {
   return read([&](Conn& db) -> Result<AuditReport> {
     std::vector<std::string> ids;
@@ -408,27 +439,23 @@ Result<AuditReport> SqliteStore::audit(std::optional<std::string_view> account_i
       Query q(db.stmt("SELECT account_id FROM accounts ORDER BY account_id"));
       while (q.step()) ids.push_back(q->text(0));
     }
-    AuditReport report;
-    static const std::string events_sql =
-        std::string("SELECT ") + kEventColumns + " FROM events WHERE account_id = ?1 ORDER BY event_id";
-    for (const std::string& id : ids) {
-      const auto row = account_row(db, id);
-      TG_ASSERT(row.has_value());
-      std::vector<Event> events;
-      {
-        Query q(db.stmt(events_sql.c_str()), id);
-        while (q.step()) events.push_back(read_event(q.row()));
-      }
-      Query active(db.stmt("SELECT coalesce(sum(amount), 0), count(*) FROM holds "
-                           "WHERE account_id = ?1 AND status = 'active'"),
-                   id);
-      TG_ASSERT(active.step());
-      for (auto& message : invariants::check_account(*row, events, active->int64(0), active->int64(1))) {
-        report.violations.push_back(AuditViolation{id, std::move(message)});
-      }
-      ++report.accounts_checked;
-    }
-    return report;
+    return audit_accounts(db, ids);
+  });
+}
+
+Result<AuditPage> SqliteStore::audit_range(std::string_view after, std::int64_t limit) {
+  if (limit < 1 || limit > limits::kHoldsPageMax) {
+    return invalid("limit must be from 1 to " + std::to_string(limits::kHoldsPageMax));
+  }
+  return read([&](Conn& db) -> Result<AuditPage> {
+    std::vector<std::string> ids;
+    Query q(db.stmt("SELECT account_id FROM accounts WHERE account_id > ?1 ORDER BY account_id LIMIT ?2"), after, limit);
+    while (q.step()) ids.push_back(q->text(0));
+    AuditPage page;
+    page.report = audit_accounts(db, ids);
+    page.last_account_id = ids.empty() ? std::string(after) : ids.back();
+    page.has_more = static_cast<std::int64_t>(ids.size()) == limit;
+    return page;
   });
 }
 

@@ -84,6 +84,8 @@ struct SqliteOptions {
   std::string path;             // the database file; created when missing
   int busy_timeout_ms = 5000;   // how long a statement waits for a lock held by another process
   int readers_max = 4;          // reader connections kept open
+  // A read waits at most this long for a free reader connection, then answers `unavailable`.
+  std::int64_t lease_wait_ms = limits::kConnLeaseWaitMsDefault;
   int cache_size_kib = 64 * 1024;
   // A background connection checkpoints the WAL into the database file every this often, so that
   // commits do not pay for checkpoints. 0: SQLite checkpoints inside commits (its default).
@@ -121,6 +123,7 @@ class SqliteStore final : public Store {
   Result<std::vector<Hold>> list_holds(const HoldFilter& filter) override;
   Result<EventPage> read_events(std::string_view account_id, std::int64_t after, std::int64_t limit) override;
   Result<AuditReport> audit(std::optional<std::string_view> account_id) override;
+  Result<AuditPage> audit_range(std::string_view after, std::int64_t limit) override;
   Result<LedgerStats> stats() override;
   Result<std::vector<std::string>> list_account_ids(std::string_view after, std::int64_t limit) override;
   Result<std::optional<ApiKey>> find_key(std::string_view secret_sha256) override;

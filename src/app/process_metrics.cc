@@ -1,0 +1,95 @@
+#include "app/process_metrics.h"
+
+#include <dirent.h>
+#include <sys/resource.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdint>
+#include <cstdio>
+#include <fstream>
+#include <optional>
+#include <sstream>
+#include <string_view>
+#include <vector>
+
+#include "core/version.h"
+#include "http/metrics.h"
+
+namespace tollgate::app {
+namespace {
+
+// The fields of /proc/self/stat after the command name (which may hold spaces and parentheses):
+// fields[0] is field 3 (state) of proc(5).
+std::optional<std::vector<std::string>> stat_fields() {
+  std::ifstream in("/proc/self/stat");
+  std::string line;
+  if (!std::getline(in, line)) return std::nullopt;
+  const auto close = line.rfind(')');
+  if (close == std::string::npos) return std::nullopt;
+  std::istringstream rest(line.substr(close + 1));
+  std::vector<std::string> fields;
+  for (std::string f; rest >> f;) fields.push_back(std::move(f));
+  if (fields.size() < 22) return std::nullopt;
+  return fields;
+}
+
+// The boot time (seconds since the epoch) as the wall clock sees it now: now − /proc/uptime.
+// (/proc/stat's btime is whole seconds and drifts from the wall clock on a VM that was paused or
+// whose clock was stepped; anchoring at now keeps the start time within the process's own life.)
+std::optional<double> boot_time_s() {
+  std::ifstream in("/proc/uptime");
+  double uptime_s = 0;
+  if (!(in >> uptime_s)) return std::nullopt;
+  const double now_s =
+      std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
+  return now_s - uptime_s;
+}
+
+std::optional<double> open_fds() {
+  DIR* dir = opendir("/proc/self/fd");
+  if (!dir) return std::nullopt;
+  double n = 0;
+  while (const dirent* e = readdir(dir)) {
+    if (e->d_name[0] != '.') n += 1;
+  }
+  closedir(dir);
+  return n - 1;  // not the descriptor reading the directory
+}
+
+void gauge(std::string& out, const char* name, const char* type, const char* help, double value) {
+  http::metric_header(out, name, type, help);
+  http::metric_line(out, name, "", value);
+}
+
+}  // namespace
+
+void render_process_metrics(std::string& out) {
+  const double ticks = static_cast<double>(sysconf(_SC_CLK_TCK));
+  const double page_bytes = static_cast<double>(sysconf(_SC_PAGESIZE));
+  if (auto f = stat_fields(); f && ticks > 0 && page_bytes > 0) {
+    // proc(5): utime (14), stime (15), starttime (22), rss (24); fields[0] is field 3.
+    const double cpu_s = (std::stod((*f)[14 - 3]) + std::stod((*f)[15 - 3])) / ticks;
+    gauge(out, "process_cpu_seconds_total", "counter", "Total user and system CPU time spent in seconds.", cpu_s);
+    gauge(out, "process_resident_memory_bytes", "gauge", "Resident memory size in bytes.",
+          std::stod((*f)[24 - 3]) * page_bytes);
+    if (auto boot = boot_time_s()) {
+      gauge(out, "process_start_time_seconds", "gauge", "Start time of the process since unix epoch in seconds.",
+            *boot + std::stod((*f)[22 - 3]) / ticks);
+    }
+  }
+  if (auto fds = open_fds()) gauge(out, "process_open_fds", "gauge", "Number of open file descriptors.", *fds);
+  if (rlimit limit{}; getrlimit(RLIMIT_NOFILE, &limit) == 0 && limit.rlim_cur != RLIM_INFINITY) {
+    gauge(out, "process_max_fds", "gauge", "Maximum number of open file descriptors.",
+          static_cast<double>(limit.rlim_cur));
+  }
+}
+
+void render_build_info(std::string& out) {
+  std::string labels = "version=\"" + std::string(kVersion) + "\"";
+  if (std::string_view(kCommit).size() > 0) labels += ",commit=\"" + std::string(kCommit) + "\"";
+  http::metric_header(out, "tollgate_build_info", "gauge", "The version (and commit) this binary was built from.");
+  http::metric_line(out, "tollgate_build_info", labels, 1);
+}
+
+}  // namespace tollgate::app

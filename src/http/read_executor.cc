@@ -1,0 +1,67 @@
+#include "http/read_executor.h"
+
+#include "core/result.h"
+
+namespace tollgate::http {
+
+ReadExecutor::ReadExecutor(int threads, std::size_t queue_max) : queue_max_(queue_max) {
+  TG_ASSERT(threads >= 1);
+  TG_ASSERT(queue_max >= 1);
+  threads_.reserve(static_cast<std::size_t>(threads));
+  for (int i = 0; i < threads; ++i) threads_.emplace_back([this] { run(); });
+}
+
+ReadExecutor::~ReadExecutor() { stop(); }
+
+bool ReadExecutor::try_post(Task task) {
+  {
+    std::lock_guard lock(mu_);
+    if (stopping_ || queue_.size() >= queue_max_) {
+      refused_.fetch_add(1, std::memory_order_relaxed);
+      return false;
+    }
+    queue_.push_back(std::move(task));
+  }
+  wake_.notify_one();
+  return true;
+}
+
+void ReadExecutor::continue_with(Task task) {
+  {
+    std::lock_guard lock(mu_);
+    queue_.push_back(std::move(task));
+  }
+  wake_.notify_one();
+}
+
+void ReadExecutor::stop() {
+  {
+    std::lock_guard lock(mu_);
+    stopping_ = true;
+  }
+  wake_.notify_all();
+  std::call_once(joined_, [this] {
+    for (auto& t : threads_) t.join();
+  });
+}
+
+std::size_t ReadExecutor::queue_depth() const {
+  std::lock_guard lock(mu_);
+  return queue_.size();
+}
+
+void ReadExecutor::run() {
+  for (;;) {
+    Task task;
+    {
+      std::unique_lock lock(mu_);
+      wake_.wait(lock, [&] { return stopping_ || !queue_.empty(); });
+      if (queue_.empty()) return;  // stopping, and every task (and continuation) ran
+      task = std::move(queue_.front());
+      queue_.pop_front();
+    }
+    task();
+  }
+}
+
+}  // namespace tollgate::http
