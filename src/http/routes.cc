@@ -4,6 +4,7 @@
 #include <array>
 
 #include "core/checked.h"
+#include "core/limits.h"
 
 namespace tollgate::http {
 
@@ -17,12 +18,15 @@ constexpr std::array kRoutes{
     Route{"GET", "/metrics", Access::open, &prometheus_metrics},
     Route{"GET", "/openapi.json", Access::open, &openapi_document},
     Route{"POST", "/v1/accounts", Access::admin, &create_account},
+    Route{"GET", "/v1/accounts", Access::admin, &list_accounts},
     Route{"GET", "/v1/accounts/{account_id}", Access::account, &get_account},
     Route{"POST", "/v1/accounts/{account_id}/credits", Access::admin, &credit},
     Route{"POST", "/v1/accounts/{account_id}/debits", Access::admin, &debit},
     Route{"GET", "/v1/accounts/{account_id}/events", Access::account, &account_events},
     Route{"POST", "/v1/accounts/{account_id}/keys", Access::admin, &create_key},
+    Route{"GET", "/v1/keys", Access::admin, &list_keys},
     Route{"DELETE", "/v1/keys/{key_id}", Access::admin, &revoke_key},
+    Route{"GET", "/v1/transfers/{reference}", Access::account, &get_transfer},
     Route{"POST", "/v1/holds", Access::account, &reserve},
     Route{"GET", "/v1/holds", Access::account, &list_holds},
     Route{"GET", "/v1/holds/{hold_id}", Access::account, &get_hold},
@@ -76,6 +80,18 @@ Status known_query(const Call& call, std::initializer_list<const char*> keys) {
     if (!known) return invalid("unknown query parameter " + k);
   }
   return ok_status();
+}
+
+Result<PageRequest> page_request(const Call& call) {
+  PageRequest page;
+  auto limit = query_int(call, "limit", limits::kListPageDefault, 1, limits::kListPageMax);
+  if (!limit) return limit.error();
+  page.limit = *limit;
+  if (auto it = call.query.find("starting_after"); it != call.query.end()) {
+    if (auto s = check_id(it->second, "starting_after"); !s) return s.error();
+    page.starting_after = it->second;
+  }
+  return page;
 }
 
 }  // namespace tollgate::http

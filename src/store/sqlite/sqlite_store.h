@@ -54,6 +54,7 @@
 #include "core/clock.h"
 #include "store/batch_runner.h"
 #include "store/conn_pool.h"
+#include "store/sqlite/sqlite_lists.h"
 #include "store/store.h"
 
 namespace tollgate {
@@ -108,7 +109,7 @@ struct SqliteOptions {
 class SqliteStore final : public Store {
  public:
   // The schema version this binary writes and expects.
-  static constexpr int kSchemaVersion = 2;
+  static constexpr int kSchemaVersion = 5;
 
   // Opens or creates the database and migrates its schema. `clock` must outlive the store.
   static Result<std::unique_ptr<SqliteStore>> open(const SqliteOptions& options, const Clock& clock);
@@ -118,9 +119,9 @@ class SqliteStore final : public Store {
   Status sync() override;
   Result<Account> get_account(std::string_view account_id) override;
   Result<Hold> get_hold(std::string_view hold_id) override;
-  Result<std::vector<Hold>> list_holds(const HoldFilter& filter) override;
   Result<EventPage> read_events(std::string_view account_id, std::int64_t after, std::int64_t limit) override;
   Result<AuditReport> audit(std::optional<std::string_view> account_id) override;
+  ListReads& lists() override { return lists_; }
   Result<LedgerStats> stats() override;
   Result<std::vector<std::string>> list_account_ids(std::string_view after, std::int64_t limit) override;
   Result<std::optional<ApiKey>> find_key(std::string_view secret_sha256) override;
@@ -155,6 +156,7 @@ class SqliteStore final : public Store {
   // Set when a flush failed: every later write answers `unavailable` (see the argument above).
   std::atomic<bool> flush_failed_{false};
   ConnPool<sqlite::Conn> readers_;
+  sqlite::SqliteLists lists_;  // reads through readers_
   // Background checkpointer.
   std::mutex checkpoint_mu_;
   std::condition_variable checkpoint_cv_;
