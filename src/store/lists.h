@@ -18,7 +18,9 @@
 // Thread safety: every method may be called from any thread; each answers from one snapshot.
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
+#include <limits>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -63,6 +65,24 @@ struct HoldQuery {
   std::optional<HoldStatus> status;       // compared with the effective status (overdue = expired)
   std::optional<std::string> request_id;  // the one hold of that request, if any
 };
+
+// For backends: a hold query's shape, the same decision on every backend (each keeps one statement
+// per shape, so that every plan can use its index). The status filters on the effective status:
+// `live` is stored active and not overdue, `expired_or_overdue` stored expired or active past its
+// deadline, `stored` any other status as stored.
+enum class HoldStatusFilter : std::size_t { any, stored, live, expired_or_overdue };
+inline constexpr std::size_t kHoldQueryShapes = 16;
+struct HoldQueryShape {
+  bool by_account = false;
+  bool by_request = false;
+  HoldStatusFilter status = HoldStatusFilter::any;
+  // 0..kHoldQueryShapes-1, and back.
+  std::size_t index() const;
+  static HoldQueryShape of(std::size_t index);
+  static HoldQueryShape of(const HoldQuery& query);
+};
+// A hold cursor's position: a hold sequence that no hold reaches, for "from the newest".
+inline constexpr std::int64_t kNoHoldCursor = std::numeric_limits<std::int64_t>::max();
 
 // An API key as listed: never its secret nor the secret's hash.
 struct KeySummary {

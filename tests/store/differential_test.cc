@@ -922,6 +922,13 @@ class Generator {
     if (r < 27) return add(steps, RevokeKeyCommand{"key-admin"}, "revoke_key");  // the admin key: a conflict
     bool same = false;
     const auto e = earlier(keys_, pending_keys_, same);
+    if (r < 45) {  // the last use of keys: newer, or another instance's older one; an unknown key is skipped
+      const std::int64_t at = 1'767'225'600'000 + 1000 * ++counter_ - (rng_.chance(30) ? 5'000 : 0);
+      RecordKeyUseCommand c;
+      if (e) c.uses.push_back({e->first, at});
+      c.uses.push_back({"key-unknown", at});
+      return add(steps, std::move(c), "record_key_use", note(same));
+    }
     if (!e) return add(steps, RevokeKeyCommand{"key-unknown"}, "revoke_key");
     add(steps, RevokeKeyCommand{e->first}, "revoke_key", note(same));
   }

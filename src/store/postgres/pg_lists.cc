@@ -12,44 +12,35 @@
 namespace tollgate::pg {
 namespace {
 
-constexpr std::int64_t kNoCursorSeq = std::numeric_limits<std::int64_t>::max();
-
-// How a hold query filters on the effective status.
-enum StatusFilter : std::size_t { any_status, stored_status, live, expired_or_overdue, kStatusFilters };
-
-StatusFilter status_filter(const std::optional<HoldStatus>& status) {
-  if (!status) return any_status;
-  if (*status == HoldStatus::active) return live;
-  if (*status == HoldStatus::expired) return expired_or_overdue;
-  return stored_status;
-}
-
 // A parameter that a statement does not filter on is still named (prepared statements take a fixed
 // list of parameters); `$n IS NULL OR true` is folded away by the planner.
 std::string unused(const char* parameter) { return std::string(" AND (") + parameter + " IS NULL OR true)"; }
 
 // The statement for one combination of filters. Parameters: $1 account_id, $2 request_id, $3 now,
 // $4 status, $5 cursor seq, $6 limit.
-const std::string& holds_sql(bool by_account, bool by_request, StatusFilter status) {
+const std::string& holds_sql(const HoldQueryShape& wanted) {
   static const auto statements = [] {
-    std::array<std::string, 4 * kStatusFilters> out;
+    std::array<std::string, kHoldQueryShapes> out;
     for (std::size_t i = 0; i < out.size(); ++i) {
+      const HoldQueryShape shape = HoldQueryShape::of(i);
       std::string sql = std::string("SELECT ") + kHoldColumns + " FROM holds WHERE seq < $5::bigint";
-      sql += (i & 1) ? " AND account_id = $1::text" : unused("$1::text");
-      sql += (i & 2) ? " AND request_id = $2::text" : unused("$2::text");
-      switch (i / 4) {
-        case stored_status: sql += " AND status = $4::text" + unused("$3::bigint"); break;
-        case live: sql += " AND status = 'active' AND expires_at_ms > $3::bigint" + unused("$4::text"); break;
-        case expired_or_overdue:
+      sql += shape.by_account ? " AND account_id = $1::text" : unused("$1::text");
+      sql += shape.by_request ? " AND request_id = $2::text" : unused("$2::text");
+      switch (shape.status) {
+        case HoldStatusFilter::stored: sql += " AND status = $4::text" + unused("$3::bigint"); break;
+        case HoldStatusFilter::live:
+          sql += " AND status = 'active' AND expires_at_ms > $3::bigint" + unused("$4::text");
+          break;
+        case HoldStatusFilter::expired_or_overdue:
           sql += " AND (status = 'expired' OR (status = 'active' AND expires_at_ms <= $3::bigint))" + unused("$4::text");
           break;
-        default: sql += unused("$3::bigint") + unused("$4::text"); break;
+        case HoldStatusFilter::any: sql += unused("$3::bigint") + unused("$4::text"); break;
       }
       out[i] = sql + " ORDER BY seq DESC LIMIT $6::bigint";
     }
     return out;
   }();
-  return statements[(by_account ? 1 : 0) + (by_request ? 2 : 0) + 4 * status];
+  return statements[wanted.index()];
 }
 
 Error account_not_found(std::string_view account_id) {
@@ -81,7 +72,7 @@ Result<Page<Hold>> PgLists::list_holds(const HoldQuery& query, const PageRequest
   if (auto valid = validate_page(page); !valid) return valid.error();
   return read_snapshot(readers_, clock_, [&](Conn& db, std::int64_t now) -> Result<Page<Hold>> {
     if (query.account_id && !account_exists(db, *query.account_id)) return account_not_found(*query.account_id);
-    std::int64_t cursor_seq = kNoCursorSeq;
+    std::int64_t cursor_seq = kNoHoldCursor;
     if (page.starting_after) {
       const auto cursor = hold_by_id(db, *page.starting_after, /*for_update=*/false);
       if (!cursor || (query.account_id && cursor->account_id != *query.account_id)) {
@@ -92,7 +83,7 @@ Result<Page<Hold>> PgLists::list_holds(const HoldQuery& query, const PageRequest
     const std::optional<std::string> status =
         query.status ? std::optional<std::string>(hold_status_name(*query.status)) : std::nullopt;
     std::vector<Hold> rows = read_holds(
-        db.query(holds_sql(query.account_id.has_value(), query.request_id.has_value(), status_filter(query.status)),
+        db.query(holds_sql(HoldQueryShape::of(query)),
                  query.account_id, query.request_id, now, status, cursor_seq, page.limit + 1));
     for (Hold& h : rows) h = rules::hold_view(std::move(h), now);
     return page_of(std::move(rows), page);

@@ -5,7 +5,9 @@
 // order from an index: accounts by their primary key (with each account's overdue holds through
 // holds_active_by_account, in the same statement), holds by seq (per account through
 // holds_by_account), keys through api_keys_newest_first / api_keys_by_account (migration 5). A
-// statement per combination of filters, so that every prepared plan can use its index.
+// statement per combination of filters, so that every prepared plan can use its index — checked
+// with EXPLAIN on generic plans (plan_cache_mode = force_generic_plan): backward index scans with
+// the cursor in the index condition, no sort.
 //
 // Thread safety: as ListReads — any thread; each call leases its own reader connection.
 #pragma once

@@ -12,38 +12,29 @@
 namespace tollgate::sqlite {
 namespace {
 
-constexpr std::int64_t kNoCursorSeq = std::numeric_limits<std::int64_t>::max();
-
-// How a hold query filters on the effective status.
-enum StatusFilter : std::size_t { any_status, stored_status, live, expired_or_overdue, kStatusFilters };
-
-StatusFilter status_filter(const std::optional<HoldStatus>& status) {
-  if (!status) return any_status;
-  if (*status == HoldStatus::active) return live;
-  if (*status == HoldStatus::expired) return expired_or_overdue;
-  return stored_status;
-}
-
 // The statement for one combination of filters (statements are cached by address, so each text is
 // built once). Parameters: ?1 account_id, ?2 request_id, ?3 now, ?4 status, ?5 cursor seq, ?6 limit.
-const char* holds_sql(bool by_account, bool by_request, StatusFilter status) {
+const char* holds_sql(const HoldQueryShape& wanted) {
   static const auto statements = [] {
-    std::array<std::string, 4 * kStatusFilters> out;
+    std::array<std::string, kHoldQueryShapes> out;
     for (std::size_t i = 0; i < out.size(); ++i) {
+      const HoldQueryShape shape = HoldQueryShape::of(i);
       std::string sql = std::string("SELECT ") + kHoldColumns + " FROM holds WHERE seq < ?5";
-      if (i & 1) sql += " AND account_id = ?1";
-      if (i & 2) sql += " AND request_id = ?2";
-      switch (i / 4) {
-        case stored_status: sql += " AND status = ?4"; break;
-        case live: sql += " AND status = 'active' AND expires_at_ms > ?3"; break;
-        case expired_or_overdue: sql += " AND (status = 'expired' OR (status = 'active' AND expires_at_ms <= ?3))"; break;
-        default: break;
+      if (shape.by_account) sql += " AND account_id = ?1";
+      if (shape.by_request) sql += " AND request_id = ?2";
+      switch (shape.status) {
+        case HoldStatusFilter::stored: sql += " AND status = ?4"; break;
+        case HoldStatusFilter::live: sql += " AND status = 'active' AND expires_at_ms > ?3"; break;
+        case HoldStatusFilter::expired_or_overdue:
+          sql += " AND (status = 'expired' OR (status = 'active' AND expires_at_ms <= ?3))";
+          break;
+        case HoldStatusFilter::any: break;
       }
       out[i] = sql + " ORDER BY seq DESC LIMIT ?6";
     }
     return out;
   }();
-  return statements[(by_account ? 1 : 0) + (by_request ? 2 : 0) + 4 * status].c_str();
+  return statements[wanted.index()].c_str();
 }
 
 Error account_not_found(std::string_view account_id) {
@@ -79,7 +70,7 @@ Result<Page<Hold>> SqliteLists::list_holds(const HoldQuery& query, const PageReq
   const std::int64_t now = clock_.now_ms();
   return read_snapshot(readers_, [&](Conn& db) -> Result<Page<Hold>> {
     if (query.account_id && !account_row(db, *query.account_id)) return account_not_found(*query.account_id);
-    std::int64_t cursor_seq = kNoCursorSeq;
+    std::int64_t cursor_seq = kNoHoldCursor;
     if (page.starting_after) {
       const auto cursor = hold_by_id(db, *page.starting_after);
       if (!cursor || (query.account_id && cursor->account_id != *query.account_id)) {
@@ -89,7 +80,7 @@ Result<Page<Hold>> SqliteLists::list_holds(const HoldQuery& query, const PageReq
     }
     const std::optional<std::string> status =
         query.status ? std::optional<std::string>(hold_status_name(*query.status)) : std::nullopt;
-    Query q(db.stmt(holds_sql(query.account_id.has_value(), query.request_id.has_value(), status_filter(query.status))),
+    Query q(db.stmt(holds_sql(HoldQueryShape::of(query))),
             query.account_id, query.request_id, now, status, cursor_seq, page.limit + 1);
     std::vector<Hold> rows;
     while (q.step()) rows.push_back(rules::hold_view(read_hold(q.row()), now));

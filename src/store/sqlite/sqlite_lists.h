@@ -1,9 +1,9 @@
 // tollgate store/sqlite: the paged lists and lookups (store/lists.h) on the SQLite store's readers.
 //
-// Every query reads limit + 1 rows in the list's order from an index (EXPLAIN QUERY PLAN checked in
-// tests/store/lists_test.cc): accounts by their primary key, holds by their sequence number (the
-// rowid; per account through holds_by_account), keys through api_keys_newest_first /
-// api_keys_by_account (migration 5).
+// Every query reads limit + 1 rows in the list's order from an index, never sorting (EXPLAIN QUERY
+// PLAN, when written): accounts by their primary key; holds by their sequence number (the rowid: a
+// range on it; per account through holds_by_account, request_id through its unique index); keys
+// through api_keys_newest_first / api_keys_by_account (migration 5), a row-value range.
 //
 // Thread safety: as ListReads — any thread; each call leases its own reader connection.
 #pragma once
