@@ -101,7 +101,8 @@ const std::string kInsertEvents =
     "SELECT event_id, account_id, type, hold_id, reference, "
     "tollgate_assert((SELECT count(*) FROM t) = $15, 'a transfer did not find its event') FROM e";
 const std::string kInsertKey =
-    "INSERT INTO api_keys (key_id, account_id, secret_sha256, created_at_ms, revoked_at_ms) VALUES ($1, $2, $3, $4, $5)";
+    "INSERT INTO api_keys (key_id, account_id, secret_sha256, created_at_ms, revoked_at_ms, last_used_at_ms) "
+    "VALUES ($1, $2, $3, $4, $5, $6::bigint)";
 const std::string kUpdateKey =
     "WITH u AS (UPDATE api_keys SET revoked_at_ms = $2::bigint, last_used_at_ms = $3::bigint WHERE key_id = $1 AND "
     "revoked_at_ms IS NOT DISTINCT FROM $4::bigint AND last_used_at_ms IS NOT DISTINCT FROM $5::bigint RETURNING 1) "
@@ -325,7 +326,8 @@ std::vector<std::int64_t> PgBatchIo::write_and_commit(const batch::Effects& e) {
     TG_ASSERT(e.transfers.empty());
   }
   for (const ApiKey& k : e.new_keys) {
-    st.push_back({&kInsertKey, Params(k.key_id, k.account_id, k.secret_sha256, k.created_at_ms, k.revoked_at_ms)});
+    st.push_back({&kInsertKey, Params(k.key_id, k.account_id, k.secret_sha256, k.created_at_ms, k.revoked_at_ms,
+                                      k.last_used_at_ms)});
   }
   for (const auto& [before, after] : e.changed_keys) {
     // A key changes when revoked or used: its id, account, secret and creation never change.

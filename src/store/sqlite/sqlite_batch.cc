@@ -250,9 +250,9 @@ std::vector<std::int64_t> SqliteBatchIo::write_and_commit(const batch::Effects& 
     q.step();
   }
   for (const ApiKey& k : e.new_keys) {
-    Query q(db_.stmt("INSERT INTO api_keys (key_id, account_id, secret_sha256, created_at_ms, revoked_at_ms) "
-                     "VALUES (?1, ?2, ?3, ?4, ?5)"),
-            k.key_id, k.account_id, k.secret_sha256, k.created_at_ms, k.revoked_at_ms);
+    Query q(db_.stmt("INSERT INTO api_keys (key_id, account_id, secret_sha256, created_at_ms, revoked_at_ms, "
+                     "last_used_at_ms) VALUES (?1, ?2, ?3, ?4, ?5, ?6)"),
+            k.key_id, k.account_id, k.secret_sha256, k.created_at_ms, k.revoked_at_ms, k.last_used_at_ms);
     q.step();
   }
   for (const auto& [before, after] : e.changed_keys) {
