@@ -169,10 +169,19 @@ struct ReserveRequest {
   std::optional<boost::json::object> metadata;
 };
 
+// Paging of every list: at most `limit` items after the item `starting_after` (the id of the last
+// item of the previous page); the answer's `has_more` says whether to ask again.
+struct PageRequest {
+  std::optional<std::int64_t> limit;         // server default 100, at most 1000
+  std::optional<std::string> starting_after;
+};
+
 struct ListHoldsRequest {
   std::optional<std::string> account_id;
-  std::optional<std::string> status;  // active | committed | released | expired
-  std::optional<std::int64_t> limit;  // server default 100, at most 1000
+  std::optional<std::string> status;      // active | committed | released | expired
+  std::optional<std::int64_t> limit;      // server default 100, at most 1000
+  std::optional<std::string> request_id;  // the hold of that request (a lost answer: look, do not re-post)
+  std::optional<std::string> starting_after;  // a hold_id: the last one of the previous page
 };
 
 // Whether a call may be sent again after it may already have reached the server.
@@ -201,12 +210,18 @@ class Client {
   Response credit(std::string_view account_id, std::int64_t amount, std::string_view reference);
   Response debit(std::string_view account_id, std::int64_t amount, std::string_view reference,
                  std::string_view reason);
+  // GET /v1/accounts?limit=&starting_after= — {accounts, has_more}, by account_id ascending.
+  Response list_accounts(const PageRequest& page = {});
+  // GET /v1/transfers/{reference} — the credit or debit recorded under it (a lost answer: look).
+  Response get_transfer(std::string_view reference);
   // GET /v1/accounts/{id}/events?after=&limit= — oldest first; continue with `next_after`.
   Response events(std::string_view account_id, std::int64_t after = 0, std::optional<std::int64_t> limit = {});
 
   // --- keys (admin key)
   Response create_key(std::string_view account_id);  // 201 {key_id, account_id, secret, created_at}
   Response revoke_key(std::string_view key_id);
+  // GET /v1/keys?account_id=&limit=&starting_after= — {keys, has_more}, newest first, never secrets.
+  Response list_keys(std::optional<std::string> account_id = {}, const PageRequest& page = {});
 
   // --- holds
   Response reserve(const ReserveRequest& request);

@@ -50,6 +50,7 @@ struct Args {
   std::string reason;
   std::string request_id;
   std::string status;
+  std::string starting_after;
   std::int64_t amount = 0;
   std::int64_t overdraft_limit = 0;
   std::int64_t max_active_holds = 0;
@@ -255,6 +256,37 @@ void note(const std::string& command, const std::string& message) {
   std::fprintf(stderr, "tollgate: %s: %s\n", command.c_str(), message.c_str());
 }
 
+// Paging options of a list command: --limit and --starting-after.
+struct PageOptions {
+  CLI::Option* limit = nullptr;
+  CLI::Option* starting_after = nullptr;
+};
+
+PageOptions add_page_options(CLI::App* command, Args& a, const char* what) {
+  PageOptions o;
+  o.limit = command->add_option("--limit", a.limit, "at most this many (server default 100)")
+                ->check(integer_range(1, limits::kListPageMax));
+  o.starting_after = command->add_option("--starting-after", a.starting_after,
+                                         std::string("the next page: after this ") + what + " (the last one shown)")
+                         ->check(kId);
+  return o;
+}
+
+client::PageRequest page_request(const PageOptions& o, const Args& a) {
+  client::PageRequest page;
+  if (o.limit->count() > 0) page.limit = a.limit;
+  if (o.starting_after->count() > 0) page.starting_after = a.starting_after;
+  return page;
+}
+
+// Tells how to read on when the page says more follow.
+void note_more(const std::string& command, const json::value& page, std::string_view items, std::string_view id) {
+  const json::array& list = array_field(page, items);
+  const json::value* more = page.is_object() ? page.get_object().if_contains("has_more") : nullptr;
+  if (list.empty() || more == nullptr || !more->is_bool() || !more->as_bool()) return;
+  note(command, "there are more: --starting-after " + field(list.back(), id));
+}
+
 // --- commands ---------------------------------------------------------------------------------------
 void add_account_commands(CLI::App& app, int& exit_code) {
   std::shared_ptr<Args> a;
@@ -294,6 +326,32 @@ void add_account_commands(CLI::App& app, int& exit_code) {
     exit_code = run(
         "account show", a->connection, [&](Client& c) { return c.get_account(a->account_id); },
         [](const Response& r) { print_fields(r.json()); });
+  });
+
+  a = std::make_shared<Args>();
+  auto* list = account->add_subcommand("list", "list accounts by id (admin key)");
+  const PageOptions list_page = add_page_options(list, *a, "account id");
+  add_connection_options(list, a->connection);
+  list->callback([a, &exit_code, list_page] {
+    const client::PageRequest page = page_request(list_page, *a);
+    exit_code = run(
+        "account list", a->connection, [&](Client& c) { return c.list_accounts(page); },
+        [](const Response& r) {
+          const json::array& accounts = array_field(r.json(), "accounts");
+          if (accounts.empty()) {
+            std::printf("no accounts\n");
+            return;
+          }
+          std::vector<std::vector<std::string>> rows;
+          for (const json::value& v : accounts) {
+            rows.push_back({field(v, "account_id"), field(v, "available"), field(v, "reserved"), field(v, "used"),
+                            field(v, "purchased"), field(v, "active_holds")});
+          }
+          print_table({{"ACCOUNT", false}, {"AVAILABLE", true}, {"RESERVED", true}, {"USED", true},
+                       {"PURCHASED", true}, {"ACTIVE_HOLDS", true}},
+                      rows, true, true);
+          note_more("account list", r.json(), "accounts", "account_id");
+        });
   });
 
   a = std::make_shared<Args>();
@@ -349,7 +407,7 @@ void add_account_commands(CLI::App& app, int& exit_code) {
 
 void add_key_commands(CLI::App& app, int& exit_code) {
   std::shared_ptr<Args> a;
-  auto* key = app.add_subcommand("key", "create and revoke account keys (admin key)");
+  auto* key = app.add_subcommand("key", "create, list and revoke keys (admin key)");
   key->require_subcommand(1);
 
   a = std::make_shared<Args>();
@@ -362,6 +420,34 @@ void add_key_commands(CLI::App& app, int& exit_code) {
         [](const Response& r) {
           print_fields(r.json());
           note("key create", "the secret is shown only this once: store it now");
+        });
+  });
+
+  a = std::make_shared<Args>();
+  auto* list = key->add_subcommand("list", "list keys, newest first: ids, account, created, last used — never secrets");
+  auto* of_account = list->add_option("--account", a->account_id, "only this account's keys")->check(kId);
+  const PageOptions list_page = add_page_options(list, *a, "key id");
+  add_connection_options(list, a->connection);
+  list->callback([a, &exit_code, of_account, list_page] {
+    const client::PageRequest page = page_request(list_page, *a);
+    const std::optional<std::string> account = of_account->count() > 0 ? std::optional(a->account_id) : std::nullopt;
+    exit_code = run(
+        "key list", a->connection, [&](Client& c) { return c.list_keys(account, page); },
+        [](const Response& r) {
+          const json::array& keys = array_field(r.json(), "keys");
+          if (keys.empty()) {
+            std::printf("no keys\n");
+            return;
+          }
+          std::vector<std::vector<std::string>> rows;
+          for (const json::value& v : keys) {
+            rows.push_back({field(v, "key_id"), field(v, "kind"), field(v, "account_id"), field(v, "created_at"),
+                            field(v, "last_used_at"), field(v, "revoked_at")});
+          }
+          print_table({{"KEY_ID", false}, {"KIND", false}, {"ACCOUNT", false}, {"CREATED_AT", false},
+                       {"LAST_USED_AT", false}, {"REVOKED_AT", false}},
+                      rows, true, true);
+          note_more("key list", r.json(), "keys", "key_id");
         });
   });
 
@@ -510,17 +596,25 @@ void add_hold_commands(CLI::App& app, int& exit_code) {
   auto* account = list->add_option("--account", a->account_id, "only this account's holds")->check(kId);
   auto* status = list->add_option("--status", a->status, "only holds in this status")
                      ->check(CLI::IsMember({"active", "committed", "released", "expired"}));
-  auto* limit = list->add_option("--limit", a->limit, "at most this many (server default 100)")
-                    ->check(integer_range(1, limits::kHoldsPageMax));
+  auto* request_id = list->add_option("--request-id", a->request_id,
+                                      "the hold of this reservation (an answer lost: look here before reserving again)")
+                          ->check(kId);
+  const PageOptions list_page = add_page_options(list, *a, "hold id");
   add_connection_options(list, a->connection);
-  list->callback([a, &exit_code, account, status, limit] {
+  list->callback([a, &exit_code, account, status, request_id, list_page] {
     client::ListHoldsRequest request;
     if (account->count() > 0) request.account_id = a->account_id;
     if (status->count() > 0) request.status = a->status;
-    if (limit->count() > 0) request.limit = a->limit;
+    if (request_id->count() > 0) request.request_id = a->request_id;
+    const client::PageRequest page = page_request(list_page, *a);
+    request.limit = page.limit;
+    request.starting_after = page.starting_after;
     exit_code = run(
         "hold list", a->connection, [&](Client& c) { return c.list_holds(request); },
-        [](const Response& r) { print_holds(r.json()); });
+        [](const Response& r) {
+          print_holds(r.json());
+          note_more("hold list", r.json(), "holds", "hold_id");
+        });
   });
 }
 
@@ -666,6 +760,20 @@ std::string joined(const std::vector<std::string>& names) {
   return out;
 }
 
+void add_transfer_command(CLI::App& app, int& exit_code) {
+  auto* transfer = app.add_subcommand("transfer", "look up credits and debits by their reference");
+  transfer->require_subcommand(1);
+  auto a = std::make_shared<Args>();
+  auto* show = transfer->add_subcommand("show", "the credit or debit recorded under REFERENCE (an answer lost: look here)");
+  show->add_option("REFERENCE", a->reference, "the reference it was made with")->required()->check(kId);
+  add_connection_options(show, a->connection);
+  show->callback([a, &exit_code] {
+    exit_code = run(
+        "transfer show", a->connection, [&](Client& c) { return c.get_transfer(a->reference); },
+        [](const Response& r) { print_fields(r.json()); });
+  });
+}
+
 }  // namespace
 
 std::optional<std::string> command_usage_message(const CLI::App& app, const std::vector<std::string>& args) {
@@ -694,6 +802,7 @@ void add_cli_commands(CLI::App& app, int& exit_code) {
   add_account_commands(app, exit_code);
   add_key_commands(app, exit_code);
   add_hold_commands(app, exit_code);
+  add_transfer_command(app, exit_code);
   add_events_command(app, exit_code);
   add_audit_command(app, exit_code);
   app.footer(

@@ -194,7 +194,7 @@ int serve(const ServerConfig& config, const std::function<void(std::uint16_t)>& 
   }
   Ledger ledger(**store, clock, ledger_options);
 
-  http::Authenticator auth(**store, clock, config.admin_key);
+  http::Authenticator auth(**store, clock, config.admin_key, &ledger.key_uses());
   http::Metrics metrics(http::Api::route_templates());
   http::ApiOptions api_options;
   api_options.openapi_json = kOpenApiJson;

@@ -477,20 +477,55 @@ Response Client::get_hold(std::string_view hold_id) {
   return impl_->perform(bhttp::verb::get, "/v1/holds/" + encode_component(hold_id), nullptr, Resend::safe, false);
 }
 
+namespace {
+
+// A path with query parameters, each added only when set.
+class Target {
+ public:
+  explicit Target(std::string path) : target_(std::move(path)) {}
+  Target& add(std::string_view key, const std::optional<std::string>& value) {
+    if (!value) return *this;
+    target_ += sep_;
+    target_ += key;
+    target_ += '=';
+    target_ += Client::encode_component(*value);
+    sep_ = '&';
+    return *this;
+  }
+  Target& add(std::string_view key, const std::optional<std::int64_t>& value) {
+    return add(key, value ? std::optional<std::string>(std::to_string(*value)) : std::nullopt);
+  }
+  const std::string& str() const { return target_; }
+
+ private:
+  std::string target_;
+  char sep_ = '?';
+};
+
+}  // namespace
+
 Response Client::list_holds(const ListHoldsRequest& r) {
-  std::string target = "/v1/holds";
-  char sep = '?';
-  auto add = [&](std::string_view key, const std::string& value) {
-    target += sep;
-    target += key;
-    target += '=';
-    target += encode_component(value);
-    sep = '&';
-  };
-  if (r.account_id) add("account_id", *r.account_id);
-  if (r.status) add("status", *r.status);
-  if (r.limit) add("limit", std::to_string(*r.limit));
-  return impl_->perform(bhttp::verb::get, target, nullptr, Resend::safe, false);
+  Target target("/v1/holds");
+  target.add("account_id", r.account_id).add("status", r.status).add("request_id", r.request_id);
+  target.add("limit", r.limit).add("starting_after", r.starting_after);
+  return impl_->perform(bhttp::verb::get, target.str(), nullptr, Resend::safe, false);
+}
+
+Response Client::list_accounts(const PageRequest& page) {
+  Target target("/v1/accounts");
+  target.add("limit", page.limit).add("starting_after", page.starting_after);
+  return impl_->perform(bhttp::verb::get, target.str(), nullptr, Resend::safe, false);
+}
+
+Response Client::get_transfer(std::string_view reference) {
+  return impl_->perform(bhttp::verb::get, "/v1/transfers/" + encode_component(reference), nullptr, Resend::safe,
+                        false);
+}
+
+Response Client::list_keys(std::optional<std::string> account_id, const PageRequest& page) {
+  Target target("/v1/keys");
+  target.add("account_id", account_id).add("limit", page.limit).add("starting_after", page.starting_after);
+  return impl_->perform(bhttp::verb::get, target.str(), nullptr, Resend::safe, false);
 }
 
 Response Client::audit(std::optional<std::string> account_id) {

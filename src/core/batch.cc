@@ -68,6 +68,9 @@ void add_keys(const CreateKeyCommand& c, Keys& k) {
   if (c.account_id) k.accounts.push_back(*c.account_id);
 }
 void add_keys(const RevokeKeyCommand& c, Keys& k) { k.key_ids.push_back(c.key_id); }
+void add_keys(const RecordKeyUseCommand& c, Keys& k) {
+  for (const auto& use : c.uses) k.key_ids.push_back(use.key_id);
+}
 
 // --- the batch's rows in memory -----------------------------------------------------------------
 template <typename Row>
@@ -548,6 +551,18 @@ CommandResult decide_one(Context& x, const RevokeKeyCommand& c) {
   if (*action == rules::RevokeAction::replay) return KeyOutcome{*key, false};
   key->revoked_at_ms = s.now();
   return KeyOutcome{*key, true};
+}
+
+CommandResult decide_one(Context& x, const RecordKeyUseCommand& c) {
+  State& s = x.state;
+  KeyUseOutcome out;
+  for (const auto& use : c.uses) {
+    ApiKey* key = s.key(use.key_id);
+    if (!key || (key->last_used_at_ms && *key->last_used_at_ms >= use.used_at_ms)) continue;
+    key->last_used_at_ms = use.used_at_ms;
+    ++out.recorded;
+  }
+  return out;
 }
 
 }  // namespace

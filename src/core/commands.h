@@ -11,6 +11,7 @@
 #include <optional>
 #include <string>
 #include <variant>
+#include <vector>
 
 #include "core/model.h"
 #include "core/result.h"
@@ -82,6 +83,17 @@ struct RevokeKeyCommand {
   bool replaced_by_configured_admin_key = false;
 };
 
+// Records when API keys were last used (ledger/key_use.h sends one at most every interval, with
+// every key used since the last). A key's last_used_at_ms only moves forward; a key that is not
+// stored (a configured admin key) is skipped.
+struct RecordKeyUseCommand {
+  struct Use {
+    std::string key_id;
+    std::int64_t used_at_ms = 0;
+  };
+  std::vector<Use> uses;  // 1..limits::kKeyUsesPerCommandMax, each key once
+};
+
 // The reaper's pass: expire up to `max_holds` active holds whose deadline has passed.
 struct ExpireOverdueCommand {
   std::int64_t max_holds = 0;
@@ -89,7 +101,7 @@ struct ExpireOverdueCommand {
 
 using Command = std::variant<CreateAccountCommand, CreditCommand, DebitCommand, ReserveCommand, CommitCommand,
                              ReleaseCommand, ExtendCommand, ExpireOverdueCommand, CreateKeyCommand,
-                             RevokeKeyCommand>;
+                             RevokeKeyCommand, RecordKeyUseCommand>;
 
 // --- outcomes ----------------------------------------------------------------------------------
 
@@ -120,7 +132,11 @@ struct KeyOutcome {
   bool created = false;
 };
 
-using Outcome = std::variant<AccountOutcome, TransferOutcome, HoldOutcome, ExpireOutcome, KeyOutcome>;
+struct KeyUseOutcome {
+  std::int64_t recorded = 0;  // keys whose last_used_at_ms moved forward
+};
+
+using Outcome = std::variant<AccountOutcome, TransferOutcome, HoldOutcome, ExpireOutcome, KeyOutcome, KeyUseOutcome>;
 using CommandResult = Result<Outcome>;
 
 }  // namespace tollgate

@@ -38,6 +38,15 @@ inline constexpr std::int64_t kHoldTtlMsMaxDefault = 3'600'000;        // 1 hour
 inline constexpr std::int64_t kEventsPageMax = 1000;
 // Listing holds: at most this many per page.
 inline constexpr std::int64_t kHoldsPageMax = 1000;
+// Every paged list (accounts, holds, keys; api.md: `limit` ≤ 1000, default 100).
+inline constexpr std::int64_t kListPageMax = 1000;
+inline constexpr std::int64_t kListPageDefault = 100;
+
+// Last use of an API key: remembered in memory and written at most once per key per this interval
+// (ledger/key_use.h), at most this many keys per write command and this many remembered.
+inline constexpr std::int64_t kKeyUseFlushIntervalMsDefault = 60'000;
+inline constexpr std::size_t kKeyUsesPerCommandMax = 1'000;
+inline constexpr std::size_t kKeyUsesRememberedMax = 100'000;
 
 // Group commit: how many operations may wait for the writer, and how many one transaction takes.
 inline constexpr std::size_t kWriteQueueDefault = 16'384;
@@ -115,5 +124,8 @@ static_assert(kDatabaseTimeoutMsMin <= kConnLeaseWaitMsDefault && kConnLeaseWait
 static_assert(kRequestIdLengthMax == kIdLengthMax);
 static_assert(kAuditAccountsPerTask >= 1 && kAuditAccountsPerTask <= kHoldsPageMax);
 static_assert(kPageDefault <= kHoldsPageMax && kPageDefault <= kEventsPageMax);
+static_assert(1 <= kListPageDefault && kListPageDefault <= kListPageMax);
+static_assert(kListPageMax == kHoldsPageMax);
+static_assert(kKeyUsesPerCommandMax <= kKeyUsesRememberedMax);
 
 }  // namespace tollgate::limits

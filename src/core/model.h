@@ -107,6 +107,9 @@ struct ApiKey {
   std::string secret_sha256;              // hex
   std::int64_t created_at_ms = 0;
   std::optional<std::int64_t> revoked_at_ms;
+  // When the key last authenticated a request, as recorded so far (ledger/key_use.h: written at
+  // most once per key per interval, so it may lag the last use by that much); unset: never.
+  std::optional<std::int64_t> last_used_at_ms;
 
   friend bool operator==(const ApiKey&, const ApiKey&) = default;
 };

@@ -89,6 +89,17 @@ Status check(const CreateKeyCommand& c, const ValidationLimits&) {
 
 Status check(const RevokeKeyCommand& c, const ValidationLimits&) { return check_id(c.key_id, "key_id"); }
 
+Status check(const RecordKeyUseCommand& c, const ValidationLimits&) {
+  if (c.uses.empty() || c.uses.size() > limits::kKeyUsesPerCommandMax) {
+    return invalid("uses must name from 1 to " + std::to_string(limits::kKeyUsesPerCommandMax) + " keys");
+  }
+  for (const auto& use : c.uses) {
+    TG_TRY(check_id(use.key_id, "key_id"));
+    if (use.used_at_ms < 0) return invalid("used_at_ms must not be negative");
+  }
+  return ok_status();
+}
+
 }  // namespace
 
 Status validate(const Command& command, const ValidationLimits& limits) {

@@ -69,8 +69,12 @@ std::string new_key_id() {
   return out;
 }
 
-Authenticator::Authenticator(Store& store, const Clock& clock, std::optional<std::string> admin_key)
-    : store_(store), clock_(clock), admin_sha256_(admin_key ? std::optional(sha256_hex(*admin_key)) : std::nullopt) {}
+Authenticator::Authenticator(Store& store, const Clock& clock, std::optional<std::string> admin_key,
+                             KeyUseRecorder* key_uses)
+    : store_(store),
+      clock_(clock),
+      admin_sha256_(admin_key ? std::optional(sha256_hex(*admin_key)) : std::nullopt),
+      key_uses_(key_uses) {}
 
 std::optional<Result<Principal>> Authenticator::authenticate_cached(std::string_view header) {
   constexpr std::string_view kBearer = "Bearer ";
@@ -86,6 +90,7 @@ std::optional<Result<Principal>> Authenticator::authenticate_cached(std::string_
   auto it = cache_.find(hash);
   if (it == cache_.end() || now - it->second.fetched_at_ms >= limits::kAuthCacheMs) return std::nullopt;
   if (!it->second.principal) return unauthorized("this key was revoked");
+  if (key_uses_) key_uses_->record(it->second.principal->key_id);
   return *it->second.principal;
 }
 
@@ -110,6 +115,7 @@ Result<Principal> Authenticator::authenticate(std::string_view header) {
     cache_[hash] = entry;
   }
   if (!entry.principal) return unauthorized("this key was revoked");
+  if (key_uses_) key_uses_->record(entry.principal->key_id);
   return *entry.principal;
 }
 

@@ -20,6 +20,7 @@
 #include "core/clock.h"
 #include "core/limits.h"
 #include "core/result.h"
+#include "ledger/key_use.h"
 #include "store/store.h"
 
 namespace tollgate::http {
@@ -43,8 +44,10 @@ std::string new_key_id();
 class Authenticator {
  public:
 
-  // `admin_key`: the configured admin secret, if any. Store and clock must outlive this.
-  Authenticator(Store& store, const Clock& clock, std::optional<std::string> admin_key);
+  // `admin_key`: the configured admin secret, if any. Store and clock must outlive this, and
+  // `key_uses` when given: every request a stored key authenticates is noted there (its last use).
+  Authenticator(Store& store, const Clock& clock, std::optional<std::string> admin_key,
+                KeyUseRecorder* key_uses = nullptr);
 
   // Resolves the Authorization header. unauthorized when missing, malformed, unknown or revoked;
   // unavailable when the database cannot be asked.
@@ -64,6 +67,7 @@ class Authenticator {
   Store& store_;
   const Clock& clock_;
   const std::optional<std::string> admin_sha256_;  // constant after construction
+  KeyUseRecorder* const key_uses_;                  // constant after construction; may be null
 
   std::mutex mu_;
   std::unordered_map<std::string, Cached> cache_;  // secret hash → key; protected by mu_

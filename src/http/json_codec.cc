@@ -171,6 +171,7 @@ struct ObjectWriter {
   void num(std::string_view k, std::int64_t v) { key(k); append_json_int(out, v); }
   void time(std::string_view k, std::int64_t t_ms) { key(k); append_json_time(out, t_ms); }
   void null(std::string_view k) { key(k); out += "null"; }
+  void boolean(std::string_view k, bool v) { key(k); out += v ? "true" : "false"; }
 };
 
 }  // namespace
@@ -191,6 +192,28 @@ void append_json(std::string& out, const Account& a) {
     o.null("oldest_active_hold_age_ms");
   }
   o.time("created_at", a.created_at_ms);
+}
+
+// A key as listed: never its secret nor its hash. Times that never happened are null.
+void append_json(std::string& out, const KeySummary& k) {
+  ObjectWriter o(out);
+  o.str("key_id", k.key_id);
+  if (k.account_id) o.str("account_id", *k.account_id); else o.null("account_id");
+  o.str("kind", k.account_id ? "account" : "admin");
+  o.time("created_at", k.created_at_ms);
+  if (k.last_used_at_ms) o.time("last_used_at", *k.last_used_at_ms); else o.null("last_used_at");
+  o.boolean("revoked", k.revoked_at_ms.has_value());
+  if (k.revoked_at_ms) o.time("revoked_at", *k.revoked_at_ms); else o.null("revoked_at");
+}
+
+void append_json(std::string& out, const TransferRecord& t) {
+  ObjectWriter o(out);
+  o.str("reference", t.transfer.reference);
+  o.str("account_id", t.transfer.account_id);
+  o.str("kind", t.transfer.kind == EventType::credited ? "credit" : "debit");
+  o.num("amount", t.transfer.amount);
+  o.num("event_id", t.event.event_id);
+  o.time("at", t.event.at_ms);
 }
 
 void append_json(std::string& out, const Hold& h) {

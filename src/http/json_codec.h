@@ -76,6 +76,8 @@ class FieldReader {
 void append_json(std::string& out, const Account& account);
 void append_json(std::string& out, const Hold& hold);
 void append_json(std::string& out, const Event& event);
+void append_json(std::string& out, const KeySummary& key);
+void append_json(std::string& out, const TransferRecord& transfer);
 void append_json(std::string& out, const AuditReport& report);
 void append_json_int(std::string& out, std::int64_t value);
 void append_json_time(std::string& out, std::int64_t t_ms);  // "2026-01-01T00:00:00.000Z"

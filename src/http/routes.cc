@@ -5,6 +5,7 @@
 #include <memory>
 
 #include "core/checked.h"
+#include "core/limits.h"
 #include "core/suggest.h"
 
 namespace tollgate::http {
@@ -19,12 +20,15 @@ constexpr std::array kRoutes{
     Route{"GET", "/metrics", Access::open, Runs::reader, &prometheus_metrics},
     Route{"GET", "/openapi.json", Access::open, Runs::io, &openapi_document},
     Route{"POST", "/v1/accounts", Access::admin, Runs::io, &create_account},
+    Route{"GET", "/v1/accounts", Access::admin, Runs::reader, &list_accounts},
     Route{"GET", "/v1/accounts/{account_id}", Access::account, Runs::reader, &get_account},
     Route{"POST", "/v1/accounts/{account_id}/credits", Access::admin, Runs::io, &credit},
     Route{"POST", "/v1/accounts/{account_id}/debits", Access::admin, Runs::io, &debit},
     Route{"GET", "/v1/accounts/{account_id}/events", Access::account, Runs::reader, &account_events},
     Route{"POST", "/v1/accounts/{account_id}/keys", Access::admin, Runs::io, &create_key},
+    Route{"GET", "/v1/keys", Access::admin, Runs::reader, &list_keys},
     Route{"DELETE", "/v1/keys/{key_id}", Access::admin, Runs::io, &revoke_key},
+    Route{"GET", "/v1/transfers/{reference}", Access::account, Runs::reader, &get_transfer},
     Route{"POST", "/v1/holds", Access::account, Runs::io, &reserve},
     Route{"GET", "/v1/holds", Access::account, Runs::reader, &list_holds},
     Route{"GET", "/v1/holds/{hold_id}", Access::account, Runs::reader, &get_hold},
@@ -100,6 +104,18 @@ Status known_query(const Call& call, std::initializer_list<const char*> keys) {
     if (!known) return invalid("unknown query parameter " + k + did_you_mean(k, keys));
   }
   return ok_status();
+}
+
+Result<PageRequest> page_request(const Call& call) {
+  PageRequest page;
+  auto limit = query_int(call, "limit", limits::kListPageDefault, 1, limits::kListPageMax);
+  if (!limit) return limit.error();
+  page.limit = *limit;
+  if (auto it = call.query.find("starting_after"); it != call.query.end()) {
+    if (auto s = check_id(it->second, "starting_after"); !s) return s.error();
+    page.starting_after = it->second;
+  }
+  return page;
 }
 
 }  // namespace tollgate::http

@@ -89,9 +89,12 @@ void get_account(Context&, Call&);
 void credit(Context&, Call&);
 void debit(Context&, Call&);
 void account_events(Context&, Call&);
+void list_accounts(Context&, Call&);
+void get_transfer(Context&, Call&);
 // routes_keys.cc
 void create_key(Context&, Call&);
 void revoke_key(Context&, Call&);
+void list_keys(Context&, Call&);
 // routes_holds.cc
 void reserve(Context&, Call&);
 void list_holds(Context&, Call&);
@@ -130,6 +133,23 @@ Result<std::int64_t> query_int(const Call& call, const char* key, std::int64_t f
                                std::int64_t max);
 // Refuses any query parameter not in `keys`.
 Status known_query(const Call& call, std::initializer_list<const char*> keys);
+// A list's paging parameters (api.md): `limit` (1..1000, default 100) and `starting_after` (an id).
+Result<PageRequest> page_request(const Call& call);
+
+// {"<name>":[…items…],"has_more":…}
+template <typename T>
+Response page_response(std::string_view name, const Page<T>& page) {
+  return written_response(200, [&](std::string& out) {
+    out += "{\"";
+    out += name;
+    out += "\":[";
+    for (std::size_t i = 0; i < page.items.size(); ++i) {
+      if (i > 0) out += ',';
+      append_json(out, page.items[i]);
+    }
+    out += page.has_more ? "],\"has_more\":true}" : "],\"has_more\":false}";
+  });
+}
 
 template <typename T>
 const T& outcome(const CommandResult& r) {

@@ -1,4 +1,4 @@
-// Routes of accounts: create, read, credits, debits, the account's events.
+// Routes of accounts: create, read, list, credits, debits, transfers by reference, the account's events.
 #include "core/checked.h"
 #include "core/limits.h"
 #include "http/routes.h"
@@ -20,6 +20,28 @@ void create_account(Context& ctx, Call& call) {
     const auto& o = outcome<AccountOutcome>(r);
     return value_response(o.created ? 201 : 200, o.account);
   });
+}
+
+// Every account by account_id ascending, paged (admin).
+void list_accounts(Context& ctx, Call& call) {
+  TG_REPLY_IF_ERROR(known_query(call, {"limit", "starting_after"}));
+  auto page = page_request(call);
+  TG_REPLY_IF_ERROR(page);
+  auto accounts = ctx.ledger.list_accounts(*page);
+  TG_REPLY_IF_ERROR(accounts);
+  call.reply(page_response("accounts", *accounts));
+}
+
+// The credit or debit recorded under a reference; an account key sees only its own account's (any
+// other answers 404, byte for byte as a reference that does not exist).
+void get_transfer(Context& ctx, Call& call) {
+  if (auto s = check_id(call.params[0], "reference"); !s) return call.reply(problem(s.error()));
+  auto transfer = ctx.ledger.get_transfer(call.params[0]);
+  if (transfer && !call.principal.may_see(transfer->transfer.account_id)) {
+    transfer = transfer_not_found(call.params[0]);
+  }
+  TG_REPLY_IF_ERROR(transfer);
+  call.reply(value_response(200, *transfer));
 }
 
 void get_account(Context& ctx, Call& call) {

@@ -86,36 +86,33 @@ void get_hold(Context& ctx, Call& call) {
   call.reply(value_response(200, *hold));
 }
 
+// Newest first, paged; an account key lists only its own account's holds (another account: 404).
 void list_holds(Context& ctx, Call& call) {
-  TG_REPLY_IF_ERROR(known_query(call, {"account_id", "status", "limit"}));
-  HoldFilter filter;
+  TG_REPLY_IF_ERROR(known_query(call, {"account_id", "status", "request_id", "limit", "starting_after"}));
+  HoldQuery query;
   if (auto it = call.query.find("account_id"); it != call.query.end()) {
     if (auto s = check_id(it->second, "account_id"); !s) return call.reply(problem(s.error()));
-    filter.account_id = it->second;
+    query.account_id = it->second;
   }
   if (auto it = call.query.find("status"); it != call.query.end()) {
-    filter.status = parse_hold_status(it->second);
-    if (!filter.status) return call.reply(problem(invalid("status must be active, committed, released or expired")));
+    query.status = parse_hold_status(it->second);
+    if (!query.status) return call.reply(problem(invalid("status must be active, committed, released or expired")));
   }
-  auto limit = query_int(call, "limit", 100, 1, limits::kHoldsPageMax);
-  TG_REPLY_IF_ERROR(limit);
-  filter.limit = *limit;
+  if (auto it = call.query.find("request_id"); it != call.query.end()) {
+    if (auto s = check_id(it->second, "request_id"); !s) return call.reply(problem(s.error()));
+    query.request_id = it->second;
+  }
+  auto page = page_request(call);
+  TG_REPLY_IF_ERROR(page);
   if (!call.principal.admin) {
-    if (filter.account_id && *filter.account_id != *call.principal.account_id) {
-      return call.reply(problem(not_found("account " + *filter.account_id)));
+    if (query.account_id) {
+      if (auto e = check_account_visible(call.principal, *query.account_id)) return call.reply(problem(*e));
     }
-    filter.account_id = call.principal.account_id;
+    query.account_id = call.principal.account_id;
   }
-  auto holds = ctx.ledger.list_holds(filter);
+  auto holds = ctx.ledger.list_holds(query, *page);
   TG_REPLY_IF_ERROR(holds);
-  call.reply(written_response(200, [&](std::string& out) {
-    out += "{\"holds\":[";
-    for (std::size_t i = 0; i < holds->size(); ++i) {
-      if (i > 0) out += ',';
-      append_json(out, (*holds)[i]);
-    }
-    out += "]}";
-  }));
+  call.reply(page_response("holds", *holds));
 }
 
 void commit_hold(Context& ctx, Call& call) { change_hold<HoldAction::commit>(ctx, call); }

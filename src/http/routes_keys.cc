@@ -1,4 +1,4 @@
-// Routes of API keys: create an account's key, revoke a key.
+// Routes of API keys: create an account's key, list keys, revoke a key.
 #include "core/checked.h"
 #include "http/routes.h"
 
@@ -35,6 +35,22 @@ void revoke_key(Context& ctx, Call& call) {
     if (o.key.revoked_at_ms) body["revoked_at"] = format_rfc3339_ms(*o.key.revoked_at_ms);
     return json_response(200, body);
   });
+}
+
+// Every key (admin keys too) or one account's, newest first, paged: ids, account, times — never a
+// secret or its hash (KeySummary has neither).
+void list_keys(Context& ctx, Call& call) {
+  TG_REPLY_IF_ERROR(known_query(call, {"account_id", "limit", "starting_after"}));
+  std::optional<std::string> account_id;
+  if (auto it = call.query.find("account_id"); it != call.query.end()) {
+    if (auto s = check_id(it->second, "account_id"); !s) return call.reply(problem(s.error()));
+    account_id = it->second;
+  }
+  auto page = page_request(call);
+  TG_REPLY_IF_ERROR(page);
+  auto keys = ctx.ledger.list_keys(account_id, *page);
+  TG_REPLY_IF_ERROR(keys);
+  call.reply(page_response("keys", *keys));
 }
 
 }  // namespace tollgate::http

@@ -36,6 +36,7 @@ Status validate(const LedgerOptions& o) {
     return invalid("reaper_interval_ms must be from 0 to " + std::to_string(limits::kReaperIntervalMsMax));
   }
   if (o.audit_sample_interval_ms < 0) return invalid("audit_sample_interval_ms must be 0 or more");
+  if (o.key_use_flush_interval_ms < 0) return invalid("key_use_flush_interval_ms must be 0 or more");
   if (o.reaper_batch_max < 1 || o.reaper_batch_max > limits::kReaperBatchMax) {
     return invalid("reaper_batch_max must be from 1 to " + std::to_string(limits::kReaperBatchMax));
   }
@@ -51,6 +52,7 @@ Ledger::Ledger(Store& store, const Clock& clock, LedgerOptions options)
       options_(options),
       validation_{options.hold_ttl_ms_max},
       committer_(store, options.group_commit),
+      key_uses_(*this, clock, options.key_use_flush_interval_ms),
       ids_(seed_from(options.id_seed)) {
   TG_ASSERT(validate(options_).ok());
   if (options_.reaper_interval_ms > 0) reaper_ = std::thread([this] { reaper_loop(); });
@@ -61,6 +63,7 @@ Ledger::~Ledger() { stop(); }
 
 void Ledger::stop() {
   std::call_once(stopped_, [this] {
+    key_uses_.stop();  // its last write goes through the committer, still running
     {
       std::lock_guard lock(reaper_mu_);
       reaper_stopping_ = true;
@@ -119,11 +122,39 @@ Result<Hold> Ledger::get_hold(std::string_view hold_id) {
   return store_.get_hold(hold_id);
 }
 
-Result<std::vector<Hold>> Ledger::list_holds(const HoldFilter& filter) {
-  if (filter.account_id) {
-    if (auto s = check_id(*filter.account_id, "account_id"); !s) return s.error();
+Result<Page<Account>> Ledger::list_accounts(const PageRequest& page) {
+  if (page.starting_after) {
+    if (auto s = check_id(*page.starting_after, "starting_after"); !s) return s.error();
   }
-  return store_.list_holds(filter);
+  return store_.lists().list_accounts(page);
+}
+
+Result<Page<Hold>> Ledger::list_holds(const HoldQuery& query, const PageRequest& page) {
+  if (query.account_id) {
+    if (auto s = check_id(*query.account_id, "account_id"); !s) return s.error();
+  }
+  if (query.request_id) {
+    if (auto s = check_id(*query.request_id, "request_id"); !s) return s.error();
+  }
+  if (page.starting_after) {
+    if (auto s = check_id(*page.starting_after, "starting_after"); !s) return s.error();
+  }
+  return store_.lists().list_holds(query, page);
+}
+
+Result<Page<KeySummary>> Ledger::list_keys(std::optional<std::string_view> account_id, const PageRequest& page) {
+  if (account_id) {
+    if (auto s = check_id(*account_id, "account_id"); !s) return s.error();
+  }
+  if (page.starting_after) {
+    if (auto s = check_id(*page.starting_after, "starting_after"); !s) return s.error();
+  }
+  return store_.lists().list_keys(account_id, page);
+}
+
+Result<TransferRecord> Ledger::get_transfer(std::string_view reference) {
+  if (auto s = check_id(reference, "reference"); !s) return s.error();
+  return store_.lists().get_transfer(reference);
 }
 
 Result<EventPage> Ledger::read_events(std::string_view account_id, std::int64_t after, std::int64_t limit) {

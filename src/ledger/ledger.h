@@ -22,6 +22,7 @@
 #include "core/commands.h"
 #include "core/validate.h"
 #include "ledger/group_commit.h"
+#include "ledger/key_use.h"
 #include "store/store.h"
 
 namespace tollgate {
@@ -38,6 +39,9 @@ struct LedgerOptions {
   // folded and compared with its row and holds (design.md: invariants "sampled by the server").
   // 0: no sampler thread (tests call audit_sample_once()).
   std::int64_t audit_sample_interval_ms = 0;
+  // The last use of API keys is written every this often (ledger/key_use.h); 0: no flusher thread
+  // (tests call key_uses().flush(); stop() flushes either way).
+  std::int64_t key_use_flush_interval_ms = limits::kKeyUseFlushIntervalMsDefault;
   // Seed of the hold-id generator; 0 seeds from the operating system.
   std::uint64_t id_seed = 0;
 };
@@ -72,7 +76,12 @@ class Ledger {
   // Reads (the store's effective view).
   Result<Account> get_account(std::string_view account_id);
   Result<Hold> get_hold(std::string_view hold_id);
-  Result<std::vector<Hold>> list_holds(const HoldFilter& filter);
+  // The paged lists and lookups (store/lists.h); ids are checked here (invalid_request naming the
+  // parameter), pages by the store.
+  Result<Page<Account>> list_accounts(const PageRequest& page);
+  Result<Page<Hold>> list_holds(const HoldQuery& query, const PageRequest& page);
+  Result<Page<KeySummary>> list_keys(std::optional<std::string_view> account_id, const PageRequest& page);
+  Result<TransferRecord> get_transfer(std::string_view reference);
   Result<EventPage> read_events(std::string_view account_id, std::int64_t after, std::int64_t limit);
   Result<AuditReport> audit(std::optional<std::string_view> account_id);
   // One part of a full audit: the accounts after `after` by id, at most `limit` (Store::audit_range).
@@ -97,7 +106,11 @@ class Ledger {
   std::uint64_t sampled_accounts() const { return sampled_accounts_.load(std::memory_order_relaxed); }
   std::uint64_t sampled_violations() const { return sampled_violations_.load(std::memory_order_relaxed); }
 
-  // Stops the reaper, writes what is queued, and refuses further writes with `unavailable`.
+  // Where the edge notes each use of an API key (written in the background, bounded: key_use.h).
+  KeyUseRecorder& key_uses() { return key_uses_; }
+
+  // Stops the reaper, writes the keys' last uses and what is queued, and refuses further writes
+  // with `unavailable`.
   void stop();
 
   const LedgerOptions& options() const { return options_; }
@@ -116,6 +129,7 @@ class Ledger {
   const ValidationLimits validation_;
 
   GroupCommitter committer_;
+  KeyUseRecorder key_uses_;  // writes through committer_
 
   std::mutex ids_mu_;
   std::mt19937_64 ids_;  // protected by ids_mu_

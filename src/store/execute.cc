@@ -282,6 +282,17 @@ CommandResult revoke_key(Transaction& tx, const RevokeKeyCommand& c, std::int64_
   return KeyOutcome{std::move(*key), true};
 }
 
+CommandResult record_key_use(Transaction& tx, const RecordKeyUseCommand& c) {
+  KeyUseOutcome out;
+  for (const auto& use : c.uses) {
+    auto key = tx.key_by_id(use.key_id);
+    if (!key || (key->last_used_at_ms && *key->last_used_at_ms >= use.used_at_ms)) continue;
+    tx.set_key_last_used(use.key_id, use.used_at_ms);
+    ++out.recorded;
+  }
+  return out;
+}
+
 }  // namespace
 
 CommandResult execute(Transaction& tx, const Command& command, std::int64_t now_ms) {
@@ -298,6 +309,7 @@ CommandResult execute(Transaction& tx, const Command& command, std::int64_t now_
         if constexpr (std::is_same_v<T, ExpireOverdueCommand>) return expire_overdue(tx, c, now_ms);
         if constexpr (std::is_same_v<T, CreateKeyCommand>) return create_key(tx, c, now_ms);
         if constexpr (std::is_same_v<T, RevokeKeyCommand>) return revoke_key(tx, c, now_ms);
+        if constexpr (std::is_same_v<T, RecordKeyUseCommand>) return record_key_use(tx, c);
       },
       command);
 }

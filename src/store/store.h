@@ -34,14 +34,9 @@
 #include "core/commands.h"
 #include "core/model.h"
 #include "core/result.h"
+#include "store/lists.h"
 
 namespace tollgate {
-
-struct HoldFilter {
-  std::optional<std::string> account_id;
-  std::optional<HoldStatus> status;  // compared with the effective status
-  std::int64_t limit = 100;          // 1..limits::kHoldsPageMax
-};
 
 struct EventPage {
   std::vector<Event> events;
@@ -89,7 +84,6 @@ class Store {
   // Reads. Each answers from one consistent snapshot.
   virtual Result<Account> get_account(std::string_view account_id) = 0;
   virtual Result<Hold> get_hold(std::string_view hold_id) = 0;
-  virtual Result<std::vector<Hold>> list_holds(const HoldFilter& filter) = 0;  // newest first
   // Events of one account with event_id > after, oldest first, at most `limit`.
   // not_found if the account does not exist.
   virtual Result<EventPage> read_events(std::string_view account_id, std::int64_t after, std::int64_t limit) = 0;
@@ -98,6 +92,8 @@ class Store {
   // The same for the accounts whose id is greater than `after`, in id order, at most `limit`
   // (1..limits::kHoldsPageMax), in one snapshot: a full audit in parts that each take a bounded time.
   virtual Result<AuditPage> audit_range(std::string_view after, std::int64_t limit) = 0;
+  // The paged lists and lookups (store/lists.h), a role of the same store: valid as long as it.
+  virtual ListReads& lists() = 0;
 
   virtual Result<LedgerStats> stats() = 0;
   // Account ids greater than `after`, in order, at most `limit` (1..limits::kHoldsPageMax).

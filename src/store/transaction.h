@@ -74,6 +74,8 @@ class Transaction {
   virtual std::optional<ApiKey> key_by_id(std::string_view key_id) = 0;
   virtual void insert_key(const ApiKey& key) = 0;
   virtual void revoke_key(std::string_view key_id, std::int64_t revoked_at_ms) = 0;
+  // Sets last_used_at_ms (the caller checked that it moves forward); asserts one row changed.
+  virtual void set_key_last_used(std::string_view key_id, std::int64_t used_at_ms) = 0;
 
   // The effective view of an account (overdue holds counted as available, oldest active age).
   virtual std::optional<Account> account_view(std::string_view account_id, std::int64_t now_ms) = 0;

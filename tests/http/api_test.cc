@@ -703,7 +703,7 @@ TEST_F(HttpApi, AWrongMethodIs405WithTheAllowHeader) {
   };
   const std::vector<Case> cases{
       {"PUT", "/v1/holds", {"GET", "POST"}},
-      {"DELETE", "/v1/accounts", {"POST"}},
+      {"DELETE", "/v1/accounts", {"GET", "POST"}},
       {"POST", "/v1/accounts/x", {"GET"}},
       {"GET", "/v1/accounts/x/credits", {"POST"}},
       {"PATCH", "/v1/holds/h", {"GET"}},

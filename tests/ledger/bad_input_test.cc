@@ -119,7 +119,7 @@ class BadInput : public ::testing::TestWithParam<testing::StoreBackend> {
     State s;
     auto alice = ledger_->get_account("alice");
     auto capped = ledger_->get_account("capped");
-    auto holds = ledger_->list_holds({std::nullopt, std::nullopt, limits::kHoldsPageMax});
+    auto holds = ledger_->list_holds({}, {limits::kListPageMax});
     auto audit = ledger_->audit(std::nullopt);
     EXPECT_TRUE(alice.ok() && capped.ok() && holds.ok() && audit.ok());
     if (!alice.ok() || !capped.ok() || !holds.ok() || !audit.ok()) return s;
@@ -127,7 +127,7 @@ class BadInput : public ::testing::TestWithParam<testing::StoreBackend> {
     s.capped = *capped;
     s.alice_events = events("alice");
     s.capped_events = events("capped");
-    s.holds = *holds;
+    s.holds = holds->items;
     s.accounts = audit->accounts_checked;
     return s;
   }
@@ -210,7 +210,7 @@ TEST_P(BadInput, BadAccountIdsAreInvalidRequestAndCreateNoAccount) {
     EXPECT_CODE(ledger_->reserve({id, 1, "req-new", kTtl, "", ""}), Code::invalid_request);
     EXPECT_CODE(ledger_->get_account(id), Code::invalid_request);
     EXPECT_CODE(ledger_->read_events(id, 0, 10), Code::invalid_request);
-    EXPECT_CODE(ledger_->list_holds({id, std::nullopt, 10}), Code::invalid_request);
+    EXPECT_CODE(ledger_->list_holds({id}, {10}), Code::invalid_request);
     EXPECT_CODE(ledger_->audit(std::string_view(id)), Code::invalid_request);
   }
   expect_unchanged();
@@ -295,8 +295,8 @@ TEST_P(BadInput, BadPagingIsInvalidRequest) {
   EXPECT_CODE(ledger_->read_events("alice", 0, 0), Code::invalid_request);
   EXPECT_CODE(ledger_->read_events("alice", 0, limits::kEventsPageMax + 1), Code::invalid_request);
   EXPECT_CODE(ledger_->read_events("alice", -1, 10), Code::invalid_request);
-  EXPECT_CODE(ledger_->list_holds({"alice", std::nullopt, 0}), Code::invalid_request);
-  EXPECT_CODE(ledger_->list_holds({"alice", std::nullopt, limits::kHoldsPageMax + 1}), Code::invalid_request);
+  EXPECT_CODE(ledger_->list_holds({"alice"}, {0}), Code::invalid_request);
+  EXPECT_CODE(ledger_->list_holds({"alice"}, {limits::kListPageMax + 1}), Code::invalid_request);
   expect_unchanged();
 }
 

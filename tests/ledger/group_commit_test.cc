@@ -75,7 +75,7 @@ class RecordingStore final : public Store {
 
   Result<Account> get_account(std::string_view) override { return unsupported(); }
   Result<Hold> get_hold(std::string_view) override { return unsupported(); }
-  Result<std::vector<Hold>> list_holds(const HoldFilter&) override { return unsupported(); }
+  ListReads& lists() override { return no_lists_; }
   Result<EventPage> read_events(std::string_view, std::int64_t, std::int64_t) override { return unsupported(); }
   Result<AuditReport> audit(std::optional<std::string_view>) override { return unsupported(); }
   Result<AuditPage> audit_range(std::string_view, std::int64_t) override { return unsupported(); }
@@ -88,6 +88,14 @@ class RecordingStore final : public Store {
 
  private:
   static Error unsupported() { return Error::make(Code::internal, "not a reading store"); }
+  struct NoLists final : ListReads {
+    Result<Page<Account>> list_accounts(const PageRequest&) override { return unsupported(); }
+    Result<Page<Hold>> list_holds(const HoldQuery&, const PageRequest&) override { return unsupported(); }
+    Result<Page<KeySummary>> list_keys(std::optional<std::string_view>, const PageRequest&) override {
+      return unsupported();
+    }
+    Result<TransferRecord> get_transfer(std::string_view) override { return unsupported(); }
+  } no_lists_;
   std::mutex mu_;
   std::uint64_t seq_ = 0;
   std::vector<Batch> batches_;

@@ -187,10 +187,10 @@ TEST_P(LedgerRaceTwoKiosks, ExactlyAsManyHoldsAsCreditsAndNoCreditTwice) {
   EXPECT_EQ(account->active_holds, winners_expected);
 
   // The store agrees with the answers: the same holds, each active, nothing more.
-  auto active = h.ledger->list_holds({std::string("kiosk"), HoldStatus::active, limits::kHoldsPageMax});
+  auto active = h.ledger->list_holds({std::string("kiosk"), HoldStatus::active}, {limits::kListPageMax});
   ASSERT_TRUE(active.ok()) << active.error().detail;
   std::set<std::string> stored;
-  for (const Hold& hold : active.value()) stored.insert(hold.hold_id);
+  for (const Hold& hold : active->items) stored.insert(hold.hold_id);
   EXPECT_EQ(stored, hold_ids);
 
   // No event ever recorded a negative available, and each winner wrote exactly one reservation.
@@ -240,11 +240,11 @@ TEST_P(LedgerRace, SixtyFourRetriesOfOneRequestIdMakeOneHold) {
   EXPECT_EQ(created, 1) << "one answer creates the hold, the others replay it";
   ASSERT_EQ(named.size(), 1u) << "every answer names the same hold";
 
-  auto holds = h.ledger->list_holds({std::string("kiosk"), std::nullopt, limits::kHoldsPageMax});
+  auto holds = h.ledger->list_holds({std::string("kiosk")}, {limits::kListPageMax});
   ASSERT_TRUE(holds.ok()) << holds.error().detail;
-  ASSERT_EQ(holds->size(), 1u) << "exactly one hold exists";
-  EXPECT_EQ(holds->front().hold_id, *named.begin());
-  EXPECT_EQ(holds->front().request_id, "same-request");
+  ASSERT_EQ(holds->items.size(), 1u) << "exactly one hold exists";
+  EXPECT_EQ(holds->items.front().hold_id, *named.begin());
+  EXPECT_EQ(holds->items.front().request_id, "same-request");
 
   auto account = h.ledger->get_account("kiosk");
   ASSERT_TRUE(account.ok()) << account.error().detail;
@@ -413,10 +413,10 @@ TEST_P(LedgerRace, StopWhileThreadsReserveAnswersEveryCallerTruthfully) {
   h.ledger->stop();
   for (auto& t : clients) t.join();
 
-  auto holds = h.ledger->list_holds({std::string("kiosk"), std::nullopt, limits::kHoldsPageMax});
+  auto holds = h.ledger->list_holds({std::string("kiosk")}, {limits::kListPageMax});
   ASSERT_TRUE(holds.ok()) << holds.error().detail;
   std::set<std::string> stored;
-  for (const Hold& hold : holds.value()) stored.insert(hold.request_id);
+  for (const Hold& hold : holds->items) stored.insert(hold.request_id);
   EXPECT_EQ(stored, made) << "the store holds exactly the acknowledged reservations";
   for (const auto& request_id : refused) EXPECT_FALSE(stored.count(request_id)) << request_id;
   auto account = h.ledger->get_account("kiosk");

@@ -602,10 +602,10 @@ class Worker {
     static constexpr std::array<std::optional<HoldStatus>, 5> kFilters{
         std::nullopt, HoldStatus::active, HoldStatus::committed, HoldStatus::released, HoldStatus::expired};
     const auto status = kFilters[rng_() % kFilters.size()];
-    auto answer = ledger_.list_holds({spec.id, status, 50});
+    auto answer = ledger_.list_holds({spec.id, status}, {50});
     tally_.add("list_holds", std::string(code_name(answer.code())));
     if (!answer.ok()) return unexpected("list_holds", answer);
-    for (const Hold& h : answer.value()) {
+    for (const Hold& h : answer->items) {
       if (h.account_id != spec.id) problem("list_holds returned another account's hold");
       if (status && h.status != *status) problem("list_holds returned a hold of another status");
     }

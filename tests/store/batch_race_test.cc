@@ -241,10 +241,10 @@ TEST_F(BatchRace, AReserveThatLosesItsRequestIdToAnotherInstanceIsRerunAndAnswer
   auto hold = store_->get_hold(winner);
   ASSERT_TRUE(hold.ok());
   EXPECT_EQ(hold->account_id, "b");
-  auto holds = store_->list_holds(HoldFilter{std::string("a"), std::nullopt, 100});
+  auto holds = store_->lists().list_holds(HoldQuery{std::string("a")}, PageRequest{});
   ASSERT_TRUE(holds.ok());
-  ASSERT_EQ(holds->size(), 1u);
-  EXPECT_EQ((*holds)[0].request_id, "req-y");
+  ASSERT_EQ(holds->items.size(), 1u);
+  EXPECT_EQ(holds->items[0].request_id, "req-y");
 }
 
 TEST_F(BatchRace, AReserveOfTheSameRequestOnTheSameAccountWaitsForTheWinnerAndReplaysItsHold) {

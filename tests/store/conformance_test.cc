@@ -149,15 +149,15 @@ class StoreConformance : public ::testing::TestWithParam<testing::StoreBackend> 
     return std::count(types.begin(), types.end(), type);
   }
 
-  std::vector<Hold> list(HoldFilter filter) {
-    auto r = ledger_->list_holds(filter);
+  std::vector<Hold> list(const HoldQuery& query, std::int64_t limit) {
+    auto r = ledger_->list_holds(query, {limit});
     EXPECT_TRUE(r.ok()) << r.error().detail;
-    return r.ok() ? *r : std::vector<Hold>{};
+    return r.ok() ? r->items : std::vector<Hold>{};
   }
 
-  std::vector<std::string> listed_ids(HoldFilter filter) {
+  std::vector<std::string> listed_ids(const HoldQuery& query, std::int64_t limit) {
     std::vector<std::string> out;
-    for (const Hold& h : list(std::move(filter))) out.push_back(h.hold_id);
+    for (const Hold& h : list(query, limit)) out.push_back(h.hold_id);
     return out;
   }
 
@@ -902,9 +902,9 @@ TEST_P(StoreConformance, OverdueHoldReadsAsExpiredBeforeTheReaperRuns) {
   EXPECT_EQ(a.active_holds, 0);
   EXPECT_EQ(a.oldest_active_hold_age_ms, std::nullopt);
 
-  EXPECT_THAT(listed_ids({"alice", HoldStatus::expired, 100}), ElementsAre(h.hold_id));
-  EXPECT_THAT(listed_ids({"alice", HoldStatus::active, 100}), IsEmpty());
-  const auto all = list({"alice", std::nullopt, 100});
+  EXPECT_THAT(listed_ids({"alice", HoldStatus::expired}, 100), ElementsAre(h.hold_id));
+  EXPECT_THAT(listed_ids({"alice", HoldStatus::active}, 100), IsEmpty());
+  const auto all = list({"alice"}, 100);
   ASSERT_EQ(all.size(), 1u);
   EXPECT_EQ(all[0].status, HoldStatus::expired);
 
@@ -969,7 +969,7 @@ TEST_P(StoreConformance, ReaperWorksThroughMoreHoldsThanOneBatch) {
   auto r = ledger_->reap_once();
   ASSERT_OK(r);
   EXPECT_EQ(*r, 5);
-  EXPECT_EQ(listed_ids({"alice", HoldStatus::expired, 100}).size(), 5u);
+  EXPECT_EQ(listed_ids({"alice", HoldStatus::expired}, 100).size(), 5u);
   EXPECT_EQ(count_events("alice", EventType::expired), 5);
 }
 
@@ -1351,7 +1351,7 @@ TEST_P(StoreConformance, HoldsAreListedNewestFirst) {
   clock_.advance_ms(1);
   const Hold h2 = hold("alice", 1, "req-2");
   const Hold h3 = hold("alice", 1, "req-3");  // same millisecond: creation order still decides
-  EXPECT_THAT(listed_ids({"alice", std::nullopt, 100}), ElementsAre(h3.hold_id, h2.hold_id, h1.hold_id));
+  EXPECT_THAT(listed_ids({"alice", std::nullopt}, 100), ElementsAre(h3.hold_id, h2.hold_id, h1.hold_id));
 }
 
 TEST_P(StoreConformance, HoldsAreFilteredByAccount) {
@@ -1361,9 +1361,9 @@ TEST_P(StoreConformance, HoldsAreFilteredByAccount) {
   give("bob", 10, "ref-2");
   const Hold a = hold("alice", 1, "req-a");
   const Hold b = hold("bob", 1, "req-b");
-  EXPECT_THAT(listed_ids({"alice", std::nullopt, 100}), ElementsAre(a.hold_id));
-  EXPECT_THAT(listed_ids({"bob", std::nullopt, 100}), ElementsAre(b.hold_id));
-  EXPECT_THAT(listed_ids({std::nullopt, std::nullopt, 100}), ElementsAre(b.hold_id, a.hold_id));
+  EXPECT_THAT(listed_ids({"alice", std::nullopt}, 100), ElementsAre(a.hold_id));
+  EXPECT_THAT(listed_ids({"bob", std::nullopt}, 100), ElementsAre(b.hold_id));
+  EXPECT_THAT(listed_ids({std::nullopt, std::nullopt}, 100), ElementsAre(b.hold_id, a.hold_id));
 }
 
 TEST_P(StoreConformance, HoldsAreFilteredByEffectiveStatus) {
@@ -1376,13 +1376,13 @@ TEST_P(StoreConformance, HoldsAreFilteredByEffectiveStatus) {
   ASSERT_OK(ledger_->commit({committed.hold_id, std::nullopt}));
   ASSERT_OK(ledger_->release({released.hold_id}));
   clock_.advance_ms(1000);  // `expired` is overdue, not reaped
-  EXPECT_THAT(listed_ids({"alice", HoldStatus::active, 100}), ElementsAre(active.hold_id));
-  EXPECT_THAT(listed_ids({"alice", HoldStatus::committed, 100}), ElementsAre(committed.hold_id));
-  EXPECT_THAT(listed_ids({"alice", HoldStatus::released, 100}), ElementsAre(released.hold_id));
-  EXPECT_THAT(listed_ids({"alice", HoldStatus::expired, 100}), ElementsAre(expired.hold_id));
+  EXPECT_THAT(listed_ids({"alice", HoldStatus::active}, 100), ElementsAre(active.hold_id));
+  EXPECT_THAT(listed_ids({"alice", HoldStatus::committed}, 100), ElementsAre(committed.hold_id));
+  EXPECT_THAT(listed_ids({"alice", HoldStatus::released}, 100), ElementsAre(released.hold_id));
+  EXPECT_THAT(listed_ids({"alice", HoldStatus::expired}, 100), ElementsAre(expired.hold_id));
   ASSERT_OK(ledger_->reap_once());
-  EXPECT_THAT(listed_ids({"alice", HoldStatus::expired, 100}), ElementsAre(expired.hold_id));
-  EXPECT_THAT(listed_ids({"alice", HoldStatus::active, 100}), ElementsAre(active.hold_id));
+  EXPECT_THAT(listed_ids({"alice", HoldStatus::expired}, 100), ElementsAre(expired.hold_id));
+  EXPECT_THAT(listed_ids({"alice", HoldStatus::active}, 100), ElementsAre(active.hold_id));
 }
 
 TEST_P(StoreConformance, HoldsListIsCutAtTheLimitAfterFiltering) {
@@ -1395,18 +1395,18 @@ TEST_P(StoreConformance, HoldsListIsCutAtTheLimitAfterFiltering) {
   const Hold a3 = hold("alice", 1, "req-5");
   ASSERT_OK(ledger_->release({r1.hold_id}));
   ASSERT_OK(ledger_->release({r2.hold_id}));
-  EXPECT_THAT(listed_ids({"alice", std::nullopt, 2}), ElementsAre(a3.hold_id, r2.hold_id));
-  EXPECT_THAT(listed_ids({"alice", HoldStatus::active, 2}), ElementsAre(a3.hold_id, a2.hold_id));
-  EXPECT_THAT(listed_ids({"alice", HoldStatus::active, 1}), ElementsAre(a3.hold_id));
-  EXPECT_THAT(listed_ids({"alice", HoldStatus::active, 1000}), ElementsAre(a3.hold_id, a2.hold_id, a1.hold_id));
+  EXPECT_THAT(listed_ids({"alice", std::nullopt}, 2), ElementsAre(a3.hold_id, r2.hold_id));
+  EXPECT_THAT(listed_ids({"alice", HoldStatus::active}, 2), ElementsAre(a3.hold_id, a2.hold_id));
+  EXPECT_THAT(listed_ids({"alice", HoldStatus::active}, 1), ElementsAre(a3.hold_id));
+  EXPECT_THAT(listed_ids({"alice", HoldStatus::active}, 1000), ElementsAre(a3.hold_id, a2.hold_id, a1.hold_id));
 }
 
 TEST_P(StoreConformance, HoldsLimitMustBeFromOneTo1000) {
-  EXPECT_CODE(ledger_->list_holds({std::nullopt, std::nullopt, 0}), Code::invalid_request);
-  EXPECT_CODE(ledger_->list_holds({std::nullopt, std::nullopt, -1}), Code::invalid_request);
-  EXPECT_CODE(ledger_->list_holds({std::nullopt, std::nullopt, 1001}), Code::invalid_request);
-  EXPECT_OK(ledger_->list_holds({std::nullopt, std::nullopt, 1}));
-  EXPECT_OK(ledger_->list_holds({std::nullopt, std::nullopt, 1000}));
+  EXPECT_CODE(ledger_->list_holds({}, {0}), Code::invalid_request);
+  EXPECT_CODE(ledger_->list_holds({}, {-1}), Code::invalid_request);
+  EXPECT_CODE(ledger_->list_holds({}, {1001}), Code::invalid_request);
+  EXPECT_OK(ledger_->list_holds({}, {1}));
+  EXPECT_OK(ledger_->list_holds({}, {1000}));
 }
 
 // =============================================================================================
@@ -1489,7 +1489,7 @@ TEST_P(StoreConformance, TwoReservationsOfTheLastCreditInOneBatchExactlyOneSucce
   EXPECT_EQ(results[1].error().available, 0);
   EXPECT_EQ(results[1].error().requested, 1);
   EXPECT_EQ(balances("alice"), (Bal{0, 1, 0, 1}));
-  const auto holds = list({"alice", std::nullopt, 100});
+  const auto holds = list({"alice"}, 100);
   ASSERT_EQ(holds.size(), 1u);
   EXPECT_EQ(holds[0].request_id, "req-phone");
   EXPECT_EQ(holds[0].hold_id, outcome<HoldOutcome>(results[0]).hold.hold_id);
@@ -1504,7 +1504,7 @@ TEST_P(StoreConformance, TheSameRequestTwiceInOneBatchMakesOneHold) {
   EXPECT_TRUE(outcome<HoldOutcome>(results[0]).created);
   EXPECT_FALSE(outcome<HoldOutcome>(results[1]).created);
   EXPECT_EQ(outcome<HoldOutcome>(results[1]).hold.hold_id, outcome<HoldOutcome>(results[0]).hold.hold_id);
-  EXPECT_EQ(list({"alice", std::nullopt, 100}).size(), 1u);
+  EXPECT_EQ(list({"alice"}, 100).size(), 1u);
   EXPECT_EQ(balances("alice"), (Bal{7, 3, 0, 10}));
 }
 
@@ -1622,7 +1622,7 @@ TEST_P(StoreConformance, AConfiguredAdminKeyRetiresTheGeneratedOneOnceAndAgainIs
 }
 
 TEST_P(StoreConformance, ListingTheHoldsOfAnUnknownAccountIsNotFound) {
-  auto listed = ledger_->list_holds(HoldFilter{std::string("nobody"), std::nullopt, 10});
+  auto listed = ledger_->list_holds(HoldQuery{std::string("nobody")}, PageRequest{10});
   EXPECT_CODE(listed, Code::not_found);
 }
 

@@ -36,7 +36,7 @@ class OwningStore final : public Store {
   Status sync() override { return store_->sync(); }
   Result<Account> get_account(std::string_view id) override { return store_->get_account(id); }
   Result<Hold> get_hold(std::string_view id) override { return store_->get_hold(id); }
-  Result<std::vector<Hold>> list_holds(const HoldFilter& f) override { return store_->list_holds(f); }
+  ListReads& lists() override { return store_->lists(); }
   Result<EventPage> read_events(std::string_view id, std::int64_t after, std::int64_t limit) override {
     return store_->read_events(id, after, limit);
   }

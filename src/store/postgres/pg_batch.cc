@@ -31,10 +31,9 @@ const std::string kLockReaperAccounts =
 const std::string kHoldsBySeq = std::string("SELECT ") + kHoldColumns + " FROM holds WHERE seq = ANY($1::bigint[])";
 const std::string kHoldsByRequest =
     std::string("SELECT ") + kHoldColumns + " FROM holds WHERE request_id = ANY($1::text[])";
-const std::string kTransfers =
-    "SELECT t.reference, t.account_id, t.kind, t.amount, t.reason, e.event_id, e.account_id, e.type, e.amount, "
-    "e.hold_id, e.job_id, e.reference, e.at_ms, e.available_after, e.reserved_after, e.used_after "
-    "FROM transfers t JOIN events e ON e.event_id = t.event_id WHERE t.reference = ANY($1::text[])";
+const std::string kTransfers = std::string("SELECT ") + kTransferColumns +
+                               " FROM transfers t JOIN events e ON e.event_id = t.event_id "
+                               "WHERE t.reference = ANY($1::text[])";
 const std::string kOverdueOfAccounts =
     "SELECT h.* FROM unnest(" TG_NAMED_ACCOUNTS ") AS a(account_id) CROSS JOIN LATERAL (SELECT " +
     std::string(kHoldColumns) +
@@ -102,9 +101,11 @@ const std::string kInsertEvents =
     "SELECT event_id, account_id, type, hold_id, reference, "
     "tollgate_assert((SELECT count(*) FROM t) = $15, 'a transfer did not find its event') FROM e";
 const std::string kInsertKey =
-    "INSERT INTO api_keys (key_id, account_id, secret_sha256, created_at_ms, revoked_at_ms) VALUES ($1, $2, $3, $4, $5)";
-const std::string kRevokeKey =
-    "WITH u AS (UPDATE api_keys SET revoked_at_ms = $2 WHERE key_id = $1 AND revoked_at_ms IS NULL RETURNING 1) "
+    "INSERT INTO api_keys (key_id, account_id, secret_sha256, created_at_ms, revoked_at_ms, last_used_at_ms) "
+    "VALUES ($1, $2, $3, $4, $5, $6::bigint)";
+const std::string kUpdateKey =
+    "WITH u AS (UPDATE api_keys SET revoked_at_ms = $2::bigint, last_used_at_ms = $3::bigint WHERE key_id = $1 AND "
+    "revoked_at_ms IS NOT DISTINCT FROM $4::bigint AND last_used_at_ms IS NOT DISTINCT FROM $5::bigint RETURNING 1) "
     "SELECT tollgate_assert(count(*) = 1, 'a key changed behind the batch''s lock') FROM u";
 // No statement time-out on the COMMIT: a cancelled wait for a synchronous standby would still
 // answer OK for a commit that is only on the primary ("committed locally, but might not have been
@@ -198,21 +199,7 @@ batch::Snapshot PgBatchIo::begin_and_load(const batch::Keys& keys) {
   if (overdue_at != kNone) take_holds(r[overdue_at]);
   if (transfers_at != kNone) {
     const Rows& t = r[transfers_at];
-    for (int i = 0; i < t.size(); ++i) {
-      Transfer transfer;
-      transfer.reference = t.text(i, 0);
-      transfer.account_id = t.text(i, 1);
-      const auto kind = parse_event_type(t.text(i, 2));
-      if (kind != EventType::credited && kind != EventType::debited) {
-        throw PgError("XX000", false, "transfer " + transfer.reference + " has an unknown kind");
-      }
-      transfer.kind = *kind;
-      transfer.amount = t.int64(i, 3);
-      transfer.reason = t.text(i, 4);
-      Event e = read_event(t, i, 5);
-      transfer.event_id = e.event_id;
-      s.transfers.emplace_back(std::move(transfer), std::move(e));
-    }
+    for (int i = 0; i < t.size(); ++i) s.transfers.push_back(read_transfer(t, i));
   }
   if (totals_at != kNone) {
     const Rows& totals = r[totals_at];
@@ -339,11 +326,15 @@ std::vector<std::int64_t> PgBatchIo::write_and_commit(const batch::Effects& e) {
     TG_ASSERT(e.transfers.empty());
   }
   for (const ApiKey& k : e.new_keys) {
-    st.push_back({&kInsertKey, Params(k.key_id, k.account_id, k.secret_sha256, k.created_at_ms, k.revoked_at_ms)});
+    st.push_back({&kInsertKey, Params(k.key_id, k.account_id, k.secret_sha256, k.created_at_ms, k.revoked_at_ms,
+                                      k.last_used_at_ms)});
   }
   for (const auto& [before, after] : e.changed_keys) {
-    TG_ASSERT(!before.revoked_at_ms && after.revoked_at_ms);  // the one change a key makes
-    st.push_back({&kRevokeKey, Params(after.key_id, after.revoked_at_ms)});
+    // A key changes when revoked or used: its id, account, secret and creation never change.
+    TG_ASSERT(before.key_id == after.key_id && before.account_id == after.account_id &&
+              before.secret_sha256 == after.secret_sha256 && before.created_at_ms == after.created_at_ms);
+    st.push_back({&kUpdateKey, Params(after.key_id, after.revoked_at_ms, after.last_used_at_ms, before.revoked_at_ms,
+                                      before.last_used_at_ms)});
   }
   st.push_back({&kNoTimeout, Params()});
   const std::size_t commit_at = st.size();

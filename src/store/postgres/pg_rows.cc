@@ -92,25 +92,31 @@ std::optional<Account> account_row(Conn& db, std::string_view account_id, bool f
   return read_account(r, 0);
 }
 
-// The account as a reader sees it at now_ms: overdue holds already count as available.
-std::optional<Account> account_view(Conn& db, std::string_view account_id, std::int64_t now_ms) {
-  static const std::string sql = std::string("SELECT ") + kAccountColumns +
-                                 ", o.overdue_count, o.overdue_sum, o.oldest_live FROM accounts a, LATERAL ("
-                                 "SELECT count(*) FILTER (WHERE expires_at_ms <= $2) AS overdue_count, "
-                                 "coalesce(sum(amount) FILTER (WHERE expires_at_ms <= $2), 0) AS overdue_sum, "
-                                 "min(created_at_ms) FILTER (WHERE expires_at_ms > $2) AS oldest_live "
-                                 "FROM holds h WHERE h.account_id = a.account_id AND h.status = 'active') o "
-                                 "WHERE a.account_id = $1";
-  Rows r = db.query(sql, account_id, now_ms);
-  if (r.empty()) return std::nullopt;
-  Account a = read_account(r, 0);
-  const std::int64_t overdue_count = r.int64(0, 9);
-  const std::int64_t overdue_sum = r.int64(0, 10);
+// The accounts as a reader sees them at $2: the row, its overdue holds' count and sum, its oldest live hold.
+const std::string kAccountViewSql = std::string("SELECT ") + kAccountColumns +
+                                    ", o.overdue_count, o.overdue_sum, o.oldest_live FROM accounts a, LATERAL ("
+                                    "SELECT count(*) FILTER (WHERE expires_at_ms <= $2) AS overdue_count, "
+                                    "coalesce(sum(amount) FILTER (WHERE expires_at_ms <= $2), 0) AS overdue_sum, "
+                                    "min(created_at_ms) FILTER (WHERE expires_at_ms > $2) AS oldest_live "
+                                    "FROM holds h WHERE h.account_id = a.account_id AND h.status = 'active') o ";
+
+Account read_account_view(const Rows& r, int row, std::int64_t now_ms) {
+  Account a = read_account(r, row);
+  const std::int64_t overdue_count = r.int64(row, 9);
+  const std::int64_t overdue_sum = r.int64(row, 10);
   a.balances.available += overdue_sum;
   a.balances.reserved -= overdue_sum;
   a.active_holds -= overdue_count;
-  if (auto oldest = r.optional_int64(0, 11)) a.oldest_active_hold_age_ms = std::max<std::int64_t>(0, now_ms - *oldest);
+  if (auto oldest = r.optional_int64(row, 11)) a.oldest_active_hold_age_ms = std::max<std::int64_t>(0, now_ms - *oldest);
   return a;
+}
+
+// The account as a reader sees it at now_ms: overdue holds already count as available.
+std::optional<Account> account_view(Conn& db, std::string_view account_id, std::int64_t now_ms) {
+  static const std::string sql = kAccountViewSql + "WHERE a.account_id = $1";
+  Rows r = db.query(sql, account_id, now_ms);
+  if (r.empty()) return std::nullopt;
+  return read_account_view(r, 0, now_ms);
 }
 
 std::optional<Hold> hold_by_id(Conn& db, std::string_view hold_id, bool for_update) {
@@ -123,10 +129,31 @@ std::optional<Hold> hold_by_id(Conn& db, std::string_view hold_id, bool for_upda
   return read_hold(r, 0);
 }
 
-const char* const kKeyColumns = "key_id, account_id, secret_sha256, created_at_ms, revoked_at_ms";
+const char* const kKeyColumns = "key_id, account_id, secret_sha256, created_at_ms, revoked_at_ms, last_used_at_ms";
 
 ApiKey read_key(const Rows& r, int row) {
-  return ApiKey{r.text(row, 0), r.optional_text(row, 1), r.text(row, 2), r.int64(row, 3), r.optional_int64(row, 4)};
+  return ApiKey{r.text(row, 0),  r.optional_text(row, 1),  r.text(row, 2),
+                r.int64(row, 3), r.optional_int64(row, 4), r.optional_int64(row, 5)};
+}
+
+const char* const kTransferColumns =
+    "t.reference, t.account_id, t.kind, t.amount, t.reason, e.event_id, e.account_id, e.type, e.amount, e.hold_id, "
+    "e.job_id, e.reference, e.at_ms, e.available_after, e.reserved_after, e.used_after";
+
+std::pair<Transfer, Event> read_transfer(const Rows& r, int row) {
+  Transfer t;
+  t.reference = r.text(row, 0);
+  t.account_id = r.text(row, 1);
+  const auto kind = parse_event_type(r.text(row, 2));
+  if (kind != EventType::credited && kind != EventType::debited) {
+    throw PgError("XX000", false, "transfer " + t.reference + " has an unknown kind");
+  }
+  t.kind = *kind;
+  t.amount = r.int64(row, 3);
+  t.reason = r.text(row, 4);
+  Event e = read_event(r, row, 5);
+  t.event_id = e.event_id;
+  return {std::move(t), std::move(e)};
 }
 
 namespace {

@@ -8,6 +8,7 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 #include "core/model.h"
@@ -21,6 +22,8 @@ extern const char* const kHoldColumns;
 extern const char* const kEventColumns;
 extern const char* const kAccountColumns;
 extern const char* const kKeyColumns;
+// A transfer joined with its event: FROM transfers t JOIN events e ON e.event_id = t.event_id.
+extern const char* const kTransferColumns;
 // The database's clock in ms since the epoch: the real time, not the transaction's start.
 extern const char* const kNowSql;
 
@@ -32,11 +35,16 @@ Event read_event(const Rows& r, int row, int first = 0);
 std::vector<Event> read_events_rows(const Rows& r);
 Account read_account(const Rows& r, int row);
 ApiKey read_key(const Rows& r, int row);
+std::pair<Transfer, Event> read_transfer(const Rows& r, int row);
 
 // The account row as stored (no overdue adjustment); `for_update` locks it.
 std::optional<Account> account_row(Conn& db, std::string_view account_id, bool for_update);
 // The account as a reader sees it at now_ms: overdue holds already count as available.
 std::optional<Account> account_view(Conn& db, std::string_view account_id, std::int64_t now_ms);
+// The same for many accounts: kAccountViewSql + a WHERE clause (…, $2 = now_ms, …) selects the
+// rows; read_account_view maps each.
+extern const std::string kAccountViewSql;
+Account read_account_view(const Rows& r, int row, std::int64_t now_ms);
 // The hold with exactly this id (found by the sequence number inside it); `for_update` locks it.
 std::optional<Hold> hold_by_id(Conn& db, std::string_view hold_id, bool for_update);
 

@@ -8,6 +8,7 @@
 #include "core/log.h"
 #include "core/rules.h"
 #include "store/postgres/pg_conn.h"
+#include "store/postgres/pg_read.h"
 #include "store/postgres/pg_rows.h"
 #include "store/postgres/pg_write.h"
 
@@ -126,6 +127,13 @@ CREATE INDEX holds_active_by_deadline ON holds(expires_at_ms, seq) WHERE status 
 DROP INDEX holds_active_by_account;
 CREATE INDEX holds_active_by_account ON holds(account_id, expires_at_ms, seq) WHERE status = 'active';
 )sql",
+    // 4: the last use of an API key (ledger/key_use.h); the key list's order, newest first
+    // (store/lists.h), of every key and of one account's
+    R"sql(
+ALTER TABLE api_keys ADD COLUMN last_used_at_ms bigint;
+CREATE INDEX api_keys_newest_first ON api_keys(created_at_ms, key_id);
+CREATE INDEX api_keys_by_account ON api_keys(account_id, created_at_ms, key_id);
+)sql",
 };
 constexpr int kMigrationCount = static_cast<int>(std::size(kMigrations));
 static_assert(kMigrationCount == PgStore::kSchemaVersion);
@@ -154,33 +162,7 @@ std::int64_t clock_now(Conn& db, const Clock* clock) {
 // Runs `body(conn, now_ms)` in one read-only snapshot; database failures become errors.
 template <typename F>
 auto PgStore::read(F&& body) -> decltype(body(std::declval<pg::Conn&>(), std::int64_t{})) {
-  // A pooled connection may have died while idle (a database restart, a fail-over): a read is
-  // safe to run again, once, on a new connection.
-  for (int attempt = 0;; ++attempt) {
-    try {
-      auto lease = readers_.lease();
-      if (!lease) return lease.error();
-      Conn& db = *lease.value();
-      try {
-        std::int64_t now = 0;
-        if (options_.clock) {
-          db.exec("BEGIN ISOLATION LEVEL REPEATABLE READ, READ ONLY");
-          now = options_.clock->now_ms();
-        } else {
-          now = db.exec(std::string("BEGIN ISOLATION LEVEL REPEATABLE READ, READ ONLY; ") + kNowSql).int64(0, 0);
-        }
-        auto result = body(db, now);
-        db.exec("COMMIT");
-        return result;
-      } catch (...) {
-        db.rollback();
-        throw;
-      }
-    } catch (const PgError& e) {
-      if (e.connection_lost() && attempt == 0) continue;
-      return pg_failure(e);
-    }
-  }
+  return pg::read_snapshot(readers_, options_.clock, std::forward<F>(body));
 }
 
 // --- open / migrate -------------------------------------------------------------------------------
@@ -192,7 +174,8 @@ PgStore::PgStore(PgOptions options)
             return Conn::connect(options_.uri,
                                  pg::ConnectOptions{options_.connect_timeout_ms, options_.statement_timeout_ms});
           },
-          [](const Conn& conn) { return conn.healthy(); }) {}
+          [](const Conn& conn) { return conn.healthy(); }),
+      lists_(readers_, options_.clock) {}
 PgStore::~PgStore() = default;
 
 Result<std::unique_ptr<PgStore>> PgStore::open(const PgOptions& options) {
@@ -257,29 +240,6 @@ Result<Hold> PgStore::get_hold(std::string_view hold_id) {
     auto hold = hold_by_id(db, hold_id, /*for_update=*/false);
     if (!hold) return Error::make(Code::not_found, "hold " + std::string(hold_id) + " does not exist");
     return rules::hold_view(std::move(*hold), now);
-  });
-}
-
-Result<std::vector<Hold>> PgStore::list_holds(const HoldFilter& filter) {
-  if (filter.limit < 1 || filter.limit > limits::kHoldsPageMax) {
-    return invalid("limit must be from 1 to " + std::to_string(limits::kHoldsPageMax));
-  }
-  return read([&](Conn& db, std::int64_t now) -> Result<std::vector<Hold>> {
-    if (filter.account_id && !account_row(db, *filter.account_id, false)) {
-      return Error::make(Code::not_found, "account " + *filter.account_id + " does not exist");
-    }
-    // Filter on the effective status: an overdue active hold is listed as expired. The status
-    // condition is written in SQL so that LIMIT applies after it.
-    const std::optional<std::string> status =
-        filter.status ? std::optional<std::string>(hold_status_name(*filter.status)) : std::nullopt;
-    static const std::string sql =
-        std::string("SELECT ") + kHoldColumns +
-        " FROM holds WHERE ($1::text IS NULL OR account_id = $1) AND ($2::text IS NULL OR "
-        "CASE WHEN status = 'active' AND expires_at_ms <= $3 THEN 'expired' ELSE status END = $2) "
-        "ORDER BY seq DESC LIMIT $4";
-    std::vector<Hold> out = read_holds(db.query(sql, filter.account_id, status, now, filter.limit));
-    for (Hold& h : out) h = rules::hold_view(std::move(h), now);
-    return out;
   });
 }
 

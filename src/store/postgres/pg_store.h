@@ -42,6 +42,7 @@
 #include "core/clock.h"
 #include "store/batch_runner.h"
 #include "store/conn_pool.h"
+#include "store/postgres/pg_lists.h"
 #include "store/store.h"
 
 namespace tollgate {
@@ -69,7 +70,7 @@ struct PgOptions {
 
 class PgStore final : public Store {
  public:
-  static constexpr int kSchemaVersion = 3;
+  static constexpr int kSchemaVersion = 4;
 
   // Connects, migrates the schema (under an advisory lock) and returns the store.
   static Result<std::unique_ptr<PgStore>> open(const PgOptions& options);
@@ -80,10 +81,10 @@ class PgStore final : public Store {
   Status sync() override { return ok_status(); }
   Result<Account> get_account(std::string_view account_id) override;
   Result<Hold> get_hold(std::string_view hold_id) override;
-  Result<std::vector<Hold>> list_holds(const HoldFilter& filter) override;
   Result<EventPage> read_events(std::string_view account_id, std::int64_t after, std::int64_t limit) override;
   Result<AuditReport> audit(std::optional<std::string_view> account_id) override;
   Result<AuditPage> audit_range(std::string_view after, std::int64_t limit) override;
+  ListReads& lists() override { return lists_; }
   Result<LedgerStats> stats() override;
   Result<std::vector<std::string>> list_account_ids(std::string_view after, std::int64_t limit) override;
   Result<std::optional<ApiKey>> find_key(std::string_view secret_sha256) override;
@@ -103,6 +104,7 @@ class PgStore final : public Store {
   // Used only by the thread in apply(); null until connected, dropped when the connection breaks.
   std::unique_ptr<pg::Conn> writer_;
   ConnPool<pg::Conn> readers_;  // a broken connection is dropped, not given back
+  pg::PgLists lists_;           // reads through readers_
   BatchRunCounters counters_;
 };
 

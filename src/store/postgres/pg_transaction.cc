@@ -217,6 +217,11 @@ class PgTransaction final : public Transaction {
     TG_ASSERT(r.affected() == 1);
   }
 
+  void set_key_last_used(std::string_view key_id, std::int64_t used_at_ms) override {
+    Rows r = db_.query("UPDATE api_keys SET last_used_at_ms = $2 WHERE key_id = $1", key_id, used_at_ms);
+    TG_ASSERT(r.affected() == 1);
+  }
+
   Event append_event(Event e) override {
     Rows r = db_.query("INSERT INTO events (account_id, type, amount, hold_id, job_id, reference, at_ms, "
                        "available_after, reserved_after, used_after) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10) "

@@ -80,10 +80,8 @@ batch::Snapshot SqliteBatchIo::begin_and_load(const batch::Keys& keys) {
   static const std::string overdue_all = std::string("SELECT ") + kHoldColumns +
                                          " FROM holds WHERE status = 'active' AND expires_at_ms <= ?1 "
                                          "ORDER BY expires_at_ms, seq LIMIT ?2";
-  static const std::string transfer = std::string("SELECT t.reference, t.account_id, t.kind, t.amount, t.reason, ") +
-                                      "e.event_id, e.account_id, e.type, e.amount, e.hold_id, e.job_id, e.reference, "
-                                      "e.at_ms, e.available_after, e.reserved_after, e.used_after "
-                                      "FROM transfers t JOIN events e ON e.event_id = t.event_id WHERE t.reference = ?1";
+  static const std::string transfer = std::string("SELECT ") + kTransferColumns +
+                                      " FROM transfers t JOIN events e ON e.event_id = t.event_id WHERE t.reference = ?1";
   static const std::string key = std::string("SELECT ") + kKeyColumns + " FROM api_keys WHERE key_id = ?1";
 
   // Holds first: the accounts of the holds named are accounts the batch may change.
@@ -128,21 +126,7 @@ batch::Snapshot SqliteBatchIo::begin_and_load(const batch::Keys& keys) {
   }
   for (const std::string& reference : keys.references) {
     Query q(db_.stmt(transfer.c_str()), reference);
-    if (!q.step()) continue;
-    Stmt& r = q.row();
-    Transfer t;
-    t.reference = r.text(0);
-    t.account_id = r.text(1);
-    const auto kind = parse_event_type(r.text(2));
-    if (kind != EventType::credited && kind != EventType::debited) {
-      throw SqlError(SQLITE_CORRUPT, "transfer " + t.reference + " has an unknown kind");
-    }
-    t.kind = *kind;
-    t.amount = r.int64(3);
-    t.reason = r.text(4);
-    Event e = read_event(r, 5);
-    t.event_id = e.event_id;
-    s.transfers.emplace_back(std::move(t), std::move(e));
+    if (q.step()) s.transfers.push_back(read_transfer(q.row()));
   }
   for (const std::string& id : keys.view_accounts) {
     if (loaded.count(id) == 0) continue;
@@ -266,15 +250,18 @@ std::vector<std::int64_t> SqliteBatchIo::write_and_commit(const batch::Effects& 
     q.step();
   }
   for (const ApiKey& k : e.new_keys) {
-    Query q(db_.stmt("INSERT INTO api_keys (key_id, account_id, secret_sha256, created_at_ms, revoked_at_ms) "
-                     "VALUES (?1, ?2, ?3, ?4, ?5)"),
-            k.key_id, k.account_id, k.secret_sha256, k.created_at_ms, k.revoked_at_ms);
+    Query q(db_.stmt("INSERT INTO api_keys (key_id, account_id, secret_sha256, created_at_ms, revoked_at_ms, "
+                     "last_used_at_ms) VALUES (?1, ?2, ?3, ?4, ?5, ?6)"),
+            k.key_id, k.account_id, k.secret_sha256, k.created_at_ms, k.revoked_at_ms, k.last_used_at_ms);
     q.step();
   }
   for (const auto& [before, after] : e.changed_keys) {
-    TG_ASSERT(!before.revoked_at_ms && after.revoked_at_ms);  // the one change a key makes
-    Query q(db_.stmt("UPDATE api_keys SET revoked_at_ms = ?2 WHERE key_id = ?1 AND revoked_at_ms IS NULL"),
-            after.key_id, after.revoked_at_ms);
+    // A key changes when revoked or used: its id, account, secret and creation never change.
+    TG_ASSERT(before.key_id == after.key_id && before.account_id == after.account_id &&
+              before.secret_sha256 == after.secret_sha256 && before.created_at_ms == after.created_at_ms);
+    Query q(db_.stmt("UPDATE api_keys SET revoked_at_ms = ?2, last_used_at_ms = ?3 "
+                     "WHERE key_id = ?1 AND revoked_at_ms IS ?4 AND last_used_at_ms IS ?5"),
+            after.key_id, after.revoked_at_ms, after.last_used_at_ms, before.revoked_at_ms, before.last_used_at_ms);
     q.step();
     expect_one_change(db_, "key " + after.key_id);
   }

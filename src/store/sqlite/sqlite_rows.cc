@@ -102,13 +102,30 @@ std::optional<Hold> hold_by_id(Conn& db, std::string_view hold_id) {
   return read_hold(q.row());
 }
 
-const char* const kKeyColumns = "key_id, account_id, secret_sha256, created_at_ms, revoked_at_ms";
+const char* const kKeyColumns = "key_id, account_id, secret_sha256, created_at_ms, revoked_at_ms, last_used_at_ms";
 
 ApiKey read_key(Stmt& s) {
-  return ApiKey{s.text(0), s.optional_text(1), s.text(2), s.int64(3), s.optional_int64(4)};
+  return ApiKey{s.text(0), s.optional_text(1), s.text(2), s.int64(3), s.optional_int64(4), s.optional_int64(5)};
 }
 
+const char* const kTransferColumns =
+    "t.reference, t.account_id, t.kind, t.amount, t.reason, e.event_id, e.account_id, e.type, e.amount, e.hold_id, "
+    "e.job_id, e.reference, e.at_ms, e.available_after, e.reserved_after, e.used_after";
 
-// --- the write transaction on the writer connection ------------------------------------------------
+std::pair<Transfer, Event> read_transfer(Stmt& s) {
+  Transfer t;
+  t.reference = s.text(0);
+  t.account_id = s.text(1);
+  const auto kind = parse_event_type(s.text(2));
+  if (kind != EventType::credited && kind != EventType::debited) {
+    throw SqlError(SQLITE_CORRUPT, "transfer " + t.reference + " has an unknown kind");
+  }
+  t.kind = *kind;
+  t.amount = s.int64(3);
+  t.reason = s.text(4);
+  Event e = read_event(s, 5);
+  t.event_id = e.event_id;
+  return {std::move(t), std::move(e)};
+}
 
 }  // namespace tollgate::sqlite

@@ -7,6 +7,7 @@
 #include <cstdint>
 #include <optional>
 #include <string_view>
+#include <utility>
 
 #include "core/model.h"
 #include "store/sqlite/sqlite_db.h"
@@ -17,12 +18,15 @@ namespace tollgate::sqlite {
 extern const char* const kHoldColumns;
 extern const char* const kEventColumns;
 extern const char* const kKeyColumns;
+// A transfer joined with its event: FROM transfers t JOIN events e ON e.event_id = t.event_id.
+extern const char* const kTransferColumns;
 
 // Rows of a statement that selected the columns above (starting at column `first`). A stored value
 // that no longer parses (an unknown status) throws SqlError(SQLITE_CORRUPT).
 Hold read_hold(Stmt& s, int first = 0);
 Event read_event(Stmt& s, int first = 0);
 ApiKey read_key(Stmt& s);
+std::pair<Transfer, Event> read_transfer(Stmt& s);
 
 // The account row as stored (no overdue adjustment), or nullopt.
 std::optional<Account> account_row(Conn& db, std::string_view account_id);

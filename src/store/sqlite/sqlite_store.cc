@@ -15,6 +15,7 @@
 #include "core/limits.h"
 #include "core/rules.h"
 #include "store/sqlite/sqlite_db.h"
+#include "store/sqlite/sqlite_read.h"
 #include "store/sqlite/sqlite_rows.h"
 #include "store/sqlite/sqlite_write.h"
 #include "store/sqlite/wal_batching_vfs.h"
@@ -116,6 +117,13 @@ CREATE TABLE api_keys (
   revoked_at_ms  INTEGER
 ) WITHOUT ROWID;
 )sql",
+    // 3: the last use of an API key (ledger/key_use.h); the key list's order, newest first
+    // (store/lists.h), of every key and of one account's
+    R"sql(
+ALTER TABLE api_keys ADD COLUMN last_used_at_ms INTEGER;
+CREATE INDEX api_keys_newest_first ON api_keys(created_at_ms, key_id);
+CREATE INDEX api_keys_by_account ON api_keys(account_id, created_at_ms, key_id);
+)sql",
 };
 constexpr int kMigrationCount = static_cast<int>(std::size(kMigrations));
 static_assert(kMigrationCount == SqliteStore::kSchemaVersion);
@@ -139,22 +147,7 @@ int schema_version(Conn& db) {
 // Runs `body` on a reader inside one read transaction (one snapshot); SQL failures become errors.
 template <typename F>
 auto SqliteStore::read(F&& body) -> decltype(body(std::declval<sqlite::Conn&>())) {
-  try {
-    auto lease = readers_.lease();
-    if (!lease) return lease.error();
-    Conn& db = *lease.value();
-    db.exec("BEGIN");
-    try {
-      auto result = body(db);
-      db.exec("COMMIT");
-      return result;
-    } catch (...) {
-      sqlite3_exec(db.raw(), "ROLLBACK", nullptr, nullptr, nullptr);
-      throw;
-    }
-  } catch (const SqlError& e) {
-    return sql_failure(e);
-  }
+  return sqlite::read_snapshot(readers_, std::forward<F>(body));
 }
 
 // --- open / migrate -------------------------------------------------------------------------------
@@ -177,7 +170,8 @@ SqliteStore::SqliteStore(SqliteOptions options, const Clock& clock, FileLock loc
         open.cache_size_kib = options_.cache_size_kib / 4;
         open.vfs = vfs_.empty() ? nullptr : vfs_.c_str();
         return std::make_unique<Conn>(options_.path, open);
-      }) {
+      }),
+      lists_(readers_, clock) {
   if (options_.checkpoint_interval_ms > 0) checkpointer_ = std::thread([this] { checkpoint_loop(); });
 }
 
@@ -351,30 +345,6 @@ Result<Hold> SqliteStore::get_hold(std::string_view hold_id) {
     auto hold = hold_by_id(db, hold_id);
     if (!hold) return Error::make(Code::not_found, "hold " + std::string(hold_id) + " does not exist");
     return rules::hold_view(std::move(*hold), now);
-  });
-}
-
-Result<std::vector<Hold>> SqliteStore::list_holds(const HoldFilter& filter) {
-  if (filter.limit < 1 || filter.limit > limits::kHoldsPageMax) {
-    return invalid("limit must be from 1 to " + std::to_string(limits::kHoldsPageMax));
-  }
-  const std::int64_t now = clock_.now_ms();
-  return read([&](Conn& db) -> Result<std::vector<Hold>> {
-    // Filter on the effective status: an overdue active hold is listed as expired.
-    static const std::string by_account = std::string("SELECT ") + kHoldColumns +
-                                          " FROM holds WHERE account_id = ?1 ORDER BY seq DESC";
-    static const std::string all = std::string("SELECT ") + kHoldColumns + " FROM holds ORDER BY seq DESC";
-    if (filter.account_id && !account_row(db, *filter.account_id)) {
-      return Error::make(Code::not_found, "account " + *filter.account_id + " does not exist");
-    }
-    std::vector<Hold> out;
-    Query q(db.stmt(filter.account_id ? by_account.c_str() : all.c_str()));
-    if (filter.account_id) q->bind(1, std::string_view(*filter.account_id));
-    while (static_cast<std::int64_t>(out.size()) < filter.limit && q.step()) {
-      Hold h = rules::hold_view(read_hold(q.row()), now);
-      if (!filter.status || h.status == *filter.status) out.push_back(std::move(h));
-    }
-    return out;
   });
 }
 

@@ -54,6 +54,7 @@
 #include "core/clock.h"
 #include "store/batch_runner.h"
 #include "store/conn_pool.h"
+#include "store/sqlite/sqlite_lists.h"
 #include "store/store.h"
 
 namespace tollgate {
@@ -110,7 +111,7 @@ struct SqliteOptions {
 class SqliteStore final : public Store {
  public:
   // The schema version this binary writes and expects.
-  static constexpr int kSchemaVersion = 2;
+  static constexpr int kSchemaVersion = 3;
 
   // Opens or creates the database and migrates its schema. `clock` must outlive the store.
   static Result<std::unique_ptr<SqliteStore>> open(const SqliteOptions& options, const Clock& clock);
@@ -120,10 +121,10 @@ class SqliteStore final : public Store {
   Status sync() override;
   Result<Account> get_account(std::string_view account_id) override;
   Result<Hold> get_hold(std::string_view hold_id) override;
-  Result<std::vector<Hold>> list_holds(const HoldFilter& filter) override;
   Result<EventPage> read_events(std::string_view account_id, std::int64_t after, std::int64_t limit) override;
   Result<AuditReport> audit(std::optional<std::string_view> account_id) override;
   Result<AuditPage> audit_range(std::string_view after, std::int64_t limit) override;
+  ListReads& lists() override { return lists_; }
   Result<LedgerStats> stats() override;
   Result<std::vector<std::string>> list_account_ids(std::string_view after, std::int64_t limit) override;
   Result<std::optional<ApiKey>> find_key(std::string_view secret_sha256) override;
@@ -158,6 +159,7 @@ class SqliteStore final : public Store {
   // Set when a flush failed: every later write answers `unavailable` (see the argument above).
   std::atomic<bool> flush_failed_{false};
   ConnPool<sqlite::Conn> readers_;
+  sqlite::SqliteLists lists_;  // reads through readers_
   // Background checkpointer.
   std::mutex checkpoint_mu_;
   std::condition_variable checkpoint_cv_;
