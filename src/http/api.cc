@@ -75,6 +75,7 @@ unsigned http_status(Code code) {
     case Code::conflict:
     case Code::insufficient_credits:
     case Code::too_many_holds:
+    case Code::account_frozen:
     case Code::hold_committed:
     case Code::hold_released:
     case Code::hold_expired: return 409;

@@ -77,6 +77,8 @@ class RecordingStore final : public Store {
   Result<Hold> get_hold(std::string_view) override { return unsupported(); }
   Result<std::vector<Hold>> list_holds(const HoldFilter&) override { return unsupported(); }
   Result<EventPage> read_events(std::string_view, std::int64_t, std::int64_t) override { return unsupported(); }
+  Result<EventPage> read_feed(std::int64_t, std::int64_t) override { return unsupported(); }
+  Result<std::int64_t> last_event_id() override { return unsupported(); }
   Result<AuditReport> audit(std::optional<std::string_view>) override { return unsupported(); }
   Result<LedgerStats> stats() override { return unsupported(); }
   Result<std::vector<std::string>> list_account_ids(std::string_view, std::int64_t) override { return unsupported(); }

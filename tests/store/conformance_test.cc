@@ -589,7 +589,7 @@ TEST_P(StoreConformance, ReserveOfMoreThanAvailableIsInsufficientWithTheKioskDet
   ASSERT_CODE(r, Code::insufficient_credits);
   EXPECT_EQ(r.error().available, 3);
   EXPECT_EQ(r.error().requested, 4);
-  EXPECT_EQ(r.error().detail, "No credits available. Another device may be using this account right now.");
+  EXPECT_EQ(r.error().detail, "Not enough credits: 3 available, 4 needed.");
   EXPECT_EQ(snapshot("alice"), before);
   // The refused request id was not taken: once there are credits, it reserves.
   give("alice", 1, "ref-2");

@@ -16,6 +16,7 @@ namespace tollgate::sqlite {
 // Column lists in the order read_hold / read_event / read_key expect them.
 extern const char* const kHoldColumns;
 extern const char* const kEventColumns;
+extern const char* const kEventColumnsOfE;  // the same, of a table aliased `e`
 extern const char* const kKeyColumns;
 
 // Rows of a statement that selected the columns above (starting at column `first`). A stored value
