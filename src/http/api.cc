@@ -161,6 +161,8 @@ const std::vector<std::string>& Api::route_templates() {
 Api::Api(Ledger& ledger, Authenticator& auth, Metrics& metrics, const Clock& clock, ApiOptions options)
     : ledger_(ledger), auth_(auth), metrics_(metrics), clock_(clock), options_(std::move(options)) {}
 
+void Api::begin_shutdown() { ledger_.wake_event_waiters(); }
+
 void Api::handle(Request request, Reply reply, Dispatch dispatch) {
   auto parsed = urls::parse_origin_form(request.target);
   if (!parsed) return reply(problem(400, "invalid_request", "the request target is not a valid path"));

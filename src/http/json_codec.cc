@@ -50,6 +50,27 @@ Result<std::int64_t> FieldReader::required_integer(std::string_view key, std::in
   return **v;
 }
 
+Result<std::optional<std::optional<std::int64_t>>> FieldReader::nullable_integer(std::string_view key,
+                                                                                 std::int64_t min, std::int64_t max) {
+  using Nullable = std::optional<std::optional<std::int64_t>>;
+  const json::value* raw = object_.if_contains(key);
+  if (raw && raw->is_null()) {
+    read_.emplace(key);
+    return Nullable(std::optional<std::int64_t>());
+  }
+  auto v = integer(key, min, max);
+  if (!v) return v.error();
+  if (!*v) return Nullable();
+  return Nullable(*v);
+}
+
+Result<std::optional<bool>> FieldReader::boolean(std::string_view key) {
+  const json::value* v = find(key);
+  if (!v) return std::optional<bool>();
+  if (!v->is_bool()) return invalid(std::string(key) + " must be true or false");
+  return std::optional<bool>(v->get_bool());
+}
+
 Result<std::int64_t> FieldReader::amount(std::string_view key) {
   return required_integer(key, limits::kAmountMin, limits::kAmountMax);
 }

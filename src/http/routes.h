@@ -78,6 +78,9 @@ void get_account(Context&, Call&);
 void credit(Context&, Call&);
 void debit(Context&, Call&);
 void account_events(Context&, Call&);
+void update_account(Context&, Call&);
+// routes_events.cc
+void events_feed(Context&, Call&);
 // routes_keys.cc
 void create_key(Context&, Call&);
 void revoke_key(Context&, Call&);

@@ -44,6 +44,14 @@ void EventWaiters::notify_committed() {
   wake_.notify_one();
 }
 
+void EventWaiters::wake_all() {
+  {
+    std::lock_guard lock(mu_);
+    wake_all_ = true;
+  }
+  wake_.notify_one();
+}
+
 void EventWaiters::stop() {
   {
     std::lock_guard lock(mu_);
@@ -61,12 +69,13 @@ void EventWaiters::loop() {
   for (;;) {
     // Sleep until a check is asked for, the next poll, or the earliest deadline — with nobody
     // waiting, until someone registers.
-    if (!stopping_ && !check_pending_) {
+    const auto woken = [&] { return stopping_ || check_pending_ || wake_all_; };
+    if (!woken()) {
       if (waiters_.empty()) {
-        wake_.wait(lock, [&] { return stopping_ || check_pending_; });
+        wake_.wait(lock, woken);
       } else {
         const TimePoint until = std::min(next_poll, waiters_.begin()->first);
-        wake_.wait_until(lock, until, [&] { return stopping_ || check_pending_; });
+        wake_.wait_until(lock, until, woken);
       }
     }
     if (stopping_) break;
@@ -87,8 +96,10 @@ void EventWaiters::loop() {
       lock.lock();
     }
     const TimePoint after_check = Clock::now();
+    const bool all = wake_all_;
+    wake_all_ = false;
     for (auto it = waiters_.begin(); it != waiters_.end();) {
-      if ((last && it->second.after < *last) || it->first <= after_check) {
+      if (all || (last && it->second.after < *last) || it->first <= after_check) {
         due.push_back(std::move(it->second.ready));
         it = waiters_.erase(it);
       } else {

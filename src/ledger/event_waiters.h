@@ -46,6 +46,9 @@ class EventWaiters {
   void when_events_after(std::int64_t after, TimePoint deadline, Ready ready);
   // Something was committed and is durable (cheap when nobody waits).
   void notify_committed();
+  // Answers every waiter now (ok: they read what there is) — a server that shuts down does not
+  // wait out their deadlines. Later waiters wait as usual.
+  void wake_all();
   // Answers every waiter (ok: they read what there is) and ends the thread; later waiters are
   // answered `unavailable`.
   void stop();
@@ -70,6 +73,7 @@ class EventWaiters {
   std::condition_variable wake_;
   std::multimap<TimePoint, Waiter> waiters_;  // by deadline; protected by mu_
   bool check_pending_ = false;                // protected by mu_
+  bool wake_all_ = false;                     // protected by mu_
   bool stopping_ = false;                     // protected by mu_
   std::atomic<std::size_t> count_{0};         // waiters_.size(), readable without mu_
   std::atomic<std::uint64_t> checks_{0};

@@ -92,6 +92,8 @@ class Ledger {
   // The same, blocking the calling thread (tests, the CLI): the next page after `after`, waiting up
   // to `wait_ms` for one that is not empty.
   Result<EventPage> read_feed_waiting(std::int64_t after, std::int64_t limit, std::int64_t wait_ms);
+  // Answers every waiting feed read now (a server shutting down).
+  void wake_event_waiters() { waiters_.wake_all(); }
   const EventWaiters& event_waiters() const { return waiters_; }
 
   // One reaper run: expires overdue holds in passes of reaper_batch_max until a pass finds fewer
