@@ -605,7 +605,7 @@ TEST_F(HttpApi, AWrongMethodIs405WithTheAllowHeader) {
   const std::vector<Case> cases{
       {"PUT", "/v1/holds", {"GET", "POST"}},
       {"DELETE", "/v1/accounts", {"POST"}},
-      {"POST", "/v1/accounts/x", {"GET"}},
+      {"POST", "/v1/accounts/x", {"GET", "PATCH"}},
       {"GET", "/v1/accounts/x/credits", {"POST"}},
       {"PATCH", "/v1/holds/h", {"GET"}},
       {"GET", "/v1/holds/h/commit", {"POST"}},
