@@ -543,7 +543,7 @@ enum class Shape { hot, spread };
 // What the oracle knows after each round, and the next round's commands from it.
 class Generator {
  public:
-  Generator(std::uint64_t seed, Shape shape) : rng_(seed), shape_(shape) {}
+  Generator(std::uint64_t seed, Shape shape) : rng_(seed), settings_rng_(seed ^ 0x5e77196u), shape_(shape) {}
 
   // The commands of round `round` (a batch).
   std::vector<Step> round(int round) {
@@ -723,7 +723,7 @@ class Generator {
   }
 
   void one(std::vector<Step>& steps) {
-    if (rng_.chance(5)) return update_account(steps);
+    if (settings_rng_.chance(5)) return update_account(steps);
     const auto r = rng_.below(100);
     if (r < 5) return create_account(steps);
     if (r < 16) return transfer(steps, true);
@@ -890,36 +890,64 @@ class Generator {
   // overdraft limit aimed at what an account has overdrawn (a conflict); freezes that mostly thaw
   // again soon, so that frozen accounts are refused without starving the run.
   void update_account(std::vector<Step>& steps) {
-    const auto r = rng_.below(100);
+    const auto r = settings_rng_.below(100);
     if (r < 8) {
-      UpdateAccountCommand c{ghost(), {}, {}, {}};
+      UpdateAccountCommand c{settings_rng_.chance(50) ? "ghost-1" : "ghost-2", {}, {}, {}};
       c.frozen = true;
       return add(steps, std::move(c), "update_account");
     }
-    const std::string id = account();
+    const auto live = live_accounts();
+    if (live.empty()) return;
+    std::string id = shape_ == Shape::hot && accounts_.count("hot") != 0 && settings_rng_.chance(80)
+                         ? std::string("hot")
+                         : settings_rng_.pick(live);
+    if (r >= 20 && r < 50 && settings_rng_.chance(70)) {  // aimed at an overdrawn account, if there is one
+      std::vector<std::string> overdrawn;
+      for (const auto& [account_id, a] : views_) {
+        if (a.balances.available < 0) overdrawn.push_back(account_id);
+      }
+      if (!overdrawn.empty()) {
+        id = settings_rng_.pick(overdrawn);
+      } else {
+        // None overdrawn: reserve one into its whole overdraft first (same batch), then lower it.
+        for (const auto& [account_id, a] : views_) {
+          const std::int64_t amount = a.balances.available + a.overdraft_limit;
+          if (a.overdraft_limit < 2 || a.frozen || amount < 1 || amount > 2'000 ||
+              (a.max_active_holds && a.active_holds >= *a.max_active_holds)) {
+            continue;
+          }
+          const std::string request = "settings-req-" + std::to_string(++counter_);
+          pending_reserves_.try_emplace(request, std::make_pair(account_id, amount));
+          add(steps, ReserveCommand{account_id, amount, request, 60'000, "", settings_rng_.hex16()}, "reserve");
+          UpdateAccountCommand lower{account_id, {}, {}, {}};
+          lower.overdraft_limit = a.overdraft_limit - 1;
+          return add(steps, std::move(lower), "update_account");
+        }
+      }
+    }
     UpdateAccountCommand c{id, {}, {}, {}};
     const auto view = views_.find(id);
-    if (view != views_.end() && view->second.frozen && rng_.chance(85)) {
+    if (view != views_.end() && view->second.frozen && settings_rng_.chance(85)) {
       c.frozen = false;
       return add(steps, std::move(c), "update_account");
     }
     if (r < 20) {  // the settings it has (or no field at all)
-      if (view != views_.end() && rng_.chance(50)) c.overdraft_limit = view->second.overdraft_limit;
+      if (view != views_.end() && settings_rng_.chance(50)) c.overdraft_limit = view->second.overdraft_limit;
       return add(steps, std::move(c), "update_account");
     }
     if (r < 50) {
-      if (view != views_.end() && view->second.balances.available < 0 && rng_.chance(60)) {
-        c.overdraft_limit = -view->second.balances.available - rng_.between(1, 2);
+      if (view != views_.end() && view->second.balances.available < 0 && settings_rng_.chance(60)) {
+        c.overdraft_limit = -view->second.balances.available - settings_rng_.between(1, 2);
         if (*c.overdraft_limit < 0) c.overdraft_limit = 0;
       } else {
-        c.overdraft_limit = rng_.pick(std::vector<std::int64_t>{0, 5, 40, 100});
+        c.overdraft_limit = settings_rng_.pick(std::vector<std::int64_t>{0, 5, 40, 100});
       }
     } else if (r < 75) {
-      c.max_active_holds = rng_.chance(30) ? std::optional<std::int64_t>() : std::optional<std::int64_t>(rng_.between(1, 4));
+      c.max_active_holds = settings_rng_.chance(30) ? std::optional<std::int64_t>() : std::optional<std::int64_t>(settings_rng_.between(1, 4));
     } else {
       c.frozen = true;
     }
-    if (rng_.chance(20)) c.frozen = rng_.chance(30);
+    if (settings_rng_.chance(20)) c.frozen = settings_rng_.chance(30);
     add(steps, std::move(c), "update_account");
   }
 
@@ -976,6 +1004,8 @@ class Generator {
   }
 
   Rng rng_;
+  // Draws of the settings commands, apart: adding them left the other commands' draws as they were.
+  Rng settings_rng_;
   const Shape shape_;
   std::int64_t counter_ = 0;
   // Known to the oracle after the rounds so far.
