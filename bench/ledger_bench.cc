@@ -737,6 +737,10 @@ class TimedStore final : public tollgate::Store {
                                                     std::int64_t limit) override {
     return inner_->read_events(id, after, limit);
   }
+  tollgate::Result<tollgate::EventPage> read_feed(std::int64_t after, std::int64_t limit) override {
+    return inner_->read_feed(after, limit);
+  }
+  tollgate::Result<std::int64_t> last_event_id() override { return inner_->last_event_id(); }
   tollgate::Result<tollgate::AuditReport> audit(std::optional<std::string_view> id) override {
     return inner_->audit(id);
   }

@@ -71,6 +71,11 @@ void add_keys(const RevokeKeyCommand& c, Keys& k) { k.key_ids.push_back(c.key_id
 void add_keys(const RecordKeyUseCommand& c, Keys& k) {
   for (const auto& use : c.uses) k.key_ids.push_back(use.key_id);
 }
+void add_keys(const UpdateAccountCommand& c, Keys& k) {
+  k.accounts.push_back(c.account_id);
+  k.view_accounts.push_back(c.account_id);
+  ++k.zombie_expiring_commands;  // lowering the overdraft limit, refused on the stored row
+}
 
 // --- the batch's rows in memory -----------------------------------------------------------------
 template <typename Row>
@@ -422,6 +427,9 @@ CommandResult transfer(Context& x, const TransferCommand& c, EventType kind, std
   }
   Account* a = s.account(c.account_id);
   if (!a) return account_not_found(c.account_id);
+  if (kind == EventType::debited) {
+    if (auto open = rules::check_not_frozen(*a); !open) return open.error();
+  }
   const auto move = [&] { return kind == EventType::credited ? rules::credit(a->balances, c.amount)
                                                              : rules::debit(a->balances, c.amount); };
   Result<Balances> after = move();
@@ -430,6 +438,7 @@ CommandResult transfer(Context& x, const TransferCommand& c, EventType kind, std
   set_balances(*a, *after);
   Event e = make_event(c.account_id, kind, c.amount, *after, s.now());
   e.reference = c.reference;
+  if (!reason.empty()) e.reason = std::string(reason);
   const std::size_t event_index = s.append(e);
   s.insert_transfer(Transfer{c.reference, c.account_id, kind, c.amount, std::string(reason), 0}, event_index, e);
   x.decision.result_events.emplace_back(x.index, event_index);
@@ -452,6 +461,7 @@ CommandResult decide_one(Context& x, const ReserveCommand& c) {
   TG_ASSERT(c.ttl_ms.has_value());
   Account* a = s.account(c.account_id);
   if (!a) return account_not_found(c.account_id);
+  if (auto open = rules::check_not_frozen(*a); !open) return open.error();
   Result<Balances> after = rules::reserve(*a, c.amount);
   if (!after && expire_overdue_of(s, c.account_id)) after = rules::reserve(*a, c.amount);
   if (!after) return after.error();
@@ -508,7 +518,10 @@ CommandResult decide_one(Context& x, const ReleaseCommand& c) {
   if (!action) return action.error();
   if (*action == rules::ReleaseAction::replay) return HoldOutcome{*h, false};
   end_hold(s, *h, HoldStatus::released, 0, s.now(), /*overdue=*/false);
-  s.append(hold_event(*h, EventType::released, h->amount, s.account(h->account_id)->balances, s.now()));
+  h->release_reason = c.reason;
+  Event e = hold_event(*h, EventType::released, h->amount, s.account(h->account_id)->balances, s.now());
+  e.reason = c.reason;
+  s.append(std::move(e));
   return HoldOutcome{*h, true};
 }
 
@@ -521,6 +534,23 @@ CommandResult decide_one(Context& x, const ExtendCommand& c) {
   TG_ASSERT(expires.has_value());  // ttl_ms is validated against the configured maximum
   h->expires_at_ms = *expires;
   return HoldOutcome{*h, true};
+}
+
+CommandResult decide_one(Context& x, const UpdateAccountCommand& c) {
+  State& s = x.state;
+  Account* a = s.account(c.account_id);
+  if (!a) return account_not_found(c.account_id);
+  Result<AccountSettings> after = rules::update_settings(*a, c);
+  if (!after && expire_overdue_of(s, c.account_id)) after = rules::update_settings(*a, c);
+  if (!after) return after.error();
+  if (*after == a->settings()) return AccountOutcome{s.view(c.account_id), false};
+  a->overdraft_limit = after->overdraft_limit;
+  a->max_active_holds = after->max_active_holds;
+  a->frozen = after->frozen;
+  Event e = make_event(c.account_id, EventType::account_updated, 0, a->balances, s.now());
+  e.settings = *after;
+  s.append(std::move(e));
+  return AccountOutcome{s.view(c.account_id), true};
 }
 
 CommandResult decide_one(Context& x, const ExpireOverdueCommand& c) {

@@ -59,6 +59,19 @@ struct CommitCommand {
 
 struct ReleaseCommand {
   std::string hold_id;
+  // Why (optional): kept on the hold and on its `released` event. A replay keeps the first one.
+  std::optional<std::string> reason;
+};
+
+// Changes an account's settings (PATCH). Unset fields stay as they are; a change writes an
+// `account_updated` event with the settings after it, and a command that changes nothing is a
+// replay (no event). Lowering overdraft_limit below what is already overdrawn is a conflict.
+struct UpdateAccountCommand {
+  std::string account_id;
+  std::optional<std::int64_t> overdraft_limit;
+  // Unset: unchanged; set to nullopt: no limit.
+  std::optional<std::optional<std::int64_t>> max_active_holds;
+  std::optional<bool> frozen;
 };
 
 struct ExtendCommand {
@@ -101,13 +114,13 @@ struct ExpireOverdueCommand {
 
 using Command = std::variant<CreateAccountCommand, CreditCommand, DebitCommand, ReserveCommand, CommitCommand,
                              ReleaseCommand, ExtendCommand, ExpireOverdueCommand, CreateKeyCommand,
-                             RevokeKeyCommand, RecordKeyUseCommand>;
+                             RevokeKeyCommand, RecordKeyUseCommand, UpdateAccountCommand>;
 
 // --- outcomes ----------------------------------------------------------------------------------
 
 // `created` is true when the command changed something, false when it answered an earlier
 // identical request (idempotent replay): HTTP 201 versus 200 for creations.
-struct AccountOutcome {
+struct AccountOutcome {  // create_account, update_account
   Account account;
   bool created = false;
 };

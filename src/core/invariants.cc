@@ -77,7 +77,22 @@ Fold fold_events(std::span<const Event> events) {
     fold.last_event_id = e.event_id;
     if (e.amount < 0) problem(e, "negative amount");
     HoldLife* life = nullptr;
-    if (e.type != EventType::credited && e.type != EventType::debited) {
+    if (e.type == EventType::account_updated) {
+      if (e.hold_id) problem(e, "an account_updated event names a hold");
+      if (e.amount != 0) problem(e, "an account_updated event moves an amount");
+      if (!e.settings) {
+        problem(e, "an account_updated event without settings");
+      } else {
+        if (b.available < -e.settings->overdraft_limit) {
+          problem(e, "overdraft_limit " + std::to_string(e.settings->overdraft_limit) +
+                         " set below what was already overdrawn (available " + std::to_string(b.available) + ")");
+        }
+        fold.settings = e.settings;
+      }
+    } else if (e.settings) {
+      problem(e, "only account_updated events carry settings");
+    }
+    if (e.type != EventType::credited && e.type != EventType::debited && e.type != EventType::account_updated) {
       if (!e.hold_id) {
         problem(e, "hold event without hold_id");
         continue;
@@ -142,6 +157,8 @@ Fold fold_events(std::span<const Event> events) {
         }
         life->late_settled = true;
         break;
+      case EventType::account_updated:
+        break;  // no balance moves (checked above, and by the *_after comparison below)
     }
     if (e.available_after != b.available || e.reserved_after != b.reserved || e.used_after != b.used) {
       problem(e, "recorded balances after it differ from the fold (" + describe(b) + ")");
@@ -155,6 +172,9 @@ std::vector<std::string> check_fold(const Account& account, const Fold& fold) {
   if (fold.balances != account.balances) {
     out.push_back(account.account_id + ": row (" + describe(account.balances) + ") != fold of events (" +
                   describe(fold.balances) + ")");
+  }
+  if (fold.settings && *fold.settings != account.settings()) {
+    out.push_back(account.account_id + ": row's settings differ from its last account_updated event's");
   }
   if (fold.active_holds != account.active_holds) {
     out.push_back(account.account_id + ": row has " + std::to_string(account.active_holds) +

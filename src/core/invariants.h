@@ -3,7 +3,8 @@
 //   1. available + reserved + used == purchased
 //   2. reserved equals the sum of the active holds' amounts (and active_holds their count)
 //   3. available ≥ −overdraft_limit, reserved ≥ 0, used ≥ 0
-//   4. the account row equals the fold of its events
+//   4. the account row equals the fold of its events (its balances; and its settings, once an
+//      account_updated event recorded them: the last one's are the row's)
 //   5. every hold ends once; no event follows its terminal event — except that an `expired` hold may
 //      be followed by exactly one late_charged / late_forgiven (the late-commit policy's record)
 //
@@ -12,6 +13,7 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <span>
 #include <string>
 #include <vector>
@@ -33,6 +35,8 @@ struct Fold {
   Balances balances;              // what the events add up to
   std::int64_t active_holds = 0;  // holds reserved and not yet ended
   std::int64_t last_event_id = 0;
+  // The settings of the last account_updated event (unset: none; the row keeps its creation's).
+  std::optional<AccountSettings> settings;
   std::vector<std::string> violations;  // problems inside the log itself (invariant 5, ids, *_after)
 };
 // Replays `events` (all of one account, in event_id order): checks that ids strictly increase,

@@ -36,6 +36,13 @@ inline constexpr std::int64_t kHoldTtlMsMaxDefault = 3'600'000;        // 1 hour
 
 // Reading events: at most this many per page.
 inline constexpr std::int64_t kEventsPageMax = 1000;
+// The change feed (GET /v1/events): a read waits for something new at most this long (wait_ms),
+// at most this many reads wait at once (one more answers overloaded), and while any waits the
+// store's last event id is asked this often (writes of other instances on a shared database; this
+// instance's own commits wake the waiters at once).
+inline constexpr std::int64_t kEventsWaitMsMax = 60'000;
+inline constexpr std::size_t kEventWaitersMax = 4'096;
+inline constexpr std::int64_t kEventsPollIntervalMsDefault = 100;
 // Listing holds: at most this many per page.
 inline constexpr std::int64_t kHoldsPageMax = 1000;
 // Every paged list (accounts, holds, keys; api.md: `limit` ≤ 1000, default 100).

@@ -41,7 +41,7 @@ constexpr std::array<std::pair<LateCommitPolicy, std::string_view>, 3> kLatePoli
     {LateCommitPolicy::reject, "reject"},
 }};
 
-constexpr std::array<std::pair<EventType, std::string_view>, 8> kEventTypes{{
+constexpr std::array<std::pair<EventType, std::string_view>, 9> kEventTypes{{
     {EventType::credited, "credited"},
     {EventType::debited, "debited"},
     {EventType::reserved, "reserved"},
@@ -50,6 +50,7 @@ constexpr std::array<std::pair<EventType, std::string_view>, 8> kEventTypes{{
     {EventType::expired, "expired"},
     {EventType::late_charged, "late_charged"},
     {EventType::late_forgiven, "late_forgiven"},
+    {EventType::account_updated, "account_updated"},
 }};
 
 }  // namespace
@@ -80,6 +81,7 @@ std::ostream& operator<<(std::ostream& out, const Account& a) {
   } else {
     out << "none";
   }
+  if (a.frozen) out << " frozen";
   return out << " active_holds=" << a.active_holds << "}";
 }
 
@@ -94,6 +96,16 @@ std::ostream& operator<<(std::ostream& out, const Event& e) {
   out << "{#" << e.event_id << " " << e.account_id << " " << event_type_name(e.type) << " " << e.amount;
   if (e.hold_id) out << " hold=" << *e.hold_id;
   if (e.reference) out << " reference=" << *e.reference;
+  if (e.reason) out << " reason=" << *e.reason;
+  if (e.settings) {
+    out << " settings={overdraft_limit=" << e.settings->overdraft_limit << " max_active_holds=";
+    if (e.settings->max_active_holds) {
+      out << *e.settings->max_active_holds;
+    } else {
+      out << "none";
+    }
+    out << (e.settings->frozen ? " frozen}" : " not_frozen}");
+  }
   return out << " after={available=" << e.available_after << " reserved=" << e.reserved_after
              << " used=" << e.used_after << "}}";
 }

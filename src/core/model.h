@@ -24,14 +24,29 @@ struct Balances {
   friend bool operator==(const Balances&, const Balances&) = default;
 };
 
+// What an account's owner may change (PATCH), as one value: an account_updated event carries the
+// settings after the change.
+struct AccountSettings {
+  std::int64_t overdraft_limit = 0;
+  std::optional<std::int64_t> max_active_holds;  // unset: no limit
+  bool frozen = false;
+
+  friend bool operator==(const AccountSettings&, const AccountSettings&) = default;
+};
+
 struct Account {
   std::string account_id;
   Balances balances;
   std::int64_t overdraft_limit = 0;                 // available ≥ −overdraft_limit
   std::optional<std::int64_t> max_active_holds;     // unset: no limit
+  // A frozen account refuses new holds and debits (account_frozen); its existing holds still
+  // commit, release, extend and expire, and credits still land.
+  bool frozen = false;
   std::int64_t active_holds = 0;                    // holds in state active
   std::optional<std::int64_t> oldest_active_hold_age_ms;  // unset when there is no active hold
   std::int64_t created_at_ms = 0;
+
+  AccountSettings settings() const { return AccountSettings{overdraft_limit, max_active_holds, frozen}; }
 
   friend bool operator==(const Account&, const Account&) = default;
 };
@@ -55,6 +70,8 @@ struct Hold {
   std::int64_t expires_at_ms = 0;
   std::optional<std::int64_t> closed_at_ms;  // set when the hold left `active`
   std::string metadata_json = "{}";         // a JSON object, stored as given
+  // The reason given when the hold was released (only a released hold has one; optional there).
+  std::optional<std::string> release_reason;
 
   friend bool operator==(const Hold&, const Hold&) = default;
 };
@@ -68,6 +85,7 @@ enum class EventType : std::uint8_t {
   expired,
   late_charged,
   late_forgiven,
+  account_updated,  // amount 0, balances unchanged; carries the account's settings after the change
 };
 
 struct Event {
@@ -78,6 +96,8 @@ struct Event {
   std::optional<std::string> hold_id;
   std::optional<std::string> job_id;
   std::optional<std::string> reference;
+  std::optional<std::string> reason;  // a debit's reason; a release's reason, when one was given
+  std::optional<AccountSettings> settings;  // account_updated only: the settings after the change
   std::int64_t at_ms = 0;
   std::int64_t available_after = 0;
   std::int64_t reserved_after = 0;

@@ -6,7 +6,7 @@
 //
 // Codes are chosen by what the caller should do next:
 //   - fix the request and do not retry:           invalid_request, not_found, idempotency_mismatch, conflict, overflow
-//   - wait for the state to change, then retry:   insufficient_credits, too_many_holds
+//   - wait for the state to change, then retry:   insufficient_credits, too_many_holds, account_frozen
 //   - the hold has ended; nothing to retry:       hold_committed, hold_released, hold_expired
 //   - retry the same request (same id) later:     overloaded, unavailable
 //   - report it:                                  internal
@@ -44,6 +44,7 @@ enum class Code : std::uint8_t {
   idempotency_mismatch,  // same request id / reference, other parameters (HTTP 422)
   insufficient_credits,  // not enough available credits (HTTP 409)
   too_many_holds,        // max_active_holds reached (HTTP 409)
+  account_frozen,        // the account is frozen: no new holds, no debits (HTTP 409)
   hold_committed,        // the hold is committed; it cannot be released or changed (HTTP 409)
   hold_released,         // the hold is released; it cannot be committed or extended (HTTP 409)
   hold_expired,          // the hold expired (late commit rejected, or extend) (HTTP 409)
@@ -64,6 +65,7 @@ constexpr std::string_view code_name(Code code) {
     case Code::idempotency_mismatch: return "idempotency_mismatch";
     case Code::insufficient_credits: return "insufficient_credits";
     case Code::too_many_holds: return "too_many_holds";
+    case Code::account_frozen: return "account_frozen";
     case Code::hold_committed: return "hold_committed";
     case Code::hold_released: return "hold_released";
     case Code::hold_expired: return "hold_expired";
@@ -77,9 +79,15 @@ constexpr std::string_view code_name(Code code) {
   return "internal";
 }
 
-// The message a kiosk can show as it is when a reservation finds no credits (api.md).
+// The messages a kiosk can show as they are when a reservation or a debit is refused for want of
+// credits (api.md): one when nothing is available, one naming both figures when some are.
 inline constexpr std::string_view kInsufficientCreditsDetail =
     "No credits available. Another device may be using this account right now.";
+inline std::string insufficient_credits_detail(std::int64_t available, std::int64_t requested) {
+  if (available <= 0) return std::string(kInsufficientCreditsDetail);
+  return "Not enough credits: " + std::to_string(available) + " available, " + std::to_string(requested) +
+         " needed.";
+}
 
 struct Error {
   Code code = Code::internal;
@@ -94,7 +102,7 @@ struct Error {
     return Error{code, std::move(detail), std::nullopt, std::nullopt};
   }
   static Error insufficient(std::int64_t available, std::int64_t requested) {
-    return Error{Code::insufficient_credits, std::string(kInsufficientCreditsDetail), available, requested};
+    return Error{Code::insufficient_credits, insufficient_credits_detail(available, requested), available, requested};
   }
 };
 

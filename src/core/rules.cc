@@ -43,9 +43,31 @@ Result<Balances> debit(const Balances& before, std::int64_t amount) {
   return after;
 }
 
+Status check_not_frozen(const Account& account) {
+  if (!account.frozen) return ok_status();
+  return Error::make(Code::account_frozen, "account " + account.account_id +
+                                               " is frozen: it takes no new holds and no debits until it is unfrozen");
+}
+
+Result<AccountSettings> update_settings(const Account& before, const UpdateAccountCommand& update) {
+  AccountSettings after = before.settings();
+  if (update.overdraft_limit) after.overdraft_limit = *update.overdraft_limit;
+  if (update.max_active_holds) after.max_active_holds = *update.max_active_holds;
+  if (update.frozen) after.frozen = *update.frozen;
+  TG_ASSERT(after.overdraft_limit >= 0);
+  if (before.balances.available < -after.overdraft_limit) {
+    return Error::make(Code::conflict, "account " + before.account_id + " is overdrawn by " +
+                                           std::to_string(-before.balances.available) + ", more than overdraft_limit " +
+                                           std::to_string(after.overdraft_limit) +
+                                           " allows: credit it or end its holds first; nothing was changed");
+  }
+  return after;
+}
+
 Result<Balances> reserve(const Account& before, std::int64_t amount) {
   TG_ASSERT(amount_is_valid(amount));
   TG_ASSERT(before.overdraft_limit >= 0);
+  if (auto s = check_not_frozen(before); !s) return s.error();
   if (before.max_active_holds && before.active_holds >= *before.max_active_holds) {
     return Error::make(Code::too_many_holds,
                        "account " + before.account_id + " has " + std::to_string(before.active_holds) +

@@ -14,6 +14,7 @@
 #include <cstdint>
 #include <optional>
 
+#include "core/commands.h"
 #include "core/model.h"
 #include "core/result.h"
 
@@ -28,8 +29,11 @@ Result<Balances> credit(const Balances& before, std::int64_t amount);
 // overdraft: it needs `available ≥ amount`. Refusal: insufficient_credits.
 Result<Balances> debit(const Balances& before, std::int64_t amount);
 // available → reserved. Needs available − amount ≥ −overdraft_limit and, when max_active_holds is
-// set, active_holds < max_active_holds. Refusals: too_many_holds (checked first), insufficient_credits.
+// set, active_holds < max_active_holds. Refusals: account_frozen (checked first), too_many_holds,
+// insufficient_credits.
 Result<Balances> reserve(const Account& before, std::int64_t amount);
+// A frozen account takes no new holds and no debits. Refusal: account_frozen.
+Status check_not_frozen(const Account& account);
 // A hold of `held` ends committed with `committed` (≤ held) used; the rest returns to available.
 Balances commit(const Balances& before, std::int64_t held, std::int64_t committed);
 // A hold of `held` returns to available (release and expiry move the same way).
@@ -37,6 +41,13 @@ Balances release(const Balances& before, std::int64_t held);
 // A late charge takes `amount` straight from available to used, under the same condition as a
 // reservation (available − amount ≥ −overdraft_limit). Refusal: insufficient_credits.
 Result<Balances> late_charge(const Account& before, std::int64_t amount);
+
+// --- settings ----------------------------------------------------------------------------------
+
+// The settings `update` asks for, over `before`'s (unset fields unchanged). Refusal: conflict when
+// the new overdraft_limit is below what the account is already overdrawn (available <
+// −overdraft_limit); `available` is the stored row's, so a caller first expires overdue holds.
+Result<AccountSettings> update_settings(const Account& before, const UpdateAccountCommand& update);
 
 // --- the hold state machine ------------------------------------------------------------------
 

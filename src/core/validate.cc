@@ -26,15 +26,31 @@ Status check_text(const std::string& text, std::size_t max, std::string_view fie
     if (auto s_ = (expr); !s_) return s_; \
   } while (0)
 
+Status check_overdraft_limit(std::int64_t overdraft_limit) {
+  if (overdraft_limit < 0 || overdraft_limit > limits::kOverdraftLimitMax) {
+    return invalid("overdraft_limit must be from 0 to 9007199254740991, got " + std::to_string(overdraft_limit));
+  }
+  return ok_status();
+}
+
+Status check_max_active_holds(const std::optional<std::int64_t>& max_active_holds) {
+  if (max_active_holds && (*max_active_holds < 1 || *max_active_holds > limits::kMaxActiveHoldsMax)) {
+    return invalid("max_active_holds must be from 1 to " + std::to_string(limits::kMaxActiveHoldsMax) + ", got " +
+                   std::to_string(*max_active_holds));
+  }
+  return ok_status();
+}
+
 Status check(const CreateAccountCommand& c, const ValidationLimits&) {
   TG_TRY(check_id(c.account_id, "account_id"));
-  if (c.overdraft_limit < 0 || c.overdraft_limit > limits::kOverdraftLimitMax) {
-    return invalid("overdraft_limit must be from 0 to 9007199254740991, got " + std::to_string(c.overdraft_limit));
-  }
-  if (c.max_active_holds && (*c.max_active_holds < 1 || *c.max_active_holds > limits::kMaxActiveHoldsMax)) {
-    return invalid("max_active_holds must be from 1 to " + std::to_string(limits::kMaxActiveHoldsMax) + ", got " +
-                   std::to_string(*c.max_active_holds));
-  }
+  TG_TRY(check_overdraft_limit(c.overdraft_limit));
+  return check_max_active_holds(c.max_active_holds);
+}
+
+Status check(const UpdateAccountCommand& c, const ValidationLimits&) {
+  TG_TRY(check_id(c.account_id, "account_id"));
+  if (c.overdraft_limit) TG_TRY(check_overdraft_limit(*c.overdraft_limit));
+  if (c.max_active_holds) TG_TRY(check_max_active_holds(*c.max_active_holds));
   return ok_status();
 }
 
@@ -67,6 +83,7 @@ Status check(const CommitCommand& c, const ValidationLimits&) {
 
 Status check(const ReleaseCommand& c, const ValidationLimits&) {
   TG_TRY(check_id(c.hold_id, "hold_id"));
+  if (c.reason) TG_TRY(check_text(*c.reason, limits::kReasonLengthMax, "reason"));
   return ok_status();
 }
 

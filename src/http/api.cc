@@ -76,6 +76,7 @@ unsigned http_status(Code code) {
     case Code::conflict:
     case Code::insufficient_credits:
     case Code::too_many_holds:
+    case Code::account_frozen:
     case Code::hold_committed:
     case Code::hold_released:
     case Code::hold_expired: return 409;
@@ -209,6 +210,8 @@ void authorized(const Route& route, std::size_t route_index, Context& ctx, Call&
 }
 
 }  // namespace
+
+void Api::begin_shutdown() { ledger_.wake_event_waiters(); }
 
 void Api::handle(Request request, Reply reply, Dispatch dispatch) {
   auto parsed = urls::parse_origin_form(request.target);

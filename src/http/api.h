@@ -79,6 +79,8 @@ class Api {
       ApiOptions options);
 
   void handle(Request request, Reply reply, Dispatch dispatch);
+  // The server stops: reads that wait (the change feed's wait_ms) answer now with what there is.
+  void begin_shutdown();
 
   // The route templates this API serves ("GET /v1/holds/{hold_id}"), for the OpenAPI check and the
   // metrics' labels.

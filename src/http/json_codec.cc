@@ -76,6 +76,27 @@ Result<std::int64_t> FieldReader::required_integer(std::string_view key, std::in
   return **v;
 }
 
+Result<std::optional<std::optional<std::int64_t>>> FieldReader::nullable_integer(std::string_view key,
+                                                                                 std::int64_t min, std::int64_t max) {
+  using Nullable = std::optional<std::optional<std::int64_t>>;
+  const json::value* raw = object_.if_contains(key);
+  if (raw && raw->is_null()) {
+    read_.emplace(key);
+    return Nullable(std::optional<std::int64_t>());
+  }
+  auto v = integer(key, min, max);
+  if (!v) return v.error();
+  if (!*v) return Nullable();
+  return Nullable(*v);
+}
+
+Result<std::optional<bool>> FieldReader::boolean(std::string_view key) {
+  const json::value* v = find(key);
+  if (!v) return std::optional<bool>();
+  if (!v->is_bool()) return invalid(std::string(key) + " must be true or false");
+  return std::optional<bool>(v->get_bool());
+}
+
 Result<std::int64_t> FieldReader::amount(std::string_view key) {
   return required_integer(key, limits::kAmountMin, limits::kAmountMax);
 }
@@ -174,6 +195,13 @@ struct ObjectWriter {
   void boolean(std::string_view k, bool v) { key(k); out += v ? "true" : "false"; }
 };
 
+void append_settings(std::string& out, const AccountSettings& s) {
+  ObjectWriter o(out);
+  o.num("overdraft_limit", s.overdraft_limit);
+  if (s.max_active_holds) o.num("max_active_holds", *s.max_active_holds); else o.null("max_active_holds");
+  o.boolean("frozen", s.frozen);
+}
+
 }  // namespace
 
 void append_json(std::string& out, const Account& a) {
@@ -185,6 +213,7 @@ void append_json(std::string& out, const Account& a) {
   o.num("purchased", a.balances.purchased);
   o.num("overdraft_limit", a.overdraft_limit);
   if (a.max_active_holds) o.num("max_active_holds", *a.max_active_holds); else o.null("max_active_holds");
+  o.boolean("frozen", a.frozen);
   o.num("active_holds", a.active_holds);
   if (a.oldest_active_hold_age_ms) {
     o.num("oldest_active_hold_age_ms", *a.oldest_active_hold_age_ms);
@@ -228,6 +257,7 @@ void append_json(std::string& out, const Hold& h) {
   o.time("created_at", h.created_at_ms);
   o.time("expires_at", h.expires_at_ms);
   if (h.closed_at_ms) o.time("closed_at", *h.closed_at_ms);
+  if (h.release_reason) o.str("release_reason", *h.release_reason);
   o.key("metadata");
   const bool object_text = h.metadata_json.size() >= 2 && h.metadata_json.front() == '{' && h.metadata_json.back() == '}';
   out += object_text ? std::string_view(h.metadata_json) : std::string_view("{}");
@@ -242,6 +272,11 @@ void append_json(std::string& out, const Event& e) {
   if (e.hold_id) o.str("hold_id", *e.hold_id);
   if (e.job_id) o.str("job_id", *e.job_id);
   if (e.reference) o.str("reference", *e.reference);
+  if (e.reason) o.str("reason", *e.reason);
+  if (e.settings) {
+    o.key("settings");
+    append_settings(out, *e.settings);
+  }
   o.time("at", e.at_ms);
   o.num("available_after", e.available_after);
   o.num("reserved_after", e.reserved_after);

@@ -44,6 +44,10 @@ class FieldReader {
   // An integer in [min, max]; `what` describes the range in the error.
   Result<std::optional<std::int64_t>> integer(std::string_view key, std::int64_t min, std::int64_t max);
   Result<std::int64_t> required_integer(std::string_view key, std::int64_t min, std::int64_t max);
+  // Where null means something (PATCH: "no limit"): unset when absent, set to nullopt for null.
+  Result<std::optional<std::optional<std::int64_t>>> nullable_integer(std::string_view key, std::int64_t min,
+                                                                      std::int64_t max);
+  Result<std::optional<bool>> boolean(std::string_view key);
   // An amount of credits: an integer from 1 to 2^53 − 1.
   Result<std::int64_t> amount(std::string_view key);
   Result<std::optional<std::int64_t>> optional_amount(std::string_view key);

@@ -91,6 +91,9 @@ void debit(Context&, Call&);
 void account_events(Context&, Call&);
 void list_accounts(Context&, Call&);
 void get_transfer(Context&, Call&);
+void update_account(Context&, Call&);
+// routes_events.cc
+void events_feed(Context&, Call&);
 // routes_keys.cc
 void create_key(Context&, Call&);
 void revoke_key(Context&, Call&);

@@ -44,6 +44,23 @@ void get_transfer(Context& ctx, Call& call) {
   call.reply(value_response(200, *transfer));
 }
 
+void update_account(Context& ctx, Call& call) {
+  if (auto s = check_id(call.params[0], "account_id"); !s) return call.reply(problem(s.error()));
+  auto body = body_object(call);
+  TG_REPLY_IF_ERROR(body);
+  FieldReader f(*body);
+  auto overdraft = f.integer("overdraft_limit", 0, limits::kOverdraftLimitMax);
+  TG_REPLY_IF_ERROR(overdraft);
+  auto max_holds = f.nullable_integer("max_active_holds", 1, limits::kMaxActiveHoldsMax);
+  TG_REPLY_IF_ERROR(max_holds);
+  auto frozen = f.boolean("frozen");
+  TG_REPLY_IF_ERROR(frozen);
+  TG_REPLY_IF_ERROR(f.finish());
+  // 200 either way: a change, or a replay that changed nothing (no event).
+  submit(ctx, call, UpdateAccountCommand{call.params[0], *overdraft, *max_holds, *frozen},
+         [](const CommandResult& r) { return value_response(200, outcome<AccountOutcome>(r).account); });
+}
+
 void get_account(Context& ctx, Call& call) {
   if (auto e = check_account_visible(call.principal, call.params[0])) return call.reply(problem(*e));
   auto account = ctx.ledger.get_account(call.params[0]);

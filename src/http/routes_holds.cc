@@ -56,7 +56,7 @@ void change_hold_now(Context& ctx, Call& call) {
   } else if constexpr (kAction == HoldAction::release) {
     auto reason = f.string("reason", limits::kReasonLengthMax);
     TG_REPLY_IF_ERROR(reason);
-    command = ReleaseCommand{call.params[0]};
+    command = ReleaseCommand{call.params[0], *reason};
   } else {
     auto ttl = f.required_integer("ttl_ms", limits::kHoldTtlMsMin, ctx.ledger.options().hold_ttl_ms_max);
     TG_REPLY_IF_ERROR(ttl);

@@ -309,6 +309,7 @@ void HttpServer::Impl::accept() {
 
 void HttpServer::Impl::begin_shutdown() {
   if (stopping.exchange(true)) return;
+  api.begin_shutdown();
   asio::post(io, [this] {
     beast::error_code ignored;
     acceptor.close(ignored);

@@ -18,7 +18,8 @@ void average_in(std::atomic<std::uint64_t>& average, std::uint64_t sample) {
 
 }  // namespace
 
-GroupCommitter::GroupCommitter(Store& store, GroupCommitOptions options) : store_(store), options_(options) {
+GroupCommitter::GroupCommitter(Store& store, GroupCommitOptions options, std::function<void()> after_durable)
+    : store_(store), options_(options), after_durable_(std::move(after_durable)) {
   TG_ASSERT(options_.batch_max >= 1);
   TG_ASSERT(options_.queue_max >= options_.batch_max);
   syncer_ = std::thread([this] { syncer_loop(); });
@@ -77,7 +78,9 @@ std::optional<Error> GroupCommitter::flush(const std::deque<Finished>& batches) 
 }
 
 void GroupCommitter::answer(std::deque<Finished>& batches, const std::optional<Error>& flush_error) {
+  bool durable = false;
   for (Finished& batch : batches) {
+    durable = durable || (!batch.batch_error && !flush_error);
     for (std::size_t i = 0; i < batch.callbacks.size(); ++i) {
       if (batch.batch_error) {
         batch.callbacks[i](*batch.batch_error);
@@ -90,6 +93,7 @@ void GroupCommitter::answer(std::deque<Finished>& batches, const std::optional<E
       }
     }
   }
+  if (durable && after_durable_) after_durable_();
 }
 
 void GroupCommitter::count_outcome(const CommandResult& result) {

@@ -89,8 +89,10 @@ class GroupCommitter {
  public:
   using Callback = std::function<void(CommandResult)>;
 
-  // Starts the writer and completion threads. `store` must outlive this object.
-  GroupCommitter(Store& store, GroupCommitOptions options);
+  // Starts the writer and completion threads. `store` must outlive this object. `after_durable`
+  // (optional) runs after the callers of each flushed batch were answered, on the thread that
+  // answered them (keep it short): the ledger wakes the change feed's waiters with it.
+  GroupCommitter(Store& store, GroupCommitOptions options, std::function<void()> after_durable = {});
   ~GroupCommitter();  // stop()
   GroupCommitter(const GroupCommitter&) = delete;
   GroupCommitter& operator=(const GroupCommitter&) = delete;
@@ -122,7 +124,7 @@ class GroupCommitter {
   // How many of `waiting` commands the writer takes now (see the header comment on overlap).
   std::size_t batch_size(std::size_t waiting);
   // Runs the callbacks of `batches` (in order): their results, or `flush_error` for the committed
-  // ones if the flush failed, or each failed batch's error.
+  // ones if the flush failed, or each failed batch's error; then after_durable_ if any was durable.
   // Counts each delivered result's outcome (OutcomeCounts) before its callback runs.
   void answer(std::deque<Finished>& batches, const std::optional<Error>& flush_error);
   void count_outcome(const CommandResult& result);
@@ -132,6 +134,7 @@ class GroupCommitter {
   // Constant after construction.
   Store& store_;
   const GroupCommitOptions options_;
+  const std::function<void()> after_durable_;
 
   mutable std::mutex mu_;
   std::condition_variable wake_writer_;

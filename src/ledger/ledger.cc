@@ -43,6 +43,12 @@ Status validate(const LedgerOptions& o) {
   if (o.group_commit.batch_max < 1 || o.group_commit.queue_max < o.group_commit.batch_max) {
     return invalid("the write queue must hold at least one batch");
   }
+  if (o.events_poll_interval_ms < 1 || o.events_poll_interval_ms > 60'000) {
+    return invalid("events_poll_interval_ms must be from 1 to 60000");
+  }
+  if (o.event_waiters_max < 1 || o.event_waiters_max > limits::kEventWaitersMax) {
+    return invalid("event_waiters_max must be from 1 to " + std::to_string(limits::kEventWaitersMax));
+  }
   return ok_status();
 }
 
@@ -51,7 +57,8 @@ Ledger::Ledger(Store& store, const Clock& clock, LedgerOptions options)
       clock_(clock),
       options_(options),
       validation_{options.hold_ttl_ms_max},
-      committer_(store, options.group_commit),
+      waiters_(store, std::chrono::milliseconds(options.events_poll_interval_ms), options.event_waiters_max),
+      committer_(store, options.group_commit, [this] { waiters_.notify_committed(); }),
       key_uses_(*this, clock, options.key_use_flush_interval_ms),
       ids_(seed_from(options.id_seed)) {
   TG_ASSERT(validate(options_).ok());
@@ -72,6 +79,7 @@ void Ledger::stop() {
     if (reaper_.joinable()) reaper_.join();
     if (sampler_.joinable()) sampler_.join();
     committer_.stop();
+    waiters_.stop();
   });
 }
 
@@ -111,6 +119,7 @@ Result<HoldOutcome> Ledger::reserve(ReserveCommand c) { return as<HoldOutcome>(r
 Result<HoldOutcome> Ledger::commit(CommitCommand c) { return as<HoldOutcome>(run(std::move(c))); }
 Result<HoldOutcome> Ledger::release(ReleaseCommand c) { return as<HoldOutcome>(run(std::move(c))); }
 Result<HoldOutcome> Ledger::extend(ExtendCommand c) { return as<HoldOutcome>(run(std::move(c))); }
+Result<AccountOutcome> Ledger::update_account(UpdateAccountCommand c) { return as<AccountOutcome>(run(std::move(c))); }
 
 Result<Account> Ledger::get_account(std::string_view account_id) {
   if (auto s = check_id(account_id, "account_id"); !s) return s.error();
@@ -160,6 +169,34 @@ Result<TransferRecord> Ledger::get_transfer(std::string_view reference) {
 Result<EventPage> Ledger::read_events(std::string_view account_id, std::int64_t after, std::int64_t limit) {
   if (auto s = check_id(account_id, "account_id"); !s) return s.error();
   return store_.read_events(account_id, after, limit);
+}
+
+Result<EventPage> Ledger::read_feed(std::int64_t after, std::int64_t limit) { return store_.read_feed(after, limit); }
+
+void Ledger::when_events_after(std::int64_t after, EventWaiters::TimePoint deadline, EventWaiters::Ready ready) {
+  waiters_.when_events_after(after, deadline, std::move(ready));
+}
+
+Result<EventPage> Ledger::read_feed_waiting(std::int64_t after, std::int64_t limit, std::int64_t wait_ms) {
+  if (wait_ms < 0 || wait_ms > limits::kEventsWaitMsMax) {
+    return invalid("wait_ms must be from 0 to " + std::to_string(limits::kEventsWaitMsMax));
+  }
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(wait_ms);
+  for (;;) {
+    auto page = store_.read_feed(after, limit);
+    if (!page || !page->events.empty() || std::chrono::steady_clock::now() >= deadline) return page;
+    std::mutex mu;
+    std::condition_variable cv;
+    std::optional<Status> woke;
+    waiters_.when_events_after(after, deadline, [&](Status s) {
+      std::lock_guard lock(mu);
+      woke.emplace(std::move(s));
+      cv.notify_one();  // under the lock: `cv` lives on this stack
+    });
+    std::unique_lock lock(mu);
+    cv.wait(lock, [&] { return woke.has_value(); });
+    if (!*woke) return woke->error();
+  }
 }
 
 Result<AuditReport> Ledger::audit(std::optional<std::string_view> account_id) {

@@ -4,6 +4,7 @@
 // the boundary (bad input: invalid_request, nothing reaches the store), fills in what the server
 // decides (a new hold's id, the default TTL, the late-commit policy), and queues writes to the
 // group committer. Reads go straight to the store. A background reaper expires overdue holds.
+// The change feed's waiters (event_waiters.h) are woken after each durable batch.
 //
 // Thread safety: every method may be called from any thread.
 #pragma once
@@ -21,6 +22,7 @@
 #include "core/clock.h"
 #include "core/commands.h"
 #include "core/validate.h"
+#include "ledger/event_waiters.h"
 #include "ledger/group_commit.h"
 #include "ledger/key_use.h"
 #include "store/store.h"
@@ -44,6 +46,10 @@ struct LedgerOptions {
   std::int64_t key_use_flush_interval_ms = limits::kKeyUseFlushIntervalMsDefault;
   // Seed of the hold-id generator; 0 seeds from the operating system.
   std::uint64_t id_seed = 0;
+  // While a change-feed read waits (when_events_after), the store's last event id is read this
+  // often: how soon a write of another instance on a shared database is seen.
+  std::int64_t events_poll_interval_ms = limits::kEventsPollIntervalMsDefault;
+  std::size_t event_waiters_max = limits::kEventWaitersMax;
 };
 
 // Checks options against each other; invalid_request names the bad one.
@@ -72,6 +78,7 @@ class Ledger {
   Result<HoldOutcome> commit(CommitCommand command);
   Result<HoldOutcome> release(ReleaseCommand command);
   Result<HoldOutcome> extend(ExtendCommand command);
+  Result<AccountOutcome> update_account(UpdateAccountCommand command);
 
   // Reads (the store's effective view).
   Result<Account> get_account(std::string_view account_id);
@@ -91,6 +98,19 @@ class Ledger {
   std::uint64_t audit_violations() const { return audit_violations_.load(std::memory_order_relaxed); }
   // What the durable batches decided (holds ended, reservation conflicts), counted as answered.
   OutcomeCounts outcomes() const { return committer_.stats().outcomes; }
+
+  // The change feed: every account's events after `after`, in commit order (Store::read_feed).
+  Result<EventPage> read_feed(std::int64_t after, std::int64_t limit);
+  // For a feed read that found nothing after `after` and may wait: calls `ready` once, as soon as
+  // something newer is durable (also written by another instance), or at `deadline` — ok means
+  // "read again now". Never blocks the calling thread; `ready` runs on the waiters' thread.
+  void when_events_after(std::int64_t after, EventWaiters::TimePoint deadline, EventWaiters::Ready ready);
+  // The same, blocking the calling thread (tests, the CLI): the next page after `after`, waiting up
+  // to `wait_ms` for one that is not empty.
+  Result<EventPage> read_feed_waiting(std::int64_t after, std::int64_t limit, std::int64_t wait_ms);
+  // Answers every waiting feed read now (a server shutting down).
+  void wake_event_waiters() { waiters_.wake_all(); }
+  const EventWaiters& event_waiters() const { return waiters_; }
 
   // One reaper run: expires overdue holds in passes of reaper_batch_max until a pass finds fewer
   // (at most 100 passes). Returns how many holds it expired.
@@ -128,6 +148,7 @@ class Ledger {
   const LedgerOptions options_;
   const ValidationLimits validation_;
 
+  EventWaiters waiters_;  // before committer_, which wakes it
   GroupCommitter committer_;
   KeyUseRecorder key_uses_;  // writes through committer_
 

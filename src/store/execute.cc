@@ -102,8 +102,10 @@ CommandResult transfer(Transaction& tx, const TransferCommand& c, EventType kind
   }
   std::optional<Balances> after = kind == EventType::credited ? tx.credit_if_fits(c.account_id, c.amount)
                                                               : tx.debit_if_available(c.account_id, c.amount);
-  if (!after && kind == EventType::debited && expire_overdue_of(tx, c.account_id, now_ms)) {
-    after = tx.debit_if_available(c.account_id, c.amount);
+  if (!after && kind == EventType::debited) {
+    // A frozen account is refused before anything else (no zombie expires for it).
+    if (auto row = tx.account_row(c.account_id); row && row->frozen) return rules::check_not_frozen(*row).error();
+    if (expire_overdue_of(tx, c.account_id, now_ms)) after = tx.debit_if_available(c.account_id, c.amount);
   }
   if (!after) {
     auto row = tx.account_row(c.account_id);
@@ -119,6 +121,7 @@ CommandResult transfer(Transaction& tx, const TransferCommand& c, EventType kind
   }
   Event e = make_event(c.account_id, kind, c.amount, *after, now_ms);
   e.reference = c.reference;
+  if (!reason.empty()) e.reason = std::string(reason);
   e = tx.append_event(std::move(e));
   tx.insert_transfer(Transfer{c.reference, c.account_id, kind, c.amount, std::string(reason), e.event_id});
   Account view = must_view(tx, c.account_id, now_ms);
@@ -136,8 +139,10 @@ CommandResult reserve(Transaction& tx, const ReserveCommand& c, std::int64_t now
   }
   TG_ASSERT(c.ttl_ms.has_value());
   std::optional<Balances> after = tx.reserve_if_available(c.account_id, c.amount);
-  if (!after && expire_overdue_of(tx, c.account_id, now_ms)) {
-    after = tx.reserve_if_available(c.account_id, c.amount);
+  if (!after) {
+    // A frozen account is refused before anything else (no zombie expires for it).
+    if (auto row = tx.account_row(c.account_id); row && row->frozen) return rules::check_not_frozen(*row).error();
+    if (expire_overdue_of(tx, c.account_id, now_ms)) after = tx.reserve_if_available(c.account_id, c.amount);
   }
   if (!after) {
     auto row = tx.account_row(c.account_id);
@@ -165,15 +170,20 @@ CommandResult reserve(Transaction& tx, const ReserveCommand& c, std::int64_t now
 // event. Returns nullopt (nothing written) when the hold is not simply active; the slow path then
 // explains or applies the rules.
 std::optional<Hold> end_active(Transaction& tx, std::string_view hold_id, HoldStatus status,
-                               std::optional<std::int64_t> committed, EventType type, std::int64_t now_ms) {
-  auto hold = tx.end_active_hold(hold_id, status, committed, now_ms);
+                               std::optional<std::int64_t> committed, EventType type, std::int64_t now_ms,
+                               const std::optional<std::string>& release_reason = std::nullopt) {
+  TG_ASSERT(!release_reason || status == HoldStatus::released);
+  auto hold = tx.end_active_hold(hold_id, status, committed, now_ms, release_reason);
   if (!hold) return std::nullopt;
   const std::int64_t used = status == HoldStatus::committed ? committed.value_or(hold->amount) : 0;
   const Balances after = tx.end_hold_balances(hold->account_id, hold->amount, used);
-  tx.append_event(hold_event(*hold, type, type == EventType::released ? hold->amount : used, after, now_ms));
+  Event e = hold_event(*hold, type, type == EventType::released ? hold->amount : used, after, now_ms);
+  e.reason = release_reason;
+  tx.append_event(std::move(e));
   hold->status = status;
   hold->committed_amount = used;
   hold->closed_at_ms = now_ms;
+  hold->release_reason = release_reason;
   return hold;
 }
 
@@ -224,7 +234,7 @@ CommandResult commit(Transaction& tx, const CommitCommand& c, std::int64_t now_m
 }
 
 CommandResult release(Transaction& tx, const ReleaseCommand& c, std::int64_t now_ms) {
-  if (auto done = end_active(tx, c.hold_id, HoldStatus::released, 0, EventType::released, now_ms)) {
+  if (auto done = end_active(tx, c.hold_id, HoldStatus::released, 0, EventType::released, now_ms, c.reason)) {
     return HoldOutcome{std::move(*done), true};
   }
   auto hold = load_hold_for_change(tx, c.hold_id, now_ms);
@@ -234,7 +244,7 @@ CommandResult release(Transaction& tx, const ReleaseCommand& c, std::int64_t now
   if (*action == rules::ReleaseAction::replay) return HoldOutcome{std::move(*hold), false};
   // Releasable now, refused by the fast path's write: extended by another instance in between (see
   // commit()). Locked now, so this write succeeds.
-  auto done = end_active(tx, c.hold_id, HoldStatus::released, 0, EventType::released, now_ms);
+  auto done = end_active(tx, c.hold_id, HoldStatus::released, 0, EventType::released, now_ms, c.reason);
   TG_ASSERT(done.has_value());
   return HoldOutcome{std::move(*done), true};
 }
@@ -246,6 +256,24 @@ CommandResult extend(Transaction& tx, const ExtendCommand& c, std::int64_t now_m
   hold->expires_at_ms = now_ms + c.ttl_ms;
   tx.set_hold_expiry(hold->hold_id, hold->expires_at_ms);
   return HoldOutcome{std::move(*hold), true};
+}
+
+CommandResult update_account(Transaction& tx, const UpdateAccountCommand& c, std::int64_t now_ms) {
+  auto row = tx.account_row(c.account_id);
+  if (!row) return account_not_found(c.account_id);
+  Result<AccountSettings> after = rules::update_settings(*row, c);
+  if (!after && expire_overdue_of(tx, c.account_id, now_ms)) {
+    row = tx.account_row(c.account_id);
+    TG_ASSERT(row.has_value());
+    after = rules::update_settings(*row, c);
+  }
+  if (!after) return after.error();
+  if (*after == row->settings()) return AccountOutcome{must_view(tx, c.account_id, now_ms), false};
+  tx.set_account_settings(c.account_id, *after);
+  Event e = make_event(c.account_id, EventType::account_updated, 0, row->balances, now_ms);
+  e.settings = *after;
+  tx.append_event(std::move(e));
+  return AccountOutcome{must_view(tx, c.account_id, now_ms), true};
 }
 
 CommandResult expire_overdue(Transaction& tx, const ExpireOverdueCommand& c, std::int64_t now_ms) {
@@ -310,6 +338,7 @@ CommandResult execute(Transaction& tx, const Command& command, std::int64_t now_
         if constexpr (std::is_same_v<T, CreateKeyCommand>) return create_key(tx, c, now_ms);
         if constexpr (std::is_same_v<T, RevokeKeyCommand>) return revoke_key(tx, c, now_ms);
         if constexpr (std::is_same_v<T, RecordKeyUseCommand>) return record_key_use(tx, c);
+        if constexpr (std::is_same_v<T, UpdateAccountCommand>) return update_account(tx, c, now_ms);
       },
       command);
 }

@@ -12,7 +12,8 @@
 //     (core/batch.h; store/batch_runner.h runs it the same way for every backend) — as safe as one
 //     conditional write per command, since nobody else can change the row in between;
 //   - a state change and its event are written in the same transaction;
-//   - event_id increases strictly with commit order (per account on a shared database);
+//   - event_id increases strictly with commit order, over all accounts and every instance (the change
+//     feed relies on it: a reader that sees event N committed sees every event below N);
 //   - reads show an active hold past its deadline as expired (and its amount as available), whether
 //     or not the reaper has run;
 //   - time is the store's clock (now_ms): injected for SQLite, the database's for a shared database.
@@ -87,6 +88,13 @@ class Store {
   // Events of one account with event_id > after, oldest first, at most `limit`.
   // not_found if the account does not exist.
   virtual Result<EventPage> read_events(std::string_view account_id, std::int64_t after, std::int64_t limit) = 0;
+  // The change feed: events of every account with event_id > after, in event_id order (= commit
+  // order), at most `limit` (1..limits::kEventsPageMax). Only events that are durable and can never
+  // be joined by a lower id later, so a follower that resumes from next_after misses nothing and
+  // sees nothing twice.
+  virtual Result<EventPage> read_feed(std::int64_t after, std::int64_t limit) = 0;
+  // The largest event_id read_feed() may answer now (0 when there is none): cheap, for waiters.
+  virtual Result<std::int64_t> last_event_id() = 0;
   // Recomputes every account (or one) from its events and compares it with its row and its holds.
   virtual Result<AuditReport> audit(std::optional<std::string_view> account_id) = 0;
   // The same for the accounts whose id is greater than `after`, in id order, at most `limit`

@@ -42,8 +42,10 @@ class Transaction {
 
   // --- the conditional writes: each is ONE statement; nullopt when its condition refused ---
   virtual std::optional<Balances> credit_if_fits(std::string_view account_id, std::int64_t amount) = 0;
+  // available ≥ amount AND NOT frozen
   virtual std::optional<Balances> debit_if_available(std::string_view account_id, std::int64_t amount) = 0;
-  // available − amount ≥ −overdraft_limit AND (no max_active_holds OR active_holds < max); active_holds += 1
+  // NOT frozen AND available − amount ≥ −overdraft_limit AND (no max_active_holds OR
+  // active_holds < max); active_holds += 1
   virtual std::optional<Balances> reserve_if_available(std::string_view account_id, std::int64_t amount) = 0;
   virtual std::optional<Balances> late_charge_if_available(std::string_view account_id, std::int64_t amount) = 0;
   // Ends a hold of `held`: reserved −= held, used += committed, available += held − committed,
@@ -52,14 +54,18 @@ class Transaction {
 
   // --- plain writes ---
   virtual void insert_account(const Account& account) = 0;
+  // Sets the account's overdraft_limit, max_active_holds and frozen; asserts one row changed.
+  virtual void set_account_settings(std::string_view account_id, const AccountSettings& settings) = 0;
   // Inserts a new active hold and returns its id, "hold_<sequence>_<random>" where the sequence
   // is the store's (strictly increasing) and `random` is given.
   virtual std::string insert_hold(const Hold& hold, std::string_view random) = 0;
   // The fast path of commit and release, ONE statement: ends the hold if it is active, not overdue
-  // at now_ms, and holds at least `committed` (unset: the whole hold is committed). Returns the
-  // hold as it was before; nullopt (nothing written) when any condition refused.
+  // at now_ms, and holds at least `committed` (unset: the whole hold is committed); a release
+  // records `release_reason`. Returns the hold as it was before; nullopt (nothing written) when any
+  // condition refused.
   virtual std::optional<Hold> end_active_hold(std::string_view hold_id, HoldStatus status,
-                                              std::optional<std::int64_t> committed, std::int64_t now_ms) = 0;
+                                              std::optional<std::int64_t> committed, std::int64_t now_ms,
+                                              const std::optional<std::string>& release_reason) = 0;
   // active → status; asserts that exactly one active row changed.
   virtual void end_hold(std::string_view hold_id, HoldStatus status, std::int64_t committed_amount,
                         std::int64_t closed_at_ms) = 0;

@@ -414,5 +414,74 @@ TEST(CheckFold, AMissingEventIsFound) {
   EXPECT_THAT(invariants::check_fold(row_matching_good_log(), invariants::fold_events(events)), Not(IsEmpty()));
 }
 
+// ---------------------------------------------------------------------------------------------
+// account_updated: no balance moves; the last one's settings are the row's
+
+Event updated(std::int64_t id, AccountSettings settings, std::int64_t available, std::int64_t reserved,
+              std::int64_t used) {
+  Event e = ev(id, EventType::account_updated, 0, std::nullopt, available, reserved, used);
+  e.settings = settings;
+  return e;
+}
+
+std::vector<Event> log_with_updates() {
+  auto log = good_log();
+  log.insert(log.begin() + 3, updated(4, AccountSettings{5, 2, false}, 17, 0, 3));
+  log.push_back(updated(15, AccountSettings{0, std::nullopt, true}, 4, 6, 8));
+  return log;
+}
+
+TEST(AccountUpdatedEvents, FoldCleanlyAndTheLastSettingsAreTheRows) {
+  Account row = row_matching_good_log();
+  row.frozen = true;
+  const auto fold = invariants::fold_events(log_with_updates());
+  EXPECT_THAT(fold.violations, IsEmpty());
+  EXPECT_EQ(fold.settings, (AccountSettings{0, std::nullopt, true}));
+  EXPECT_THAT(invariants::check_fold(row, fold), IsEmpty());
+}
+
+TEST(AccountUpdatedEvents, ARowWhoseSettingsDifferFromTheLastEventIsFound) {
+  Account row = row_matching_good_log();  // not frozen, but the last event froze it
+  const auto v = invariants::check_fold(row, invariants::fold_events(log_with_updates()));
+  ASSERT_EQ(v.size(), 1u);
+  EXPECT_THAT(v[0], HasSubstr("settings differ"));
+}
+
+TEST(AccountUpdatedEvents, WithoutOneTheRowKeepsItsCreationSettings) {
+  Account row = row_matching_good_log();
+  row.overdraft_limit = 7;
+  row.frozen = true;
+  EXPECT_THAT(invariants::check_fold(row, invariants::fold_events(good_log())), IsEmpty());
+}
+
+TEST(AccountUpdatedEvents, OneThatMovesAnAmountOrABalanceIsFound) {
+  auto log = log_with_updates();
+  log[3].amount = 1;
+  EXPECT_THAT(check(log), Contains(HasSubstr("moves an amount")));
+  log = log_with_updates();
+  log[3].available_after = 18;
+  EXPECT_THAT(check(log), Contains(HasSubstr("differ from the fold")));
+}
+
+TEST(AccountUpdatedEvents, OneWithoutSettingsOrWithAHoldIsFound) {
+  auto log = log_with_updates();
+  log[3].settings.reset();
+  EXPECT_THAT(check(log), Contains(HasSubstr("without settings")));
+  log = log_with_updates();
+  log[3].hold_id = "h1";
+  EXPECT_THAT(check(log), Contains(HasSubstr("names a hold")));
+  log = good_log();
+  log[0].settings = AccountSettings{};
+  EXPECT_THAT(check(log), Contains(HasSubstr("only account_updated events carry settings")));
+}
+
+TEST(AccountUpdatedEvents, AnOverdraftLimitBelowWhatWasOverdrawnIsFound) {
+  std::vector<Event> log = {
+      ev(1, EventType::reserved, 5, "h1", -5, 5, 0),
+      updated(2, AccountSettings{4, std::nullopt, false}, -5, 5, 0),
+  };
+  EXPECT_THAT(check(log), Contains(HasSubstr("set below what was already overdrawn")));
+}
+
 }  // namespace
 }  // namespace tollgate

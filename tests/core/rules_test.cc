@@ -53,13 +53,22 @@ TEST(CodeName, NamesAreDistinctAndAnUnknownValueIsInternal) {
   EXPECT_EQ(code_name(static_cast<Code>(200)), "internal");
 }
 
-TEST(ErrorValues, InsufficientCarriesAvailableRequestedAndTheKioskDetail) {
+TEST(ErrorValues, InsufficientWithSomeAvailableNamesBothFiguresForTheKiosk) {
   const Error e = Error::insufficient(3, 7);
   EXPECT_EQ(e.code, Code::insufficient_credits);
   EXPECT_EQ(e.available, 3);
   EXPECT_EQ(e.requested, 7);
-  EXPECT_EQ(e.detail, "No credits available. Another device may be using this account right now.");
-  EXPECT_EQ(e.detail, kInsufficientCreditsDetail);
+  EXPECT_EQ(e.detail, "Not enough credits: 3 available, 7 needed.");
+}
+
+TEST(ErrorValues, InsufficientWithNothingAvailableSaysSoForTheKiosk) {
+  for (const std::int64_t available : {std::int64_t{0}, std::int64_t{-4}}) {
+    const Error e = Error::insufficient(available, 2);
+    EXPECT_EQ(e.available, available);
+    EXPECT_EQ(e.requested, 2);
+    EXPECT_EQ(e.detail, "No credits available. Another device may be using this account right now.");
+    EXPECT_EQ(e.detail, kInsufficientCreditsDetail);
+  }
 }
 
 TEST(ErrorValues, MakeCarriesCodeAndDetailButNoAmounts) {
@@ -277,7 +286,7 @@ TEST(RulesDebit, MoreThanAvailableIsInsufficientWithAvailableAndRequested) {
   EXPECT_EQ(after.code(), Code::insufficient_credits);
   EXPECT_EQ(after.error().available, 10);
   EXPECT_EQ(after.error().requested, 11);
-  EXPECT_EQ(after.error().detail, kInsufficientCreditsDetail);
+  EXPECT_EQ(after.error().detail, "Not enough credits: 10 available, 11 needed.");
 }
 
 TEST(RulesDebit, NeverUsesTheOverdraft) {
@@ -328,7 +337,7 @@ TEST(RulesReserve, OneMoreThanAvailableIsInsufficientWithTheKioskDetail) {
   EXPECT_EQ(after.code(), Code::insufficient_credits);
   EXPECT_EQ(after.error().available, 10);
   EXPECT_EQ(after.error().requested, 11);
-  EXPECT_EQ(after.error().detail, "No credits available. Another device may be using this account right now.");
+  EXPECT_EQ(after.error().detail, "Not enough credits: 10 available, 11 needed.");
 }
 
 TEST(RulesReserve, OverdraftAllowsAvailableDownToMinusTheLimit) {

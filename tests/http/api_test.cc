@@ -257,7 +257,7 @@ TEST_F(HttpApi, ReserveWithoutEnoughCreditsIs409WithAvailableRequestedAndTheKios
   const json::object p = r.object();
   EXPECT_EQ(jint(p, "available"), 3);
   EXPECT_EQ(jint(p, "requested"), 4);
-  EXPECT_EQ(jstr(p, "detail"), kKioskDetail);
+  EXPECT_EQ(jstr(p, "detail"), "Not enough credits: 3 available, 4 needed.");
   const json::object account = get_account(id);
   EXPECT_EQ(jint(account, "available"), 3);
   EXPECT_EQ(jint(account, "reserved"), 0);
@@ -704,7 +704,7 @@ TEST_F(HttpApi, AWrongMethodIs405WithTheAllowHeader) {
   const std::vector<Case> cases{
       {"PUT", "/v1/holds", {"GET", "POST"}},
       {"DELETE", "/v1/accounts", {"GET", "POST"}},
-      {"POST", "/v1/accounts/x", {"GET"}},
+      {"POST", "/v1/accounts/x", {"GET", "PATCH"}},
       {"GET", "/v1/accounts/x/credits", {"POST"}},
       {"PATCH", "/v1/holds/h", {"GET"}},
       {"GET", "/v1/holds/h/commit", {"POST"}},

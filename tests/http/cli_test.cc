@@ -727,8 +727,7 @@ TEST_F(ClientTest, InsufficientCreditsIsAskedOnceMoreAtOnceThenReported) {
   EXPECT_EQ(r.attempts(), 2);
   EXPECT_LT(Clock::now() - started, milliseconds(1000));  // no back-off
   EXPECT_EQ(r.describe(),
-            "insufficient_credits: No credits available. Another device may be using this account right now. "
-            "(available 10, requested 11)");
+            "insufficient_credits: Not enough credits: 10 available, 11 needed. (available 10, requested 11)");
 
   client::Options once = fast_options(server_.url(), server_.admin_key());
   once.retry.retry_insufficient_credits_once = false;

@@ -77,6 +77,8 @@ class RecordingStore final : public Store {
   Result<Hold> get_hold(std::string_view) override { return unsupported(); }
   ListReads& lists() override { return no_lists_; }
   Result<EventPage> read_events(std::string_view, std::int64_t, std::int64_t) override { return unsupported(); }
+  Result<EventPage> read_feed(std::int64_t, std::int64_t) override { return unsupported(); }
+  Result<std::int64_t> last_event_id() override { return unsupported(); }
   Result<AuditReport> audit(std::optional<std::string_view>) override { return unsupported(); }
   Result<AuditPage> audit_range(std::string_view, std::int64_t) override { return unsupported(); }
   Result<LedgerStats> stats() override { return unsupported(); }

@@ -88,6 +88,10 @@ Balances balances(Store& store, const std::string& account_id) {
   return a.ok() ? a->balances : Balances{};
 }
 
+// An event's id as every instance takes it (pg_store.h): from event_ids, locked until COMMIT.
+constexpr const char* kNextEventId =
+    "WITH n AS (UPDATE event_ids SET last_event_id = last_event_id + 1 RETURNING last_event_id AS id) ";
+
 // The other instance: a connection of its own, with a transaction it keeps open.
 class OtherInstance {
  public:
@@ -121,8 +125,9 @@ class OtherInstance {
         "FROM (SELECT nextval('holds_seq') AS s) n RETURNING hold_id",
         account_id, request_id, amount, now_ms, now_ms + 60'000);
     const std::string hold_id = h.text(0, 0);
-    conn_->query("INSERT INTO events (account_id, type, amount, hold_id, at_ms, available_after, reserved_after, "
-                 "used_after) VALUES ($1, 'reserved', $2, $3, $4, $5, $6, $7)",
+    conn_->query(std::string(kNextEventId) +
+                     "INSERT INTO events (event_id, account_id, type, amount, hold_id, at_ms, available_after, "
+                     "reserved_after, used_after) SELECT n.id, $1, 'reserved', $2, $3, $4, $5, $6, $7 FROM n",
                  account_id, amount, hold_id, now_ms, b.available, b.reserved, b.used);
     return hold_id;
   }
@@ -134,9 +139,10 @@ class OtherInstance {
     b.purchased += amount;
     conn_->query("UPDATE accounts SET available = $2, purchased = $3 WHERE account_id = $1", account_id, b.available,
                  b.purchased);
-    pg::Rows e = conn_->query("INSERT INTO events (account_id, type, amount, reference, at_ms, available_after, "
-                              "reserved_after, used_after) VALUES ($1, 'credited', $2, $3, $4, $5, $6, $7) "
-                              "RETURNING event_id",
+    pg::Rows e = conn_->query(std::string(kNextEventId) +
+                                  "INSERT INTO events (event_id, account_id, type, amount, reference, at_ms, "
+                                  "available_after, reserved_after, used_after) SELECT n.id, $1, 'credited', $2, $3, "
+                                  "$4, $5, $6, $7 FROM n RETURNING event_id",
                               account_id, amount, reference, now_ms, b.available, b.reserved, b.used);
     conn_->query("INSERT INTO transfers (reference, account_id, kind, amount, reason, event_id) "
                  "VALUES ($1, $2, 'credited', $3, '', $4)",

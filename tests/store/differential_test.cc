@@ -119,7 +119,7 @@ std::string show(const Account& a) {
   std::ostringstream o;
   o << "account " << a.account_id << " available=" << a.balances.available << " reserved=" << a.balances.reserved
     << " used=" << a.balances.used << " purchased=" << a.balances.purchased << " overdraft=" << a.overdraft_limit
-    << " max_holds=" << opt(a.max_active_holds) << " active_holds=" << a.active_holds
+    << " max_holds=" << opt(a.max_active_holds) << " frozen=" << a.frozen << " active_holds=" << a.active_holds
     << " oldest_age=" << opt(a.oldest_active_hold_age_ms) << " created_at=" << a.created_at_ms;
   return o.str();
 }
@@ -129,7 +129,8 @@ std::string show(const Hold& h, const Canon& c) {
   o << "hold " << c.hold(h.hold_id) << " account=" << h.account_id << " request=" << h.request_id
     << " amount=" << h.amount << " committed=" << h.committed_amount << " status=" << hold_status_name(h.status)
     << " late=" << late_outcome_name(h.late_outcome) << " created_at=" << h.created_at_ms
-    << " expires_at=" << h.expires_at_ms << " closed_at=" << opt(h.closed_at_ms) << " metadata=" << h.metadata_json;
+    << " expires_at=" << h.expires_at_ms << " closed_at=" << opt(h.closed_at_ms) << " metadata=" << h.metadata_json
+    << " release_reason=" << opt(h.release_reason);
   return o.str();
 }
 
@@ -137,8 +138,12 @@ std::string show(const Event& e, const Canon& c) {
   std::ostringstream o;
   o << "event " << c.event(e.event_id) << " account=" << e.account_id << " " << event_type_name(e.type)
     << " amount=" << e.amount << " hold=" << c.hold(e.hold_id) << " job=" << opt(e.job_id)
-    << " reference=" << opt(e.reference) << " at=" << e.at_ms << " after=" << e.available_after << "/"
-    << e.reserved_after << "/" << e.used_after;
+    << " reference=" << opt(e.reference) << " reason=" << opt(e.reason) << " at=" << e.at_ms
+    << " after=" << e.available_after << "/" << e.reserved_after << "/" << e.used_after;
+  if (e.settings) {
+    o << " settings=" << e.settings->overdraft_limit << "/" << opt(e.settings->max_active_holds) << "/"
+      << e.settings->frozen;
+  }
   return o.str();
 }
 
@@ -302,14 +307,16 @@ std::vector<std::string> table_lines(Side& side) {
     return s;
   };
   for (const auto& r : side.rows("SELECT account_id, available, reserved, used, purchased, overdraft_limit, "
-                                 "max_active_holds, active_holds, created_at_ms FROM accounts ORDER BY account_id",
-                                 9)) {
+                                 "max_active_holds, active_holds, created_at_ms, frozen FROM accounts "
+                                 "ORDER BY account_id",
+                                 10)) {
     out.push_back("accounts: " + join(r));
   }
   std::int64_t rank = 0;
   for (auto r : side.rows("SELECT seq, hold_id, account_id, request_id, amount, committed_amount, status, "
-                          "late_outcome, created_at_ms, expires_at_ms, closed_at_ms, metadata FROM holds ORDER BY seq",
-                          12)) {
+                          "late_outcome, created_at_ms, expires_at_ms, closed_at_ms, metadata, release_reason "
+                          "FROM holds ORDER BY seq",
+                          13)) {
     ++rank;
     if (!c.exact) r[0] = "#" + std::to_string(rank);
     r[1] = c.hold(*r[1]);
@@ -322,8 +329,9 @@ std::vector<std::string> table_lines(Side& side) {
     out.push_back("transfers: " + join(r));
   }
   for (auto r : side.rows("SELECT event_id, account_id, type, amount, hold_id, job_id, reference, at_ms, "
-                          "available_after, reserved_after, used_after FROM events ORDER BY event_id",
-                          11)) {
+                          "available_after, reserved_after, used_after, reason, overdraft_limit, max_active_holds, "
+                          "frozen FROM events ORDER BY event_id",
+                          15)) {
     r[0] = c.event(std::stoll(*r[0]));
     if (r[4]) r[4] = c.hold(*r[4]);
     out.push_back("events: " + join(r));
@@ -490,7 +498,12 @@ std::string describe(const Command& command) {
           return "commit " + c.hold_id + " amount=" + opt(c.amount) + " late=" +
                  std::string(late_commit_policy_name(c.late_commit));
         }
-        if constexpr (std::is_same_v<T, ReleaseCommand>) return "release " + c.hold_id;
+        if constexpr (std::is_same_v<T, ReleaseCommand>) return "release " + c.hold_id + " reason=" + opt(c.reason);
+        if constexpr (std::is_same_v<T, UpdateAccountCommand>) {
+          return "update_account " + c.account_id + " overdraft=" + opt(c.overdraft_limit) + " max_holds=" +
+                 (c.max_active_holds ? opt(*c.max_active_holds) : std::string("unchanged")) + " frozen=" +
+                 (c.frozen ? std::to_string(*c.frozen) : std::string("unchanged"));
+        }
         if constexpr (std::is_same_v<T, ExtendCommand>) return "extend " + c.hold_id + " ttl=" + std::to_string(c.ttl_ms);
         if constexpr (std::is_same_v<T, ExpireOverdueCommand>) return "expire_overdue max=" + std::to_string(c.max_holds);
         if constexpr (std::is_same_v<T, CreateKeyCommand>) {
@@ -538,7 +551,7 @@ enum class Shape { hot, spread };
 // What the oracle knows after each round, and the next round's commands from it.
 class Generator {
  public:
-  Generator(std::uint64_t seed, Shape shape) : rng_(seed), shape_(shape) {}
+  Generator(std::uint64_t seed, Shape shape) : rng_(seed), settings_rng_(seed ^ 0x5e77196u), shape_(shape) {}
 
   // The commands of round `round` (a batch).
   std::vector<Step> round(int round) {
@@ -599,6 +612,10 @@ class Generator {
             }
             if constexpr (std::is_same_v<T, CreateKeyCommand>) {
               keys_.try_emplace(c.key_id, KeyInfo{c.account_id, c.secret_sha256});
+            }
+            if constexpr (std::is_same_v<T, UpdateAccountCommand>) {
+              const Account& a = std::get<AccountOutcome>(results[i].value()).account;
+              accounts_.insert_or_assign(c.account_id, Settings{a.overdraft_limit, a.max_active_holds});
             }
           },
           steps[i].command);
@@ -714,6 +731,7 @@ class Generator {
   }
 
   void one(std::vector<Step>& steps) {
+    if (settings_rng_.chance(5)) return update_account(steps);
     const auto r = rng_.below(100);
     if (r < 5) return create_account(steps);
     if (r < 16) return transfer(steps, true);
@@ -871,7 +889,74 @@ class Generator {
   void release(std::vector<Step>& steps) {
     const auto request = known_hold();
     if (!request) return reserve(steps);
-    add(steps, ReleaseCommand{kReq + *request}, "release");
+    std::optional<std::string> reason;
+    if (rng_.chance(50)) reason = "why-" + std::to_string(rng_.below(3));
+    add(steps, ReleaseCommand{kReq + *request, reason}, "release");
+  }
+
+  // Settings: each field, several at once, nothing (a replay), an unknown account; a lower
+  // overdraft limit aimed at what an account has overdrawn (a conflict); freezes that mostly thaw
+  // again soon, so that frozen accounts are refused without starving the run.
+  void update_account(std::vector<Step>& steps) {
+    const auto r = settings_rng_.below(100);
+    if (r < 8) {
+      UpdateAccountCommand c{settings_rng_.chance(50) ? "ghost-1" : "ghost-2", {}, {}, {}};
+      c.frozen = true;
+      return add(steps, std::move(c), "update_account");
+    }
+    const auto live = live_accounts();
+    if (live.empty()) return;
+    std::string id = shape_ == Shape::hot && accounts_.count("hot") != 0 && settings_rng_.chance(80)
+                         ? std::string("hot")
+                         : settings_rng_.pick(live);
+    if (r >= 20 && r < 50 && settings_rng_.chance(70)) {  // aimed at an overdrawn account, if there is one
+      std::vector<std::string> overdrawn;
+      for (const auto& [account_id, a] : views_) {
+        if (a.balances.available < 0) overdrawn.push_back(account_id);
+      }
+      if (!overdrawn.empty()) {
+        id = settings_rng_.pick(overdrawn);
+      } else {
+        // None overdrawn: reserve one into its whole overdraft first (same batch), then lower it.
+        for (const auto& [account_id, a] : views_) {
+          const std::int64_t amount = a.balances.available + a.overdraft_limit;
+          if (a.overdraft_limit < 2 || a.frozen || amount < 1 || amount > 2'000 ||
+              (a.max_active_holds && a.active_holds >= *a.max_active_holds)) {
+            continue;
+          }
+          const std::string request = "settings-req-" + std::to_string(++counter_);
+          pending_reserves_.try_emplace(request, std::make_pair(account_id, amount));
+          add(steps, ReserveCommand{account_id, amount, request, 60'000, "", settings_rng_.hex16()}, "reserve");
+          UpdateAccountCommand lower{account_id, {}, {}, {}};
+          lower.overdraft_limit = a.overdraft_limit - 1;
+          return add(steps, std::move(lower), "update_account");
+        }
+      }
+    }
+    UpdateAccountCommand c{id, {}, {}, {}};
+    const auto view = views_.find(id);
+    if (view != views_.end() && view->second.frozen && settings_rng_.chance(85)) {
+      c.frozen = false;
+      return add(steps, std::move(c), "update_account");
+    }
+    if (r < 20) {  // the settings it has (or no field at all)
+      if (view != views_.end() && settings_rng_.chance(50)) c.overdraft_limit = view->second.overdraft_limit;
+      return add(steps, std::move(c), "update_account");
+    }
+    if (r < 50) {
+      if (view != views_.end() && view->second.balances.available < 0 && settings_rng_.chance(60)) {
+        c.overdraft_limit = -view->second.balances.available - settings_rng_.between(1, 2);
+        if (*c.overdraft_limit < 0) c.overdraft_limit = 0;
+      } else {
+        c.overdraft_limit = settings_rng_.pick(std::vector<std::int64_t>{0, 5, 40, 100});
+      }
+    } else if (r < 75) {
+      c.max_active_holds = settings_rng_.chance(30) ? std::optional<std::int64_t>() : std::optional<std::int64_t>(settings_rng_.between(1, 4));
+    } else {
+      c.frozen = true;
+    }
+    if (settings_rng_.chance(20)) c.frozen = settings_rng_.chance(30);
+    add(steps, std::move(c), "update_account");
   }
 
   void extend(std::vector<Step>& steps) {
@@ -934,6 +1019,8 @@ class Generator {
   }
 
   Rng rng_;
+  // Draws of the settings commands, apart: adding them left the other commands' draws as they were.
+  Rng settings_rng_;
   const Shape shape_;
   std::int64_t counter_ = 0;
   // Known to the oracle after the rounds so far.
@@ -997,6 +1084,8 @@ const std::vector<std::string>& required_labels() {
       "expire:expired_some", "expire:expired_none",
       "create_key:created", "create_key:replay", "create_key:conflict", "create_key:not_found",
       "revoke_key:created", "revoke_key:replay", "revoke_key:conflict", "revoke_key:not_found",
+      "update_account:created", "update_account:replay", "update_account:conflict", "update_account:not_found",
+      "reserve:account_frozen", "debit:account_frozen",
       // states, read from the oracle's tables after a round
       "state:zombie", "state:reserved_into_overdraft", "state:expired_event",
       // replays of what an earlier command of the same batch made

@@ -355,6 +355,139 @@ TEST(PostgresStore, ACreditCommittedBetweenARefusedReservationAndItsLockedReadIs
   expect_audit_clean(*b.ledger);
 }
 
+// Every account's events, followed with the change feed's cursor (GET /v1/events?after=)
+// from `after` on.
+std::vector<Event> follow_feed(Ledger& ledger, std::int64_t& after) {
+  std::vector<Event> out;
+  for (;;) {
+    auto page = ledger.read_feed(after, 100);
+    EXPECT_TRUE(page.ok()) << page.error().detail;
+    if (!page.ok() || page->events.empty()) return out;
+    out.insert(out.end(), page->events.begin(), page->events.end());
+    after = page->next_after;
+  }
+}
+
+// The change feed's hazard on a shared database: a batch that took its event ids and commits LATE
+// while another instance commits after it. With ids from a sequence the second batch commits
+// higher ids first, a follower reading then stores a cursor past the late batch's ids, and never
+// sees them. Made deterministic: a third session inserts (and holds, uncommitted) the transfer
+// reference instance A's credit is about to insert, so A stops in its last statement — after its
+// event ids are taken — on that unique key; then instance B credits another account. The follower
+// reads while A waits, the third session rolls back, and the follower reads on from its cursor: it
+// must end with exactly every event of the database, the late one included, each once.
+TEST(PostgresStore, AFeedFollowerNeverSkipsABatchThatTookItsIdsAndCommittedLate) {
+  REQUIRE_POSTGRES(server);
+  PgSchema schema(server);
+  ManualClock clock;
+  Instance a(schema.uri(), &clock, clock);
+  Instance b(schema.uri(), &clock, clock);
+  open_account(*a.ledger, "late", 10);
+  open_account(*a.ledger, "early", 10);
+  open_account(*a.ledger, "bystander", 10);
+  std::int64_t cursor = 0;
+  std::vector<Event> followed = follow_feed(*a.ledger, cursor);
+  ASSERT_EQ(followed.size(), 3u);
+
+  auto blocker = pg::Conn::connect(schema.uri(), pg::ConnectOptions{});
+  auto observer = pg::Conn::connect(schema.uri(), pg::ConnectOptions{});
+  const std::int64_t blocker_pid = blocker->exec("SELECT pg_backend_pid()").int64(0, 0);
+  // Of another account than A's credit, so that A's account lock does not wait for it.
+  blocker->exec("BEGIN; INSERT INTO transfers (reference, account_id, kind, amount, reason, event_id) "
+                "VALUES ('ref-late', 'bystander', 'credited', 1, '', 0)");
+  const auto blocked_by = [&](std::int64_t pid) -> std::optional<std::int64_t> {
+    pg::Rows r = observer->query("SELECT pid FROM pg_stat_activity WHERE $1::int = ANY(pg_blocking_pids(pid))", pid);
+    if (r.empty()) return std::nullopt;
+    return r.int64(0, 0);
+  };
+  std::optional<Result<TransferOutcome>> late, early;
+  std::atomic<bool> early_done{false};
+  std::thread late_writer([&] { late = a.ledger->credit({"late", 5, "ref-late"}); });
+  std::optional<std::int64_t> late_pid;
+  for (int i = 0; i < 2000 && !late_pid; ++i) {
+    late_pid = blocked_by(blocker_pid);
+    if (!late_pid) std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  }
+  std::thread early_writer([&] {
+    early = b.ledger->credit({"early", 3, "ref-early"});
+    early_done = true;
+  });
+  bool early_waits_for_late = false;
+  if (late_pid) {
+    // Until B either committed (ids from a sequence would let it) or waits for A's ids.
+    for (int i = 0; i < 2000 && !early_done; ++i) {
+      if (blocked_by(*late_pid)) {
+        early_waits_for_late = true;
+        break;
+      }
+      std::this_thread::sleep_for(std::chrono::milliseconds(5));
+    }
+  }
+  // The follower reads while A's batch waits with its ids taken.
+  const std::vector<Event> while_late = follow_feed(*a.ledger, cursor);
+  followed.insert(followed.end(), while_late.begin(), while_late.end());
+  blocker->exec("ROLLBACK");
+  late_writer.join();
+  early_writer.join();
+  ASSERT_TRUE(late_pid.has_value()) << "A's credit never waited on the uncommitted transfer";
+  ASSERT_TRUE(late && late->ok()) << (late ? late->error().detail : "no answer");
+  ASSERT_TRUE(early && early->ok()) << (early ? early->error().detail : "no answer");
+  EXPECT_TRUE(early_waits_for_late) << "B committed while A held ids: the order of commits and ids differ";
+  EXPECT_TRUE(while_late.empty()) << "the follower saw an event committed after A took its ids";
+  const std::vector<Event> rest = follow_feed(*a.ledger, cursor);
+  followed.insert(followed.end(), rest.begin(), rest.end());
+
+  std::int64_t from_zero = 0;
+  const std::vector<Event> all = follow_feed(*b.ledger, from_zero);
+  ASSERT_EQ(all.size(), 5u);
+  ASSERT_EQ(followed.size(), all.size()) << "the follower missed or repeated events";
+  for (std::size_t i = 0; i < all.size(); ++i) EXPECT_EQ(followed[i], all[i]);
+  EXPECT_EQ(all[3].reference, "ref-late");  // A took its ids first, so it comes first
+  EXPECT_EQ(all[4].reference, "ref-early");
+  expect_audit_clean(*a.ledger);
+}
+
+// A feed read waiting on one instance is woken by another instance's write (the waiters poll the
+// database's last event id while anyone waits).
+TEST(PostgresStore, AWaitingFeedReadOnOneInstanceWakesForAWriteOfAnother) {
+  REQUIRE_POSTGRES(server);
+  PgSchema schema(server);
+  ManualClock clock;
+  Instance a(schema.uri(), &clock, clock);
+  Instance b(schema.uri(), &clock, clock);
+  open_account(*b.ledger, "acct", 10);
+  std::int64_t cursor = 0;
+  ASSERT_EQ(follow_feed(*a.ledger, cursor).size(), 1u);
+  const auto started = std::chrono::steady_clock::now();
+  std::optional<Result<EventPage>> page;
+  std::thread reader([&] { page = a.ledger->read_feed_waiting(cursor, 100, 30'000); });
+  while (a.ledger->event_waiters().waiting() == 0) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  ASSERT_TRUE(b.ledger->credit({"acct", 2, "second"}).ok());
+  reader.join();
+  ASSERT_TRUE(page && page->ok());
+  ASSERT_EQ((*page)->events.size(), 1u);
+  EXPECT_EQ((*page)->events[0].reference, "second");
+  EXPECT_LT(std::chrono::steady_clock::now() - started, std::chrono::seconds(30));  // woken, not timed out
+}
+
+// Event ids come from event_ids, not a sequence: refused commands take none, ids have no gaps.
+TEST(PostgresStore, EventIdsComeFromTheCounterWithoutGaps) {
+  REQUIRE_POSTGRES(server);
+  PgSchema schema(server);
+  ManualClock clock;
+  Instance a(schema.uri(), &clock, clock);
+  open_account(*a.ledger, "acct", 10);
+  ASSERT_TRUE(a.ledger->credit({"acct", 1, "c-2"}).ok());
+  EXPECT_FALSE(a.ledger->credit({"ghost", 1, "c-3"}).ok());  // refused: takes no id
+  ASSERT_TRUE(a.ledger->credit({"acct", 1, "c-4"}).ok());
+  std::vector<std::int64_t> ids;
+  for (const Event& e : all_events(*a.ledger, "acct")) ids.push_back(e.event_id);
+  EXPECT_EQ(ids, (std::vector<std::int64_t>{1, 2, 3}));
+  auto db = pg::Conn::connect(schema.uri(), pg::ConnectOptions{});
+  EXPECT_EQ(db->exec("SELECT last_event_id FROM event_ids").int64(0, 0), 3);
+  EXPECT_EQ(db->exec("SELECT to_regclass('events_seq') IS NULL").text(0, 0), "t");
+}
+
 TEST(PostgresStore, AnUnreachableDatabaseIsUnavailableWithinTheConnectTimeout) {
   PgOptions options;
   options.uri = "postgresql://tollgate@127.0.0.1:" + std::to_string(testing::unused_port()) + "/tollgate";

@@ -40,6 +40,10 @@ class OwningStore final : public Store {
   Result<EventPage> read_events(std::string_view id, std::int64_t after, std::int64_t limit) override {
     return store_->read_events(id, after, limit);
   }
+  Result<EventPage> read_feed(std::int64_t after, std::int64_t limit) override {
+    return store_->read_feed(after, limit);
+  }
+  Result<std::int64_t> last_event_id() override { return store_->last_event_id(); }
   Result<AuditReport> audit(std::optional<std::string_view> id) override { return store_->audit(id); }
   Result<AuditPage> audit_range(std::string_view after, std::int64_t limit) override {
     return store_->audit_range(after, limit);

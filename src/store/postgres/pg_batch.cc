@@ -57,42 +57,48 @@ const std::string kReaperHolds = std::string("SELECT ") + kHoldColumns +
 // --- round trip 2: the writes and COMMIT ----------------------------------------------------------
 const std::string kInsertAccounts =
     "INSERT INTO accounts (account_id, available, reserved, used, purchased, overdraft_limit, max_active_holds, "
-    "active_holds, created_at_ms) SELECT * FROM unnest($1::text[], $2::bigint[], $3::bigint[], $4::bigint[], "
-    "$5::bigint[], $6::bigint[], $7::bigint[], $8::bigint[], $9::bigint[])";
+    "active_holds, created_at_ms, frozen) SELECT * FROM unnest($1::text[], $2::bigint[], $3::bigint[], $4::bigint[], "
+    "$5::bigint[], $6::bigint[], $7::bigint[], $8::bigint[], $9::bigint[], $10::boolean[])";
 const std::string kUpdateAccounts =
     "WITH u AS (UPDATE accounts a SET available = v.available, reserved = v.reserved, used = v.used, "
     "purchased = v.purchased, active_holds = v.active_holds, overdraft_limit = v.overdraft_limit, "
-    "max_active_holds = v.max_active_holds "
+    "max_active_holds = v.max_active_holds, frozen = v.frozen "
     "FROM unnest($1::text[], $2::bigint[], $3::bigint[], $4::bigint[], $5::bigint[], $6::bigint[], $7::bigint[], "
-    "$8::bigint[], $9::bigint[], $10::bigint[], $11::bigint[], $12::bigint[], $13::bigint[]) AS v(account_id, "
-    "available, reserved, used, purchased, active_holds, overdraft_limit, max_active_holds, b_available, "
-    "b_reserved, b_used, b_purchased, b_active_holds) "
+    "$8::bigint[], $9::bigint[], $10::bigint[], $11::bigint[], $12::bigint[], $13::bigint[], $15::boolean[]) "
+    "AS v(account_id, available, reserved, used, purchased, active_holds, overdraft_limit, max_active_holds, "
+    "b_available, b_reserved, b_used, b_purchased, b_active_holds, frozen) "
     "WHERE a.account_id = v.account_id AND a.available = v.b_available AND a.reserved = v.b_reserved "
     "AND a.used = v.b_used AND a.purchased = v.b_purchased AND a.active_holds = v.b_active_holds RETURNING 1) "
     "SELECT tollgate_assert(count(*) = $14, 'an account changed behind the batch''s lock') FROM u";
 const std::string kInsertHolds =
     "INSERT INTO holds (seq, hold_id, account_id, request_id, amount, committed_amount, status, late_outcome, "
-    "created_at_ms, expires_at_ms, closed_at_ms, metadata) SELECT * FROM unnest($1::bigint[], $2::text[], "
-    "$3::text[], $4::text[], $5::bigint[], $6::bigint[], $7::text[], $8::text[], $9::bigint[], $10::bigint[], "
-    "$11::bigint[], $12::text[])";
+    "created_at_ms, expires_at_ms, closed_at_ms, metadata, release_reason) SELECT * FROM unnest($1::bigint[], "
+    "$2::text[], $3::text[], $4::text[], $5::bigint[], $6::bigint[], $7::text[], $8::text[], $9::bigint[], "
+    "$10::bigint[], $11::bigint[], $12::text[], $13::text[])";
 const std::string kUpdateHolds =
     "WITH u AS (UPDATE holds h SET status = v.status, committed_amount = v.committed_amount, "
-    "late_outcome = v.late_outcome, expires_at_ms = v.expires_at_ms, closed_at_ms = v.closed_at_ms "
+    "late_outcome = v.late_outcome, expires_at_ms = v.expires_at_ms, closed_at_ms = v.closed_at_ms, "
+    "release_reason = v.release_reason "
     "FROM unnest($1::bigint[], $2::text[], $3::text[], $4::bigint[], $5::text[], $6::bigint[], $7::bigint[], "
-    "$8::text[], $9::bigint[], $10::text[], $11::bigint[]) AS v(seq, hold_id, status, committed_amount, "
-    "late_outcome, expires_at_ms, closed_at_ms, b_status, b_committed_amount, b_late_outcome, b_expires_at_ms) "
+    "$8::text[], $9::bigint[], $10::text[], $11::bigint[], $13::text[]) AS v(seq, hold_id, status, "
+    "committed_amount, late_outcome, expires_at_ms, closed_at_ms, b_status, b_committed_amount, b_late_outcome, "
+    "b_expires_at_ms, release_reason) "
     "WHERE h.seq = v.seq AND h.hold_id = v.hold_id AND h.status = v.b_status "
     "AND h.committed_amount = v.b_committed_amount AND h.late_outcome IS NOT DISTINCT FROM v.b_late_outcome "
     "AND h.expires_at_ms = v.b_expires_at_ms RETURNING 1) "
     "SELECT tollgate_assert(count(*) = $12, 'a hold changed behind the batch''s lock') FROM u";
-// Events in the batch's order (their ids from events_seq, taken in that order while the batch holds
-// every account they belong to), and the new transfers with their events' ids.
+// Events in the batch's order, their ids the next ones of event_ids — the batch's LAST lock, held
+// until COMMIT (pg_store.h) —, and the new transfers with their events' ids.
 const std::string kInsertEvents =
-    "WITH e AS (INSERT INTO events (account_id, type, amount, hold_id, reference, at_ms, available_after, "
-    "reserved_after, used_after) SELECT account_id, type, amount, hold_id, reference, at_ms, available_after, "
-    "reserved_after, used_after FROM unnest($1::text[], $2::text[], $3::bigint[], $4::text[], $5::text[], "
-    "$6::bigint[], $7::bigint[], $8::bigint[], $9::bigint[]) WITH ORDINALITY AS v(account_id, type, amount, "
-    "hold_id, reference, at_ms, available_after, reserved_after, used_after, ord) ORDER BY ord "
+    "WITH n AS (UPDATE event_ids SET last_event_id = last_event_id + $16 RETURNING last_event_id - $16 AS before), "
+    "e AS (INSERT INTO events (event_id, account_id, type, amount, hold_id, reference, at_ms, available_after, "
+    "reserved_after, used_after, reason, overdraft_limit, max_active_holds, frozen) SELECT n.before + v.ord, "
+    "v.account_id, v.type, v.amount, v.hold_id, v.reference, v.at_ms, v.available_after, v.reserved_after, "
+    "v.used_after, v.reason, v.overdraft_limit, v.max_active_holds, v.frozen FROM n, unnest($1::text[], "
+    "$2::text[], $3::bigint[], $4::text[], $5::text[], $6::bigint[], $7::bigint[], $8::bigint[], $9::bigint[], "
+    "$17::text[], $18::bigint[], $19::bigint[], $20::boolean[]) WITH ORDINALITY AS v(account_id, type, amount, "
+    "hold_id, reference, at_ms, available_after, reserved_after, used_after, reason, overdraft_limit, "
+    "max_active_holds, frozen, ord) ORDER BY v.ord "
     "RETURNING event_id, account_id, type, hold_id, reference), "
     "t AS (INSERT INTO transfers (reference, account_id, kind, amount, reason, event_id) "
     "SELECT u.reference, u.account_id, u.kind, u.amount, u.reason, e.event_id FROM unnest($10::text[], "
@@ -245,7 +251,8 @@ std::vector<std::int64_t> PgBatchIo::write_and_commit(const batch::Effects& e) {
                          int_array(column(a, [](const Account& x) { return x.overdraft_limit; })),
                          int_array(column(a, [](const Account& x) { return x.max_active_holds; })),
                          int_array(column(a, [](const Account& x) { return x.active_holds; })),
-                         int_array(column(a, [](const Account& x) { return x.created_at_ms; })))});
+                         int_array(column(a, [](const Account& x) { return x.created_at_ms; })),
+                         bool_array(column(a, [](const Account& x) { return x.frozen; })))});
   }
   if (!e.changed_accounts.empty()) {
     using C = batch::Change<Account>;
@@ -264,7 +271,8 @@ std::vector<std::int64_t> PgBatchIo::write_and_commit(const batch::Effects& e) {
                          int_array(column(c, [](const C& x) { return x.before.balances.used; })),
                          int_array(column(c, [](const C& x) { return x.before.balances.purchased; })),
                          int_array(column(c, [](const C& x) { return x.before.active_holds; })),
-                         static_cast<std::int64_t>(c.size()))});
+                         static_cast<std::int64_t>(c.size()),
+                         bool_array(column(c, [](const C& x) { return x.after.frozen; })))});
   }
   if (!e.new_holds.empty()) {
     const auto& h = e.new_holds;
@@ -280,7 +288,8 @@ std::vector<std::int64_t> PgBatchIo::write_and_commit(const batch::Effects& e) {
                          int_array(column(h, [](const Hold& x) { return x.created_at_ms; })),
                          int_array(column(h, [](const Hold& x) { return x.expires_at_ms; })),
                          int_array(column(h, [](const Hold& x) { return x.closed_at_ms; })),
-                         text_array(column(h, [](const Hold& x) { return x.metadata_json; })))});
+                         text_array(column(h, [](const Hold& x) { return x.metadata_json; })),
+                         text_array(column(h, [](const Hold& x) { return x.release_reason; })))});
   }
   if (!e.changed_holds.empty()) {
     using C = batch::Change<Hold>;
@@ -298,7 +307,21 @@ std::vector<std::int64_t> PgBatchIo::write_and_commit(const batch::Effects& e) {
                 int_array(column(c, [](const C& x) { return x.before.committed_amount; })),
                 text_array(column(c, [](const C& x) { return late_or_null(x.before.late_outcome); })),
                 int_array(column(c, [](const C& x) { return x.before.expires_at_ms; })),
-                static_cast<std::int64_t>(c.size()))});
+                static_cast<std::int64_t>(c.size()),
+                text_array(column(c, [](const C& x) { return x.after.release_reason; })))});
+  }
+  // Keys before the events: the event ids' lock must be the batch's last (pg_store.h), and a key's
+  // insert may wait for another transaction's.
+  for (const ApiKey& k : e.new_keys) {
+    st.push_back({&kInsertKey, Params(k.key_id, k.account_id, k.secret_sha256, k.created_at_ms, k.revoked_at_ms,
+                                      k.last_used_at_ms)});
+  }
+  for (const auto& [before, after] : e.changed_keys) {
+    // A key changes when revoked or used: its id, account, secret and creation never change.
+    TG_ASSERT(before.key_id == after.key_id && before.account_id == after.account_id &&
+              before.secret_sha256 == after.secret_sha256 && before.created_at_ms == after.created_at_ms);
+    st.push_back({&kUpdateKey, Params(after.key_id, after.revoked_at_ms, after.last_used_at_ms, before.revoked_at_ms,
+                                      before.last_used_at_ms)});
   }
   std::size_t events_at = 0;
   if (!e.events.empty()) {
@@ -321,20 +344,19 @@ std::vector<std::int64_t> PgBatchIo::write_and_commit(const batch::Effects& e) {
                          text_array(column(t, [](const T& x) { return std::string(event_type_name(x.transfer.kind)); })),
                          int_array(column(t, [](const T& x) { return x.transfer.amount; })),
                          text_array(column(t, [](const T& x) { return x.transfer.reason; })),
-                         static_cast<std::int64_t>(t.size()))});
+                         static_cast<std::int64_t>(t.size()), static_cast<std::int64_t>(v.size()),
+                         text_array(column(v, [](const Event& x) { return x.reason; })),
+                         int_array(column(v, [](const Event& x) {
+                           return x.settings ? std::optional<std::int64_t>(x.settings->overdraft_limit) : std::nullopt;
+                         })),
+                         int_array(column(v, [](const Event& x) {
+                           return x.settings ? x.settings->max_active_holds : std::optional<std::int64_t>();
+                         })),
+                         bool_array(column(v, [](const Event& x) {
+                           return x.settings ? std::optional<bool>(x.settings->frozen) : std::optional<bool>();
+                         })))});
   } else {
     TG_ASSERT(e.transfers.empty());
-  }
-  for (const ApiKey& k : e.new_keys) {
-    st.push_back({&kInsertKey, Params(k.key_id, k.account_id, k.secret_sha256, k.created_at_ms, k.revoked_at_ms,
-                                      k.last_used_at_ms)});
-  }
-  for (const auto& [before, after] : e.changed_keys) {
-    // A key changes when revoked or used: its id, account, secret and creation never change.
-    TG_ASSERT(before.key_id == after.key_id && before.account_id == after.account_id &&
-              before.secret_sha256 == after.secret_sha256 && before.created_at_ms == after.created_at_ms);
-    st.push_back({&kUpdateKey, Params(after.key_id, after.revoked_at_ms, after.last_used_at_ms, before.revoked_at_ms,
-                                      before.last_used_at_ms)});
   }
   st.push_back({&kNoTimeout, Params()});
   const std::size_t commit_at = st.size();

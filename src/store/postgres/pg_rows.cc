@@ -13,7 +13,7 @@ const char* const kNowSql = "SELECT floor(extract(epoch FROM clock_timestamp()) 
 // --- row mapping ----------------------------------------------------------------------------------
 const char* const kHoldColumns =
     "hold_id, account_id, request_id, amount, committed_amount, status, late_outcome, created_at_ms, "
-    "expires_at_ms, closed_at_ms, metadata";
+    "expires_at_ms, closed_at_ms, metadata, release_reason";
 
 Hold read_hold(const Rows& r, int row, int first) {
   Hold h;
@@ -31,6 +31,7 @@ Hold read_hold(const Rows& r, int row, int first) {
   h.expires_at_ms = r.int64(row, first + 8);
   h.closed_at_ms = r.optional_int64(row, first + 9);
   h.metadata_json = r.text(row, first + 10);
+  h.release_reason = r.optional_text(row, first + 11);
   return h;
 }
 
@@ -43,7 +44,11 @@ std::vector<Hold> read_holds(const Rows& r) {
 
 const char* const kEventColumns =
     "event_id, account_id, type, amount, hold_id, job_id, reference, at_ms, available_after, reserved_after, "
-    "used_after";
+    "used_after, reason, overdraft_limit, max_active_holds, frozen";
+#define TG_EVENT_COLUMNS_OF_E                                                                             \
+  "e.event_id, e.account_id, e.type, e.amount, e.hold_id, e.job_id, e.reference, e.at_ms, e.available_after, " \
+  "e.reserved_after, e.used_after, e.reason, e.overdraft_limit, e.max_active_holds, e.frozen"
+const char* const kEventColumnsOfE = TG_EVENT_COLUMNS_OF_E;
 
 Event read_event(const Rows& r, int row, int first) {
   Event e;
@@ -60,6 +65,12 @@ Event read_event(const Rows& r, int row, int first) {
   e.available_after = r.int64(row, first + 8);
   e.reserved_after = r.int64(row, first + 9);
   e.used_after = r.int64(row, first + 10);
+  e.reason = r.optional_text(row, first + 11);
+  if (const auto frozen = r.optional_text(row, first + 14)) {  // account_updated: the settings after it
+    const auto overdraft_limit = r.optional_int64(row, first + 12);
+    if (!overdraft_limit) throw PgError("XX000", false, "event " + std::to_string(e.event_id) + " has no overdraft_limit");
+    e.settings = AccountSettings{*overdraft_limit, r.optional_int64(row, first + 13), *frozen == "t"};
+  }
   return e;
 }
 
@@ -71,7 +82,9 @@ std::vector<Event> read_events_rows(const Rows& r) {
 }
 
 const char* const kAccountColumns =
-    "account_id, available, reserved, used, purchased, overdraft_limit, max_active_holds, active_holds, created_at_ms";
+    "account_id, available, reserved, used, purchased, overdraft_limit, max_active_holds, active_holds, created_at_ms, "
+    "frozen";
+constexpr int kAccountColumnCount = 10;  // read_account() reads columns 0..9; a view's own follow
 
 Account read_account(const Rows& r, int row) {
   Account a;
@@ -81,6 +94,7 @@ Account read_account(const Rows& r, int row) {
   a.max_active_holds = r.optional_int64(row, 6);
   a.active_holds = r.int64(row, 7);
   a.created_at_ms = r.int64(row, 8);
+  a.frozen = r.text(row, 9) == "t";
   return a;
 }
 
@@ -102,12 +116,12 @@ const std::string kAccountViewSql = std::string("SELECT ") + kAccountColumns +
 
 Account read_account_view(const Rows& r, int row, std::int64_t now_ms) {
   Account a = read_account(r, row);
-  const std::int64_t overdue_count = r.int64(row, 9);
-  const std::int64_t overdue_sum = r.int64(row, 10);
+  const std::int64_t overdue_count = r.int64(row, kAccountColumnCount);
+  const std::int64_t overdue_sum = r.int64(row, kAccountColumnCount + 1);
   a.balances.available += overdue_sum;
   a.balances.reserved -= overdue_sum;
   a.active_holds -= overdue_count;
-  if (auto oldest = r.optional_int64(row, 11)) a.oldest_active_hold_age_ms = std::max<std::int64_t>(0, now_ms - *oldest);
+  if (auto oldest = r.optional_int64(row, kAccountColumnCount + 2)) a.oldest_active_hold_age_ms = std::max<std::int64_t>(0, now_ms - *oldest);
   return a;
 }
 
@@ -136,9 +150,7 @@ ApiKey read_key(const Rows& r, int row) {
                 r.int64(row, 3), r.optional_int64(row, 4), r.optional_int64(row, 5)};
 }
 
-const char* const kTransferColumns =
-    "t.reference, t.account_id, t.kind, t.amount, t.reason, e.event_id, e.account_id, e.type, e.amount, e.hold_id, "
-    "e.job_id, e.reference, e.at_ms, e.available_after, e.reserved_after, e.used_after";
+const char* const kTransferColumns = "t.reference, t.account_id, t.kind, t.amount, t.reason, " TG_EVENT_COLUMNS_OF_E;
 
 std::pair<Transfer, Event> read_transfer(const Rows& r, int row) {
   Transfer t;
@@ -205,6 +217,20 @@ std::string int_array(const std::vector<std::optional<std::int64_t>>& items) {
   for (std::size_t i = 0; i < items.size(); ++i) {
     if (i > 0) out += ',';
     out += items[i] ? std::to_string(*items[i]) : std::string("NULL");
+  }
+  return out + "}";
+}
+
+std::string bool_array(const std::vector<bool>& items) {
+  std::string out = "{";
+  for (std::size_t i = 0; i < items.size(); ++i) out += std::string(i > 0 ? "," : "") + (items[i] ? "t" : "f");
+  return out + "}";
+}
+
+std::string bool_array(const std::vector<std::optional<bool>>& items) {
+  std::string out = "{";
+  for (std::size_t i = 0; i < items.size(); ++i) {
+    out += std::string(i > 0 ? "," : "") + (!items[i] ? "NULL" : *items[i] ? "t" : "f");
   }
   return out + "}";
 }

@@ -20,6 +20,7 @@ namespace tollgate::pg {
 // Column lists in the order read_hold / read_event / read_account / read_key expect them.
 extern const char* const kHoldColumns;
 extern const char* const kEventColumns;
+extern const char* const kEventColumnsOfE;  // the same, of a table aliased `e`
 extern const char* const kAccountColumns;
 extern const char* const kKeyColumns;
 // A transfer joined with its event: FROM transfers t JOIN events e ON e.event_id = t.event_id.
@@ -53,6 +54,8 @@ std::string text_array(const std::vector<std::string>& items);
 std::string text_array(const std::vector<std::optional<std::string>>& items);
 std::string int_array(const std::vector<std::int64_t>& items);
 std::string int_array(const std::vector<std::optional<std::int64_t>>& items);
+std::string bool_array(const std::vector<bool>& items);
+std::string bool_array(const std::vector<std::optional<bool>>& items);
 
 // PgError → what the caller does next: transient → unavailable, else internal.
 Error pg_failure(const PgError& e);

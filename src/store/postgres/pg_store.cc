@@ -134,6 +134,31 @@ ALTER TABLE api_keys ADD COLUMN last_used_at_ms bigint;
 CREATE INDEX api_keys_newest_first ON api_keys(created_at_ms, key_id);
 CREATE INDEX api_keys_by_account ON api_keys(account_id, created_at_ms, key_id);
 )sql",
+    // 5: account settings that change (frozen; account_updated events carry the settings after the
+    // change); the reason of a release (on the hold and its event; a debit's event too); event ids
+    // in commit order over every instance: from a one-row counter that a batch takes as its last
+    // lock, right before it inserts its events (pg_store.h), instead of a sequence
+    R"sql(
+ALTER TABLE accounts ADD COLUMN frozen boolean NOT NULL DEFAULT false;
+ALTER TABLE holds ADD COLUMN release_reason text CHECK (release_reason IS NULL OR status = 'released');
+ALTER TABLE events
+  ADD COLUMN reason text,
+  ADD COLUMN overdraft_limit bigint CHECK (overdraft_limit IS NULL OR overdraft_limit >= 0),
+  ADD COLUMN max_active_holds bigint CHECK (max_active_holds IS NULL OR max_active_holds >= 1),
+  ADD COLUMN frozen boolean,
+  ADD CONSTRAINT events_settings_of_account_updated CHECK (
+    (frozen IS NOT NULL) = (type = 'account_updated') AND (overdraft_limit IS NOT NULL) = (type = 'account_updated')
+    AND (max_active_holds IS NULL OR type = 'account_updated'));
+CREATE TABLE event_ids (
+  only_row       boolean PRIMARY KEY DEFAULT true CHECK (only_row),
+  last_event_id  bigint NOT NULL CHECK (last_event_id >= 0)
+);
+INSERT INTO event_ids (last_event_id)
+  SELECT greatest((SELECT coalesce(max(event_id), 0) FROM events),
+                  (SELECT CASE WHEN is_called THEN last_value ELSE 0 END FROM events_seq));
+ALTER TABLE events ALTER COLUMN event_id DROP DEFAULT;
+DROP SEQUENCE events_seq;
+)sql",
 };
 constexpr int kMigrationCount = static_cast<int>(std::size(kMigrations));
 static_assert(kMigrationCount == PgStore::kSchemaVersion);
@@ -285,6 +310,30 @@ AuditReport audit_accounts(Conn& db, const std::vector<std::string>& ids) {
 }
 
 }  // namespace
+Result<EventPage> PgStore::read_feed(std::int64_t after, std::int64_t limit) {
+  if (limit < 1 || limit > limits::kEventsPageMax) {
+    return invalid("limit must be from 1 to " + std::to_string(limits::kEventsPageMax));
+  }
+  if (after < 0) return invalid("after must be 0 or a previous next_after");
+  // One snapshot: every event it shows committed after every lower id did (event_ids is taken
+  // under a lock held until COMMIT, and a commit is visible before its locks are released), so the
+  // page has no hole a later commit could fill.
+  return read([&](Conn& db, std::int64_t) -> Result<EventPage> {
+    static const std::string sql =
+        std::string("SELECT ") + kEventColumns + " FROM events WHERE event_id > $1 ORDER BY event_id LIMIT $2";
+    EventPage page;
+    page.next_after = after;
+    page.events = read_events_rows(db.query(sql, after, limit));
+    if (!page.events.empty()) page.next_after = page.events.back().event_id;
+    return page;
+  });
+}
+
+Result<std::int64_t> PgStore::last_event_id() {
+  return read([&](Conn& db, std::int64_t) -> Result<std::int64_t> {
+    return db.exec("SELECT last_event_id FROM event_ids").int64(0, 0);
+  });
+}
 
 Result<AuditReport> PgStore::audit(std::optional<std::string_view> account_id) {
   return read([&](Conn& db, std::int64_t) -> Result<AuditReport> {

@@ -11,9 +11,16 @@
 //     UPDATE SKIP LOCKED, so every instance's reaper can run at once, each overdue hold expires
 //     exactly once, and the one lock a batch waits for is always taken in the same order (no
 //     deadlock between instances);
-//   - event_id comes from a sequence and is taken only while the transaction holds the account's
-//     row lock, so the events of one account — the only order the API exposes — increase with
-//     commit order;
+//   - event ids increase with commit order over every instance (the change feed, GET /v1/events,
+//     relies on it): a batch takes its ids from the one-row table event_ids with an UPDATE, as the
+//     LAST lock it takes — after its accounts, holds and keys — in the statement that inserts its
+//     events, and holds it until COMMIT. PostgreSQL makes a commit visible before it releases its
+//     locks, so the next batch's ids are larger than every committed one, and a reader that sees
+//     id N committed sees every id below N (a sequence would hand out ids at any moment, and an
+//     id taken earlier could commit later, behind a follower's cursor). Being last, the lock never
+//     waits for anything while held, so it adds no deadlock; it does serialize the instances'
+//     batches from their events' insert to their COMMIT (a rolled-back batch gives its ids back:
+//     no gaps);
 //   - a batch that lost a race to another instance (unique violation on a request_id, a reference
 //     or a new account; a deadlock; a serialization failure) is rolled back and run again, where
 //     the winner's effects are visible (a retried reserve is then a replay);
@@ -70,7 +77,7 @@ struct PgOptions {
 
 class PgStore final : public Store {
  public:
-  static constexpr int kSchemaVersion = 4;
+  static constexpr int kSchemaVersion = 5;
 
   // Connects, migrates the schema (under an advisory lock) and returns the store.
   static Result<std::unique_ptr<PgStore>> open(const PgOptions& options);
@@ -82,6 +89,8 @@ class PgStore final : public Store {
   Result<Account> get_account(std::string_view account_id) override;
   Result<Hold> get_hold(std::string_view hold_id) override;
   Result<EventPage> read_events(std::string_view account_id, std::int64_t after, std::int64_t limit) override;
+  Result<EventPage> read_feed(std::int64_t after, std::int64_t limit) override;
+  Result<std::int64_t> last_event_id() override;
   Result<AuditReport> audit(std::optional<std::string_view> account_id) override;
   Result<AuditPage> audit_range(std::string_view after, std::int64_t limit) override;
   ListReads& lists() override { return lists_; }

@@ -100,7 +100,8 @@ class PgTransaction final : public Transaction {
   std::optional<Balances> debit_if_available(std::string_view account_id, std::int64_t amount) override {
     return balances_of(db_.query(
         "UPDATE accounts SET available = available - $2, purchased = purchased - $2 "
-        "WHERE account_id = $1 AND available >= $2::bigint RETURNING available, reserved, used, purchased",
+        "WHERE account_id = $1 AND available >= $2::bigint AND NOT frozen "
+        "RETURNING available, reserved, used, purchased",
         account_id, amount));
   }
 
@@ -108,7 +109,7 @@ class PgTransaction final : public Transaction {
     return balances_of(db_.query(
         "UPDATE accounts SET available = available - $2, reserved = reserved + $2, active_holds = active_holds + 1 "
         "WHERE account_id = $1 AND available - $2::bigint >= -overdraft_limit AND reserved <= $3::bigint - $2::bigint "
-        "AND (max_active_holds IS NULL OR active_holds < max_active_holds) "
+        "AND (max_active_holds IS NULL OR active_holds < max_active_holds) AND NOT frozen "
         "RETURNING available, reserved, used, purchased",
         account_id, amount, kMax));
   }
@@ -137,6 +138,14 @@ class PgTransaction final : public Transaction {
               a.account_id, a.overdraft_limit, a.max_active_holds, a.created_at_ms);
   }
 
+  void set_account_settings(std::string_view account_id, const AccountSettings& settings) override {
+    Rows r = db_.query("UPDATE accounts SET overdraft_limit = $2, max_active_holds = $3, frozen = $4::boolean "
+                       "WHERE account_id = $1",
+                       account_id, settings.overdraft_limit, settings.max_active_holds,
+                       settings.frozen ? "true" : "false");
+    TG_ASSERT(r.affected() == 1);  // the row was read FOR UPDATE in this transaction
+  }
+
   std::string insert_hold(const Hold& h, std::string_view random) override {
     Rows r = db_.query(
         "INSERT INTO holds (seq, hold_id, account_id, request_id, amount, committed_amount, status, created_at_ms, "
@@ -150,22 +159,24 @@ class PgTransaction final : public Transaction {
   }
 
   std::optional<Hold> end_active_hold(std::string_view hold_id, HoldStatus status, std::optional<std::int64_t> committed,
-                                      std::int64_t now_ms) override {
+                                      std::int64_t now_ms, const std::optional<std::string>& release_reason) override {
     TG_ASSERT(status == HoldStatus::committed || status == HoldStatus::released);
     static const std::string sql = std::string(
                                        "UPDATE holds SET status = $3, committed_amount = coalesce($4::bigint, amount), "
-                                       "closed_at_ms = $5 WHERE seq = $1 AND hold_id = $2 AND status = 'active' "
-                                       "AND expires_at_ms > $5 AND amount >= coalesce($4::bigint, amount) RETURNING ") +
+                                       "closed_at_ms = $5, release_reason = $6 WHERE seq = $1 AND hold_id = $2 AND "
+                                       "status = 'active' AND expires_at_ms > $5 AND amount >= coalesce($4::bigint, "
+                                       "amount) RETURNING ") +
                                    kHoldColumns;
     const auto seq = hold_id_seq(hold_id);
     if (!seq) return std::nullopt;
-    Rows r = db_.query(sql, *seq, hold_id, hold_status_name(status), committed, now_ms);
+    Rows r = db_.query(sql, *seq, hold_id, hold_status_name(status), committed, now_ms, release_reason);
     if (r.empty()) return std::nullopt;
     Hold before = read_hold(r, 0);  // the row after the update: turn it back into the one before
     TG_ASSERT(before.status == status);
     before.status = HoldStatus::active;
     before.committed_amount = 0;
     before.closed_at_ms.reset();
+    before.release_reason.reset();
     return before;
   }
 
@@ -222,12 +233,20 @@ class PgTransaction final : public Transaction {
     TG_ASSERT(r.affected() == 1);
   }
 
+  // The id from event_ids, as the batch path takes it (pg_store.h). Taken here mid-transaction,
+  // not last: the oracle runs alone on its database.
   Event append_event(Event e) override {
-    Rows r = db_.query("INSERT INTO events (account_id, type, amount, hold_id, job_id, reference, at_ms, "
-                       "available_after, reserved_after, used_after) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10) "
-                       "RETURNING event_id",
+    const std::optional<std::string> frozen =
+        e.settings ? std::optional<std::string>(e.settings->frozen ? "true" : "false") : std::nullopt;
+    Rows r = db_.query("WITH n AS (UPDATE event_ids SET last_event_id = last_event_id + 1 RETURNING last_event_id) "
+                       "INSERT INTO events (event_id, account_id, type, amount, hold_id, job_id, reference, at_ms, "
+                       "available_after, reserved_after, used_after, reason, overdraft_limit, max_active_holds, "
+                       "frozen) SELECT n.last_event_id, $1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, "
+                       "$14::boolean FROM n RETURNING event_id",
                        e.account_id, event_type_name(e.type), e.amount, e.hold_id, e.job_id, e.reference, e.at_ms,
-                       e.available_after, e.reserved_after, e.used_after);
+                       e.available_after, e.reserved_after, e.used_after, e.reason,
+                       e.settings ? std::optional<std::int64_t>(e.settings->overdraft_limit) : std::nullopt,
+                       e.settings ? e.settings->max_active_holds : std::nullopt, frozen);
     e.event_id = r.int64(0, 0);
     return e;
   }

@@ -64,6 +64,19 @@ void insert_rows(Conn& db, const char* head, int columns, const std::vector<Row>
 
 }  // namespace
 
+void bind_reason_and_settings(Stmt& s, int first, const Event& e) {
+  s.bind(first, e.reason);
+  if (e.settings) {
+    s.bind(first + 1, e.settings->overdraft_limit);
+    s.bind(first + 2, e.settings->max_active_holds);
+    s.bind(first + 3, std::int64_t{e.settings->frozen});
+  } else {
+    s.bind_null(first + 1);
+    s.bind_null(first + 2);
+    s.bind_null(first + 3);
+  }
+}
+
 Error sql_failure(const SqlError& e) {
   return Error::make(e.is_transient() ? Code::unavailable : Code::internal, std::string("database: ") + e.what());
 }
@@ -163,28 +176,29 @@ batch::Snapshot SqliteBatchIo::begin_and_load(const batch::Keys& keys) {
 std::vector<std::int64_t> SqliteBatchIo::write_and_commit(const batch::Effects& e) {
   for (const Account& a : e.new_accounts) {
     Query q(db_.stmt("INSERT INTO accounts (account_id, available, reserved, used, purchased, overdraft_limit, "
-                     "max_active_holds, active_holds, created_at_ms) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9)"),
+                     "max_active_holds, active_holds, created_at_ms, frozen) "
+                     "VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10)"),
             a.account_id, a.balances.available, a.balances.reserved, a.balances.used, a.balances.purchased,
-            a.overdraft_limit, a.max_active_holds, a.active_holds, a.created_at_ms);
+            a.overdraft_limit, a.max_active_holds, a.active_holds, a.created_at_ms, std::int64_t{a.frozen});
     q.step();
   }
   for (const auto& [before, after] : e.changed_accounts) {
     const Balances& b = before.balances;
     const Balances& n = after.balances;
     Query q(db_.stmt("UPDATE accounts SET available = ?2, reserved = ?3, used = ?4, purchased = ?5, "
-                     "active_holds = ?6, overdraft_limit = ?7, max_active_holds = ?8 "
+                     "active_holds = ?6, overdraft_limit = ?7, max_active_holds = ?8, frozen = ?14 "
                      "WHERE account_id = ?1 AND available = ?9 AND reserved = ?10 AND used = ?11 AND purchased = ?12 "
                      "AND active_holds = ?13"),
             after.account_id, n.available, n.reserved, n.used, n.purchased, after.active_holds,
             after.overdraft_limit, after.max_active_holds, b.available, b.reserved, b.used, b.purchased,
-            before.active_holds);
+            before.active_holds, std::int64_t{after.frozen});
     q.step();
     expect_one_change(db_, "account " + after.account_id);
   }
   insert_rows(db_,
               "INSERT INTO holds (seq, hold_id, account_id, request_id, amount, committed_amount, status, "
-              "late_outcome, created_at_ms, expires_at_ms, closed_at_ms, metadata)",
-              12, e.new_holds, [](Stmt& s, int i, const Hold& h) {
+              "late_outcome, created_at_ms, expires_at_ms, closed_at_ms, metadata, release_reason)",
+              13, e.new_holds, [](Stmt& s, int i, const Hold& h) {
                 const auto seq = hold_id_seq(h.hold_id);
                 TG_ASSERT(seq.has_value());
                 s.bind(i, *seq);
@@ -203,18 +217,19 @@ std::vector<std::int64_t> SqliteBatchIo::write_and_commit(const batch::Effects& 
                 s.bind(i + 9, h.expires_at_ms);
                 s.bind(i + 10, h.closed_at_ms);
                 s.bind(i + 11, h.metadata_json);
+                s.bind(i + 12, h.release_reason);
               });
   for (const auto& [before, after] : e.changed_holds) {
     const auto seq = hold_id_seq(after.hold_id);
     TG_ASSERT(seq.has_value());
     Query q(db_.stmt("UPDATE holds SET status = ?3, committed_amount = ?4, late_outcome = nullif(?5, ''), "
-                     "expires_at_ms = ?6, closed_at_ms = ?7 "
+                     "expires_at_ms = ?6, closed_at_ms = ?7, release_reason = ?12 "
                      "WHERE seq = ?1 AND hold_id = ?2 AND status = ?8 AND committed_amount = ?9 "
                      "AND coalesce(late_outcome, '') = ?10 AND expires_at_ms = ?11"),
             *seq, after.hold_id, hold_status_name(after.status), after.committed_amount,
             late_outcome_name(after.late_outcome), after.expires_at_ms, after.closed_at_ms,
             hold_status_name(before.status), before.committed_amount, late_outcome_name(before.late_outcome),
-            before.expires_at_ms);
+            before.expires_at_ms, after.release_reason);
     q.step();
     expect_one_change(db_, "hold " + after.hold_id);
   }
@@ -228,8 +243,8 @@ std::vector<std::int64_t> SqliteBatchIo::write_and_commit(const batch::Effects& 
     for (std::size_t i = 0; i < e.events.size(); ++i) ids.push_back(first + static_cast<std::int64_t>(i));
     insert_rows(db_,
                 "INSERT INTO events (event_id, account_id, type, amount, hold_id, job_id, reference, at_ms, "
-                "available_after, reserved_after, used_after)",
-                11, e.events, [&, index = std::size_t{0}](Stmt& s, int i, const Event& ev) mutable {
+                "available_after, reserved_after, used_after, reason, overdraft_limit, max_active_holds, frozen)",
+                15, e.events, [&, index = std::size_t{0}](Stmt& s, int i, const Event& ev) mutable {
                   s.bind(i, ids[index++]);
                   s.bind(i + 1, ev.account_id);
                   s.bind(i + 2, event_type_name(ev.type));
@@ -241,6 +256,7 @@ std::vector<std::int64_t> SqliteBatchIo::write_and_commit(const batch::Effects& 
                   s.bind(i + 8, ev.available_after);
                   s.bind(i + 9, ev.reserved_after);
                   s.bind(i + 10, ev.used_after);
+                  bind_reason_and_settings(s, i + 11, ev);
                 });
   }
   for (const auto& [t, event_index] : e.transfers) {
@@ -266,6 +282,7 @@ std::vector<std::int64_t> SqliteBatchIo::write_and_commit(const batch::Effects& 
     expect_one_change(db_, "key " + after.key_id);
   }
   db_.exec("COMMIT");  // durable once the store's sync() returns (synchronous=NORMAL)
+  if (!ids.empty()) last_event_id_ = std::max(last_event_id_, ids.back());
   return ids;
 }
 

@@ -12,7 +12,7 @@ namespace tollgate::sqlite {
 // --- row mapping ----------------------------------------------------------------------------------
 const char* const kHoldColumns =
     "hold_id, account_id, request_id, amount, committed_amount, status, late_outcome, created_at_ms, "
-    "expires_at_ms, closed_at_ms, metadata";
+    "expires_at_ms, closed_at_ms, metadata, release_reason";
 
 Hold read_hold(Stmt& s, int first) {
   Hold h;
@@ -30,12 +30,17 @@ Hold read_hold(Stmt& s, int first) {
   h.expires_at_ms = s.int64(first + 8);
   h.closed_at_ms = s.optional_int64(first + 9);
   h.metadata_json = s.text(first + 10);
+  h.release_reason = s.optional_text(first + 11);
   return h;
 }
 
 const char* const kEventColumns =
     "event_id, account_id, type, amount, hold_id, job_id, reference, at_ms, available_after, reserved_after, "
-    "used_after";
+    "used_after, reason, overdraft_limit, max_active_holds, frozen";
+#define TG_EVENT_COLUMNS_OF_E                                                                             \
+  "e.event_id, e.account_id, e.type, e.amount, e.hold_id, e.job_id, e.reference, e.at_ms, e.available_after, " \
+  "e.reserved_after, e.used_after, e.reason, e.overdraft_limit, e.max_active_holds, e.frozen"
+const char* const kEventColumnsOfE = TG_EVENT_COLUMNS_OF_E;
 
 Event read_event(Stmt& s, int first) {
   Event e;
@@ -52,12 +57,18 @@ Event read_event(Stmt& s, int first) {
   e.available_after = s.int64(first + 8);
   e.reserved_after = s.int64(first + 9);
   e.used_after = s.int64(first + 10);
+  e.reason = s.optional_text(first + 11);
+  if (const auto frozen = s.optional_int64(first + 14)) {  // account_updated: the settings after it
+    const auto overdraft_limit = s.optional_int64(first + 12);
+    if (!overdraft_limit) throw SqlError(SQLITE_CORRUPT, "event " + std::to_string(e.event_id) + " has no overdraft_limit");
+    e.settings = AccountSettings{*overdraft_limit, s.optional_int64(first + 13), *frozen != 0};
+  }
   return e;
 }
 
 std::optional<Account> account_row(Conn& db, std::string_view account_id) {
   Query q(db.stmt("SELECT account_id, available, reserved, used, purchased, overdraft_limit, max_active_holds, "
-                  "active_holds, created_at_ms FROM accounts WHERE account_id = ?"),
+                  "active_holds, created_at_ms, frozen FROM accounts WHERE account_id = ?"),
           account_id);
   if (!q.step()) return std::nullopt;
   Stmt& s = q.row();
@@ -68,6 +79,7 @@ std::optional<Account> account_row(Conn& db, std::string_view account_id) {
   a.max_active_holds = s.optional_int64(6);
   a.active_holds = s.int64(7);
   a.created_at_ms = s.int64(8);
+  a.frozen = s.int64(9) != 0;
   return a;
 }
 
@@ -108,9 +120,7 @@ ApiKey read_key(Stmt& s) {
   return ApiKey{s.text(0), s.optional_text(1), s.text(2), s.int64(3), s.optional_int64(4), s.optional_int64(5)};
 }
 
-const char* const kTransferColumns =
-    "t.reference, t.account_id, t.kind, t.amount, t.reason, e.event_id, e.account_id, e.type, e.amount, e.hold_id, "
-    "e.job_id, e.reference, e.at_ms, e.available_after, e.reserved_after, e.used_after";
+const char* const kTransferColumns = "t.reference, t.account_id, t.kind, t.amount, t.reason, " TG_EVENT_COLUMNS_OF_E;
 
 std::pair<Transfer, Event> read_transfer(Stmt& s) {
   Transfer t;

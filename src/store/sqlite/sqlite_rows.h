@@ -17,6 +17,7 @@ namespace tollgate::sqlite {
 // Column lists in the order read_hold / read_event / read_key expect them.
 extern const char* const kHoldColumns;
 extern const char* const kEventColumns;
+extern const char* const kEventColumnsOfE;  // the same, of a table aliased `e`
 extern const char* const kKeyColumns;
 // A transfer joined with its event: FROM transfers t JOIN events e ON e.event_id = t.event_id.
 extern const char* const kTransferColumns;

@@ -124,6 +124,19 @@ ALTER TABLE api_keys ADD COLUMN last_used_at_ms INTEGER;
 CREATE INDEX api_keys_newest_first ON api_keys(created_at_ms, key_id);
 CREATE INDEX api_keys_by_account ON api_keys(account_id, created_at_ms, key_id);
 )sql",
+    // 4: account settings that change (frozen; account_updated events carry the settings after
+    // the change), the reason of a release (on the hold and on its event; a debit's event too)
+    R"sql(
+ALTER TABLE accounts ADD COLUMN frozen INTEGER NOT NULL DEFAULT 0 CHECK (frozen IN (0, 1));
+ALTER TABLE holds ADD COLUMN release_reason TEXT CHECK (release_reason IS NULL OR status = 'released');
+ALTER TABLE events ADD COLUMN reason TEXT;
+ALTER TABLE events ADD COLUMN overdraft_limit INTEGER CHECK (overdraft_limit IS NULL OR overdraft_limit >= 0);
+ALTER TABLE events ADD COLUMN max_active_holds INTEGER CHECK (max_active_holds IS NULL OR max_active_holds >= 1);
+ALTER TABLE events ADD COLUMN frozen INTEGER
+  CHECK ((frozen IS NULL OR frozen IN (0, 1)) AND (frozen IS NOT NULL) = (type = 'account_updated')
+         AND (overdraft_limit IS NOT NULL) = (type = 'account_updated')
+         AND (max_active_holds IS NULL OR type = 'account_updated'));
+)sql",
 };
 constexpr int kMigrationCount = static_cast<int>(std::size(kMigrations));
 static_assert(kMigrationCount == SqliteStore::kSchemaVersion);
@@ -140,6 +153,18 @@ int schema_version(Conn& db) {
   Query q(db.stmt("SELECT coalesce(max(version), 0) FROM schema_migrations"));
   TG_ASSERT(q.step());
   return static_cast<int>(q->int64(0));
+}
+
+std::int64_t max_event_id(Conn& db) {
+  Query q(db.stmt("SELECT coalesce(max(event_id), 0) FROM events"));
+  TG_ASSERT(q.step());
+  return q->int64(0);
+}
+
+void raise_to(std::atomic<std::int64_t>& value, std::int64_t at_least) {
+  std::int64_t now = value.load(std::memory_order_acquire);
+  while (now < at_least && !value.compare_exchange_weak(now, at_least, std::memory_order_acq_rel)) {
+  }
 }
 
 }  // namespace
@@ -276,8 +301,10 @@ Result<std::unique_ptr<SqliteStore>> SqliteStore::open(const SqliteOptions& opti
     // The WAL's name as SQLite made it (a filename object of the writer connection, valid while
     // it is open: a VFS may read the URI parameters around it).
     const char* wal_path = sqlite3_filename_wal(sqlite3_db_filename(writer->raw(), "main"));
+    const std::int64_t last_event_id = max_event_id(*writer);
     auto store = std::unique_ptr<SqliteStore>(
         new SqliteStore(options, clock, std::move(lock), std::move(*vfs), wal_path, std::move(writer)));
+    store->committed_event_id_.store(last_event_id, std::memory_order_release);
     if (auto synced = store->sync(); !synced) return synced.error();
     return store;
   } catch (const SqlError& e) {
@@ -289,10 +316,22 @@ Result<std::unique_ptr<SqliteStore>> SqliteStore::open(const SqliteOptions& opti
 Status SqliteStore::apply(std::span<const Command> commands, std::vector<CommandResult>& results) {
   if (flush_failed_.load(std::memory_order_acquire)) return flush_failure();
   if (options_.write_path == SqliteWritePath::per_statement) {
-    return sqlite::apply_per_statement(*writer_, clock_, commands, results);
+    Status applied = sqlite::apply_per_statement(*writer_, clock_, commands, results);
+    if (applied) {
+      try {
+        raise_to(committed_event_id_, max_event_id(*writer_));
+      } catch (const SqlError& e) {
+        return sql_failure(e);
+      }
+    }
+    return applied;
   }
   sqlite::SqliteBatchIo io(*writer_, clock_);
-  return run_batch(io, commands, results, BatchRunOptions{}, counters_);
+  Status applied = run_batch(io, commands, results, BatchRunOptions{}, counters_);
+  // Also after a failed batch: a batch isolated into one command per transaction may have
+  // committed some of them.
+  raise_to(committed_event_id_, io.last_event_id());
+  return applied;
 }
 
 Status SqliteStore::sync() {
@@ -319,6 +358,9 @@ Status SqliteStore::sync() {
     }
     wal_ = std::move(handle);
   }
+  // Read before the flush: every batch that set it committed (its frames written) before this
+  // flush starts, so the flush makes it durable.
+  const std::int64_t committed_event_id = committed_event_id_.load(std::memory_order_acquire);
   const int rc = wal_->pMethods->xSync(wal_.get(), SQLITE_SYNC_NORMAL);
   if (rc != SQLITE_OK) {
     flush_failed_.store(true, std::memory_order_release);
@@ -326,6 +368,7 @@ Status SqliteStore::sync() {
                      "); refusing writes until tollgate is restarted");
     return flush_failure();
   }
+  raise_to(durable_event_id_, committed_event_id);
   return ok_status();
 }
 
@@ -396,6 +439,24 @@ AuditReport audit_accounts(Conn& db, const std::vector<std::string>& ids) {
 }
 
 }  // namespace
+
+Result<EventPage> SqliteStore::read_feed(std::int64_t after, std::int64_t limit) {
+  if (limit < 1 || limit > limits::kEventsPageMax) {
+    return invalid("limit must be from 1 to " + std::to_string(limits::kEventsPageMax));
+  }
+  if (after < 0) return invalid("after must be 0 or a previous next_after");
+  const std::int64_t durable = durable_event_id_.load(std::memory_order_acquire);
+  return read([&](Conn& db) -> Result<EventPage> {
+    static const std::string sql = std::string("SELECT ") + kEventColumns +
+                                   " FROM events WHERE event_id > ?1 AND event_id <= ?2 ORDER BY event_id LIMIT ?3";
+    EventPage page;
+    page.next_after = after;
+    Query q(db.stmt(sql.c_str()), after, durable, limit);
+    while (q.step()) page.events.push_back(read_event(q.row()));
+    if (!page.events.empty()) page.next_after = page.events.back().event_id;
+    return page;
+  });
+}
 
 Result<AuditReport> SqliteStore::audit(std::optional<std::string_view> account_id) {
   return read([&](Conn& db) -> Result<AuditReport> {

@@ -111,7 +111,7 @@ struct SqliteOptions {
 class SqliteStore final : public Store {
  public:
   // The schema version this binary writes and expects.
-  static constexpr int kSchemaVersion = 3;
+  static constexpr int kSchemaVersion = 4;
 
   // Opens or creates the database and migrates its schema. `clock` must outlive the store.
   static Result<std::unique_ptr<SqliteStore>> open(const SqliteOptions& options, const Clock& clock);
@@ -122,6 +122,9 @@ class SqliteStore final : public Store {
   Result<Account> get_account(std::string_view account_id) override;
   Result<Hold> get_hold(std::string_view hold_id) override;
   Result<EventPage> read_events(std::string_view account_id, std::int64_t after, std::int64_t limit) override;
+  // Only events a completed sync() made durable (the last one it covered: last_event_id()).
+  Result<EventPage> read_feed(std::int64_t after, std::int64_t limit) override;
+  Result<std::int64_t> last_event_id() override { return durable_event_id_.load(std::memory_order_acquire); }
   Result<AuditReport> audit(std::optional<std::string_view> account_id) override;
   Result<AuditPage> audit_range(std::string_view after, std::int64_t limit) override;
   ListReads& lists() override { return lists_; }
@@ -158,6 +161,11 @@ class SqliteStore final : public Store {
   std::unique_ptr<sqlite3_file, void (*)(sqlite3_file*)> wal_{nullptr, nullptr};  // guarded by sync_mu_
   // Set when a flush failed: every later write answers `unavailable` (see the argument above).
   std::atomic<bool> flush_failed_{false};
+  // The change feed shows only durable events: the largest event id committed (set by apply()
+  // after its COMMIT), and the largest a completed sync() covered (the committed id it read before
+  // it flushed). One writer: ids increase with commit order.
+  std::atomic<std::int64_t> committed_event_id_{0};
+  std::atomic<std::int64_t> durable_event_id_{0};
   ConnPool<sqlite::Conn> readers_;
   sqlite::SqliteLists lists_;  // reads through readers_
   // Background checkpointer.

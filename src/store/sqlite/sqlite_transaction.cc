@@ -105,7 +105,7 @@ class SqliteTransaction final : public Transaction {
 
   std::optional<Balances> debit_if_available(std::string_view account_id, std::int64_t amount) override {
     Query q(db_.stmt("UPDATE accounts SET available = available - ?2, purchased = purchased - ?2 "
-                     "WHERE account_id = ?1 AND available >= ?2"),
+                     "WHERE account_id = ?1 AND available >= ?2 AND NOT frozen"),
             account_id, amount);
     return updated_balances(db_, q, account_id);
   }
@@ -114,7 +114,7 @@ class SqliteTransaction final : public Transaction {
     Query q(db_.stmt("UPDATE accounts SET available = available - ?2, reserved = reserved + ?2, "
                      "active_holds = active_holds + 1 "
                      "WHERE account_id = ?1 AND available - ?2 >= -overdraft_limit AND reserved <= ?3 - ?2 "
-                     "AND (max_active_holds IS NULL OR active_holds < max_active_holds)"),
+                     "AND (max_active_holds IS NULL OR active_holds < max_active_holds) AND NOT frozen"),
             account_id, amount, kMax);
     return updated_balances(db_, q, account_id);
   }
@@ -143,6 +143,13 @@ class SqliteTransaction final : public Transaction {
     q.step();
   }
 
+  void set_account_settings(std::string_view account_id, const AccountSettings& settings) override {
+    Query q(db_.stmt("UPDATE accounts SET overdraft_limit = ?2, max_active_holds = ?3, frozen = ?4 WHERE account_id = ?1"),
+            account_id, settings.overdraft_limit, settings.max_active_holds, std::int64_t{settings.frozen});
+    q.step();
+    TG_ASSERT(db_.changes() == 1);
+  }
+
   std::string insert_hold(const Hold& h, std::string_view random) override {
     // One writer holds the write lock for the whole batch, so the next seq is max(seq) + 1, read
     // once per transaction (max(rowid) is one B-tree descent) and counted here after that.
@@ -161,14 +168,15 @@ class SqliteTransaction final : public Transaction {
   }
 
   std::optional<Hold> end_active_hold(std::string_view hold_id, HoldStatus status, std::optional<std::int64_t> committed,
-                                      std::int64_t now_ms) override {
+                                      std::int64_t now_ms, const std::optional<std::string>& release_reason) override {
     TG_ASSERT(status == HoldStatus::committed || status == HoldStatus::released);
     const auto seq = hold_id_seq(hold_id);
     if (!seq) return std::nullopt;
-    Query q(db_.stmt("UPDATE holds SET status = ?3, committed_amount = coalesce(?4, amount), closed_at_ms = ?5 "
+    Query q(db_.stmt("UPDATE holds SET status = ?3, committed_amount = coalesce(?4, amount), closed_at_ms = ?5, "
+                     "release_reason = ?6 "
                      "WHERE seq = ?1 AND hold_id = ?2 AND status = 'active' AND expires_at_ms > ?5 "
                      "AND amount >= coalesce(?4, amount)"),
-            *seq, hold_id, hold_status_name(status), committed, now_ms);
+            *seq, hold_id, hold_status_name(status), committed, now_ms, release_reason);
     q.step();
     if (db_.changes() == 0) return std::nullopt;
     auto before = sqlite::hold_by_id(db_, hold_id);  // the row after the update, by primary key
@@ -176,6 +184,7 @@ class SqliteTransaction final : public Transaction {
     before->status = HoldStatus::active;
     before->committed_amount = 0;
     before->closed_at_ms.reset();
+    before->release_reason.reset();
     return before;
   }
 
@@ -239,9 +248,11 @@ class SqliteTransaction final : public Transaction {
   }
 
   Event append_event(Event e) override {
-    Query q(db_.stmt("INSERT INTO events (account_id, type, amount, hold_id, job_id, reference, at_ms, "
-                     "available_after, reserved_after, used_after) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10)"),
-            e.account_id, event_type_name(e.type), e.amount, e.hold_id, e.job_id, e.reference, e.at_ms,
+    Stmt& insert = db_.stmt("INSERT INTO events (account_id, type, amount, hold_id, job_id, reference, at_ms, "
+                            "available_after, reserved_after, used_after, reason, overdraft_limit, max_active_holds, "
+                            "frozen) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14)");
+    bind_reason_and_settings(insert, 11, e);
+    Query q(insert, e.account_id, event_type_name(e.type), e.amount, e.hold_id, e.job_id, e.reference, e.at_ms,
             e.available_after, e.reserved_after, e.used_after);
     q.step();
     e.event_id = db_.last_insert_rowid();

@@ -36,15 +36,23 @@ class SqliteBatchIo final : public BatchIo {
   FailureKind classify(const std::exception& failure) const override;
   Error to_error(const std::exception& failure) const override;
 
+  // The largest event id this io committed (0: none yet).
+  std::int64_t last_event_id() const { return last_event_id_; }
+
  private:
   Conn& db_;
   const Clock& clock_;
+  std::int64_t last_event_id_ = 0;
 };
 
 // The per-statement oracle: one transaction, execute() per command; a command that fails
 // unexpectedly answers `internal` and the batch runs again without it.
 Status apply_per_statement(Conn& db, const Clock& clock, std::span<const Command> commands,
                            std::vector<CommandResult>& results);
+
+// Binds an event's reason, overdraft_limit, max_active_holds and frozen (NULL where unset) from
+// parameter `first` on, in that order (the column order of kEventColumns after used_after).
+void bind_reason_and_settings(Stmt& s, int first, const Event& e);
 
 // SqlError → what the caller does next: transient (busy, I/O, full) → unavailable, else internal.
 Error sql_failure(const SqlError& e);
