@@ -612,17 +612,17 @@ TEST(CliUsage, AnUnknownOrMissingCommandNamesTheCommandsThatExistAndTheClosest) 
   const std::vector<Case> cases{
       {{"acount", "create", "a"},
        "tollgate: unknown command 'acount' (did you mean account?); the commands are: account, audit, events, hold, "
-       "key, serve, version\n"},
+       "key, serve, transfer, version\n"},
       {{"frobnicate"}, "tollgate: unknown command 'frobnicate'; the commands are: account, audit, events, hold, key, "
-                       "serve, version\n"},
+                       "serve, transfer, version\n"},
       {{"account", "crate", "a", "--url", "http://127.0.0.1:1"},
        "tollgate: unknown command 'account crate' (did you mean create?); the account commands are: create, credit, "
-       "debit, show\n"},
+       "debit, list, show\n"},
       {{"hold", "comit", "h"},
        "tollgate: unknown command 'hold comit' (did you mean commit?); the hold commands are: commit, extend, list, "
        "release, reserve, show\n"},
       {{"key", "revok", "k"}, "tollgate: unknown command 'key revok' (did you mean revoke?); the key commands are: "
-                              "create, revoke\n"},
+                              "create, list, revoke\n"},
   };
   for (const Case& c : cases) {
     const ProcessResult r = run_tollgate(c.args);
@@ -637,7 +637,8 @@ TEST(CliUsage, AnUnknownOrMissingCommandNamesTheCommandsThatExistAndTheClosest) 
                    "reserve, show\n");
   r = run_tollgate({});
   EXPECT_EQ(r.exit_code, 2);
-  EXPECT_EQ(r.err, "tollgate: a command is missing; the commands are: account, audit, events, hold, key, serve, version\n");
+  EXPECT_EQ(r.err, "tollgate: a command is missing; the commands are: account, audit, events, hold, key, serve, transfer, "
+                   "version\n");
   // Other usage errors keep CLI11's own message (a command's arguments are not commands).
   const ProcessResult extra = run_tollgate({"events", "a", "b"});
   EXPECT_EQ(extra.exit_code, 2);
