@@ -161,6 +161,14 @@ struct CreateAccountRequest {
   std::optional<std::int64_t> max_active_holds;  // server default: no limit
 };
 
+// PATCH /v1/accounts/{id}: only the settings that are set change.
+struct UpdateAccountRequest {
+  std::optional<std::int64_t> overdraft_limit;
+  // Set to nullopt: remove the limit (sent as null); unset: unchanged.
+  std::optional<std::optional<std::int64_t>> max_active_holds;
+  std::optional<bool> frozen;  // a frozen account refuses new holds and debits (409 account_frozen)
+};
+
 struct ReserveRequest {
   std::string account_id;
   std::int64_t amount = 0;
@@ -214,8 +222,15 @@ class Client {
   Response list_accounts(const PageRequest& page = {});
   // GET /v1/transfers/{reference} — the credit or debit recorded under it (a lost answer: look).
   Response get_transfer(std::string_view reference);
+  // PATCH /v1/accounts/{id} (admin key) — 200 with the account; the same settings again change nothing.
+  Response update_account(std::string_view account_id, const UpdateAccountRequest& request);
   // GET /v1/accounts/{id}/events?after=&limit= — oldest first; continue with `next_after`.
   Response events(std::string_view account_id, std::int64_t after = 0, std::optional<std::int64_t> limit = {});
+  // GET /v1/events?after=&limit=&wait_ms= (admin key) — every account's events in commit order;
+  // store `next_after` and pass it as `after` to miss nothing and see nothing twice. With wait_ms,
+  // an empty answer waits until something new is durable (keep request_timeout above wait_ms).
+  Response feed(std::int64_t after = 0, std::optional<std::int64_t> limit = {},
+                std::optional<std::int64_t> wait_ms = {});
 
   // --- keys (admin key)
   Response create_key(std::string_view account_id);  // 201 {key_id, account_id, secret, created_at}

@@ -28,6 +28,9 @@ using client::Response;
 
 constexpr const char* kDefaultUrl = "http://127.0.0.1:8080";
 constexpr auto kFollowInterval = std::chrono::milliseconds(500);
+// Following the change feed: how long the server holds an empty read (and so how long an interrupt
+// may take to end `events --follow`).
+constexpr std::int64_t kFeedWaitMs = 1000;
 constexpr std::int64_t kPageDefault = 100;  // the server's default page size (events, holds)
 
 // --- arguments --------------------------------------------------------------------------------------
@@ -58,6 +61,8 @@ struct Args {
   std::int64_t limit = 0;
   std::int64_t after = 0;
   bool follow = false;
+  std::string max_active_holds_text;  // account update: a number, or "none"
+  std::string frozen_text;            // account update: true | false
 };
 
 bool is_id(std::string_view s) {
@@ -290,7 +295,7 @@ void note_more(const std::string& command, const json::value& page, std::string_
 // --- commands ---------------------------------------------------------------------------------------
 void add_account_commands(CLI::App& app, int& exit_code) {
   std::shared_ptr<Args> a;
-  auto* account = app.add_subcommand("account", "create, show, credit and debit accounts");
+  auto* account = app.add_subcommand("account", "create, show, update, list, credit and debit accounts");
   account->require_subcommand(1);
 
   a = std::make_shared<Args>();
@@ -325,6 +330,42 @@ void add_account_commands(CLI::App& app, int& exit_code) {
   show->callback([a, &exit_code] {
     exit_code = run(
         "account show", a->connection, [&](Client& c) { return c.get_account(a->account_id); },
+        [](const Response& r) { print_fields(r.json()); });
+  });
+
+  a = std::make_shared<Args>();
+  auto* update = account->add_subcommand(
+      "update", "change an account's settings (admin key); the same settings again change nothing");
+  update->add_option("ID", a->account_id, "account id")->required()->check(kId);
+  auto* new_overdraft = update->add_option("--overdraft-limit", a->overdraft_limit,
+                                           "credits that `available` may go below zero")
+                            ->check(integer_range(0, limits::kOverdraftLimitMax));
+  auto* new_max_holds =
+      update->add_option("--max-active-holds", a->max_active_holds_text, "at most this many active holds, or none")
+          ->check([](const std::string& v) -> std::string {
+            if (v == "none") return "";
+            std::string number = v;
+            return integer_range(1, limits::kMaxActiveHoldsMax)(number).empty()
+                       ? ""
+                       : "must be none or from 1 to " + std::to_string(limits::kMaxActiveHoldsMax);
+          });
+  auto* new_frozen = update->add_option("--frozen", a->frozen_text, "true: refuse new holds and debits; false: allow")
+                         ->check(CLI::IsMember({"true", "false"}));
+  add_connection_options(update, a->connection);
+  update->callback([a, &exit_code, new_overdraft, new_max_holds, new_frozen] {
+    client::UpdateAccountRequest request;
+    if (new_overdraft->count() > 0) request.overdraft_limit = a->overdraft_limit;
+    if (new_max_holds->count() > 0) {
+      request.max_active_holds = a->max_active_holds_text == "none"
+                                     ? std::optional<std::int64_t>()
+                                     : std::optional<std::int64_t>(std::stoll(a->max_active_holds_text));
+    }
+    if (new_frozen->count() > 0) request.frozen = a->frozen_text == "true";
+    if (!request.overdraft_limit && !request.max_active_holds && !request.frozen) {
+      throw CLI::ValidationError("account update", "give at least one of --overdraft-limit, --max-active-holds, --frozen");
+    }
+    exit_code = run(
+        "account update", a->connection, [&](Client& c) { return c.update_account(a->account_id, request); },
         [](const Response& r) { print_fields(r.json()); });
   });
 
@@ -626,14 +667,23 @@ const std::vector<Column> kEventColumns = {
     {"EVENT", true, 5},     {"TYPE", false, 13},     {"AMOUNT", true, 8}, {"AVAILABLE", true, 9},
     {"RESERVED", true, 8}, {"USED", true, 8},       {"HOLD/REFERENCE", false, 24}, {"AT", false, 24}};
 
-std::vector<std::vector<std::string>> event_rows(const json::array& events) {
+// The change feed's table: every account's events, so each row names its account.
+const std::vector<Column> kFeedColumns = {
+    {"EVENT", true, 5},     {"ACCOUNT", false, 12},  {"TYPE", false, 13},           {"AMOUNT", true, 8},
+    {"AVAILABLE", true, 9}, {"RESERVED", true, 8},   {"USED", true, 8},             {"HOLD/REFERENCE", false, 24},
+    {"AT", false, 24}};
+
+std::vector<std::vector<std::string>> event_rows(const json::array& events, bool with_account) {
   std::vector<std::vector<std::string>> rows;
   for (const json::value& e : events) {
     std::string what = field(e, "hold_id");
     if (what == "-") what = field(e, "job_id");
     if (what == "-") what = field(e, "reference");
-    rows.push_back({field(e, "event_id"), field(e, "type"), field(e, "amount"), field(e, "available_after"),
-                    field(e, "reserved_after"), field(e, "used_after"), what, field(e, "at")});
+    std::vector<std::string> row{field(e, "event_id"), field(e, "type"), field(e, "amount"),
+                                 field(e, "available_after"), field(e, "reserved_after"), field(e, "used_after"),
+                                 what, field(e, "at")};
+    if (with_account) row.insert(row.begin() + 1, field(e, "account_id"));
+    rows.push_back(std::move(row));
   }
   return rows;
 }
@@ -642,8 +692,16 @@ int run_events(const Args& a, std::optional<std::int64_t> limit) {
   const std::string command = "events";
   Client client = make_client(a.connection);
   const std::int64_t page_size = limit.value_or(kPageDefault);
+  // No account: the change feed of every account (admin key); following it long-polls (wait_ms),
+  // so a new event shows at once instead of at the next poll.
+  const bool feed = a.account_id.empty();
+  const auto& columns = feed ? kFeedColumns : kEventColumns;
+  const auto fetch = [&](std::int64_t after, bool wait) {
+    if (feed) return client.feed(after, limit, wait ? std::optional<std::int64_t>(kFeedWaitMs) : std::nullopt);
+    return client.events(a.account_id, after, limit);
+  };
   if (!a.follow) {
-    const Response r = client.events(a.account_id, a.after, limit);
+    const Response r = fetch(a.after, false);
     if (!r.ok()) return report_failure(command, a.connection, r);
     if (a.connection.json) {
       print_json_line(r.json());
@@ -654,7 +712,7 @@ int run_events(const Args& a, std::optional<std::int64_t> limit) {
       std::printf("no events after %lld\n", static_cast<long long>(a.after));
       return kExitOk;
     }
-    print_table(kEventColumns, event_rows(events), true, true);
+    print_table(columns, event_rows(events, feed), true, true);
     if (static_cast<std::int64_t>(events.size()) >= page_size) {
       note(command, "there may be more: --after " + field(r.json(), "next_after"));
     }
@@ -668,7 +726,7 @@ int run_events(const Args& a, std::optional<std::int64_t> limit) {
   std::int64_t after = a.after;
   bool header_printed = false;
   while (!g_interrupted) {
-    const Response r = client.events(a.account_id, after, limit);
+    const Response r = fetch(after, true);
     if (!r.ok()) {
       if (g_interrupted) break;
       return report_failure(command, a.connection, r);
@@ -678,12 +736,13 @@ int run_events(const Args& a, std::optional<std::int64_t> limit) {
       if (a.connection.json) {
         print_json_line(r.json());
       } else {
-        print_table(kEventColumns, event_rows(events), !header_printed, false);
+        print_table(columns, event_rows(events, feed), !header_printed, false);
         header_printed = true;
       }
     }
     after = std::max(after, number(r.json(), "next_after"));
     if (static_cast<std::int64_t>(events.size()) >= page_size) continue;  // more are waiting: no pause
+    if (feed) continue;  // the server already waited for something new
     for (auto slept = std::chrono::milliseconds(0); slept < kFollowInterval && !g_interrupted;
          slept += std::chrono::milliseconds(50)) {
       std::this_thread::sleep_for(std::chrono::milliseconds(50));
@@ -694,13 +753,14 @@ int run_events(const Args& a, std::optional<std::int64_t> limit) {
 
 void add_events_command(CLI::App& app, int& exit_code) {
   auto a = std::make_shared<Args>();
-  auto* events = app.add_subcommand("events", "an account's audit trail, oldest first");
-  events->add_option("ACCOUNT", a->account_id, "account id")->required()->check(kId);
+  auto* events = app.add_subcommand(
+      "events", "an account's audit trail, oldest first; without ACCOUNT, every account's (admin key: the change feed)");
+  events->add_option("ACCOUNT", a->account_id, "account id (none: every account's events in commit order)")->check(kId);
   events->add_option("--after", a->after, "only events after this event id (a cursor: next_after)")
       ->check(integer_range(0, std::numeric_limits<std::int64_t>::max()));
   auto* limit = events->add_option("--limit", a->limit, "at most this many per page (server default 100)")
                     ->check(integer_range(1, limits::kEventsPageMax));
-  events->add_flag("--follow,-f", a->follow, "keep polling for new events (every 500 ms) until interrupted");
+  events->add_flag("--follow,-f", a->follow, "keep reading new events until interrupted (an account's: polled every 500 ms; the feed: long-polled)");
   add_connection_options(events, a->connection);
   events->callback([a, &exit_code, limit] {
     exit_code = run_events(*a, limit->count() > 0 ? std::optional<std::int64_t>(a->limit) : std::nullopt);

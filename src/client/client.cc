@@ -434,6 +434,19 @@ Response Client::events(std::string_view account_id, std::int64_t after, std::op
   return impl_->perform(bhttp::verb::get, target, nullptr, Resend::safe, false);
 }
 
+Response Client::update_account(std::string_view account_id, const UpdateAccountRequest& r) {
+  json::object body;
+  if (r.overdraft_limit) body["overdraft_limit"] = *r.overdraft_limit;
+  if (r.max_active_holds) {
+    body["max_active_holds"] = *r.max_active_holds ? json::value(**r.max_active_holds) : json::value(nullptr);
+  }
+  if (r.frozen) body["frozen"] = *r.frozen;
+  const json::value value(std::move(body));
+  // Absolute values: sending them again changes nothing, so a lost answer may be resent.
+  return impl_->perform(bhttp::verb::patch, "/v1/accounts/" + encode_component(account_id), &value, Resend::safe,
+                        false);
+}
+
 Response Client::create_key(std::string_view account_id) {
   json::value body = json::object{};
   return impl_->perform(bhttp::verb::post, "/v1/accounts/" + encode_component(account_id) + "/keys", &body,
@@ -514,6 +527,12 @@ Response Client::list_holds(const ListHoldsRequest& r) {
 Response Client::list_accounts(const PageRequest& page) {
   Target target("/v1/accounts");
   target.add("limit", page.limit).add("starting_after", page.starting_after);
+  return impl_->perform(bhttp::verb::get, target.str(), nullptr, Resend::safe, false);
+}
+
+Response Client::feed(std::int64_t after, std::optional<std::int64_t> limit, std::optional<std::int64_t> wait_ms) {
+  Target target("/v1/events");
+  target.add("after", std::optional<std::int64_t>(after)).add("limit", limit).add("wait_ms", wait_ms);
   return impl_->perform(bhttp::verb::get, target.str(), nullptr, Resend::safe, false);
 }
 

@@ -330,6 +330,87 @@ TEST_F(CliTest, EventsFollowPrintsNewEventsAsTheyHappen) {
   EXPECT_EQ(references, (std::vector<std::string>{"first", "second"})) << r.out;
 }
 
+// `account update` changes only what it is given; a frozen account refuses a reservation with
+// 409 account_frozen; `none` removes the hold limit; nothing given is a usage error.
+TEST_F(CliTest, AccountUpdateChangesTheGivenSettingsAndFrozenRefusesNewHolds) {
+  ASSERT_EQ(cli({"account", "create", "kim", "--max-active-holds", "2"}).exit_code, 0);
+  ASSERT_EQ(cli({"account", "credit", "kim", "5", "--reference", "kim-1"}).exit_code, 0);
+  ProcessResult r = cli({"account", "update", "kim", "--frozen", "true", "--overdraft-limit", "3", "--json"});
+  ASSERT_EQ(r.exit_code, 0) << describe(r);
+  json::value account = one_document(r);
+  EXPECT_EQ(account.at("frozen"), true);
+  EXPECT_EQ(account.at("overdraft_limit"), 3);
+  EXPECT_EQ(account.at("max_active_holds"), 2);  // not given: unchanged
+  r = cli({"hold", "reserve", "kim", "1", "--request-id", "kim-r1"});
+  EXPECT_EQ(r.exit_code, 1) << describe(r);
+  EXPECT_NE(r.err.find("account_frozen"), std::string::npos) << r.err;
+
+  r = cli({"account", "update", "kim", "--frozen", "false", "--max-active-holds", "none", "--json"});
+  ASSERT_EQ(r.exit_code, 0) << describe(r);
+  account = one_document(r);
+  EXPECT_EQ(account.at("frozen"), false);
+  EXPECT_TRUE(account.at("max_active_holds").is_null()) << r.out;
+  EXPECT_EQ(cli({"hold", "reserve", "kim", "1", "--request-id", "kim-r2"}).exit_code, 0);
+
+  // Two account_updated events, each with the settings after it.
+  r = cli({"events", "kim", "--json"});
+  ASSERT_EQ(r.exit_code, 0) << describe(r);
+  int updates = 0;
+  const json::value page = one_document(r);
+  for (const json::value& e : page.at("events").as_array()) updates += e.at("type") == "account_updated";
+  EXPECT_EQ(updates, 2) << r.out;
+
+  for (const std::vector<std::string>& bad :
+       {std::vector<std::string>{"account", "update", "kim"}, {"account", "update", "kim", "--frozen", "yes"},
+        {"account", "update", "kim", "--max-active-holds", "0"}, {"account", "update", "kim", "--overdraft-limit", "-1"}}) {
+    r = cli(bad);
+    EXPECT_EQ(r.exit_code, 2) << describe(r);
+  }
+  r = cli({"account", "show", "kim", "--json"});
+  EXPECT_EQ(one_document(r).at("frozen"), false) << "a refused update changed something";
+}
+
+// Without an account, `events` reads the change feed: every account's events in commit order, each
+// row naming its account; --follow long-polls it and prints events as they are committed.
+TEST_F(CliTest, EventsWithoutAnAccountFollowsTheChangeFeedOfEveryAccount) {
+  ASSERT_EQ(cli({"account", "create", "lee"}).exit_code, 0);
+  ASSERT_EQ(cli({"account", "create", "max"}).exit_code, 0);
+  ASSERT_EQ(cli({"account", "credit", "lee", "1", "--reference", "feed-1"}).exit_code, 0);
+  ASSERT_EQ(cli({"account", "credit", "max", "2", "--reference", "feed-2"}).exit_code, 0);
+  ProcessResult r = cli({"events"});
+  ASSERT_EQ(r.exit_code, 0) << describe(r);
+  const auto table = lines_of(r.out);
+  ASSERT_EQ(table.size(), 3u) << r.out;
+  EXPECT_EQ(table[0].rfind("EVENT", 0), 0u) << r.out;
+  EXPECT_NE(table[0].find("ACCOUNT"), std::string::npos) << r.out;
+  EXPECT_NE(table[1].find("lee"), std::string::npos) << r.out;
+  EXPECT_NE(table[2].find("max"), std::string::npos) << r.out;
+  // An account key may not read the feed.
+  r = cli({"key", "create", "lee", "--json"});
+  ASSERT_EQ(r.exit_code, 0) << describe(r);
+  const std::string secret(one_document(r).at("secret").as_string());
+  r = cli_as(secret, {"events"});
+  EXPECT_EQ(r.exit_code, 1) << describe(r);
+  EXPECT_NE(r.err.find("forbidden"), std::string::npos) << r.err;
+
+  std::thread later([this] {
+    std::this_thread::sleep_for(milliseconds(800));
+    cli({"account", "credit", "max", "3", "--reference", "feed-3"});
+  });
+  r = run_tollgate({"events", "--follow", "--json", "--after", "1", "--url", server_.url(), "--key", server_.admin_key()},
+                   {}, milliseconds(2500));
+  later.join();
+  EXPECT_TRUE(r.timed_out) << describe(r);
+  std::vector<std::string> references;
+  for (const std::string& line : lines_of(r.out)) {
+    boost::system::error_code ec;
+    const json::value page = json::parse(line, ec);
+    ASSERT_FALSE(ec) << line;
+    for (const json::value& e : page.at("events").as_array()) references.emplace_back(e.at("reference").as_string());
+  }
+  EXPECT_EQ(references, (std::vector<std::string>{"feed-2", "feed-3"})) << r.out;
+}
+
 TEST_F(CliTest, StoppedServerExitsThreeAfterBoundedRetries) {
   ASSERT_EQ(cli({"account", "create", "jo"}).exit_code, 0);
   ASSERT_EQ(server_.stop(SIGTERM), 0) << server_.log();
@@ -617,7 +698,7 @@ TEST(CliUsage, AnUnknownOrMissingCommandNamesTheCommandsThatExistAndTheClosest) 
                        "serve, transfer, version\n"},
       {{"account", "crate", "a", "--url", "http://127.0.0.1:1"},
        "tollgate: unknown command 'account crate' (did you mean create?); the account commands are: create, credit, "
-       "debit, list, show\n"},
+       "debit, list, show, update\n"},
       {{"hold", "comit", "h"},
        "tollgate: unknown command 'hold comit' (did you mean commit?); the hold commands are: commit, extend, list, "
        "release, reserve, show\n"},
