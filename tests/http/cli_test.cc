@@ -18,6 +18,7 @@
 #include <atomic>
 #include <cctype>
 #include <chrono>
+#include <functional>
 #include <csignal>
 #include <cstring>
 #include <deque>
@@ -61,6 +62,30 @@ json::value one_document(const ProcessResult& r) {
 
 std::string describe(const ProcessResult& r) {
   return "exit " + std::to_string(r.exit_code) + "\n--- stdout\n" + r.out + "--- stderr\n" + r.err;
+}
+
+// What `events --follow --json` printed, run with `args` until `run_for` ends it (SIGKILL — it
+// runs until interrupted) while `meanwhile` runs: the references of the events, in the order
+// printed. Each line must be one non-empty page (empty polls print nothing).
+std::vector<std::string> followed_references(const std::vector<std::string>& args, const std::function<void()>& meanwhile,
+                                             std::chrono::milliseconds run_for) {
+  std::thread later([&] {
+    std::this_thread::sleep_for(milliseconds(800));
+    meanwhile();
+  });
+  const ProcessResult r = run_tollgate(args, {}, run_for);
+  later.join();
+  EXPECT_TRUE(r.timed_out) << describe(r);
+  std::vector<std::string> references;
+  for (const std::string& line : lines_of(r.out)) {
+    boost::system::error_code ec;
+    const json::value page = json::parse(line, ec);
+    EXPECT_FALSE(ec) << line;
+    if (ec) continue;
+    EXPECT_FALSE(page.at("events").as_array().empty()) << line;
+    for (const json::value& e : page.at("events").as_array()) references.emplace_back(e.at("reference").as_string());
+  }
+  return references;
 }
 
 // =====================================================================================================
@@ -309,25 +334,11 @@ TEST_F(CliTest, EnvironmentGivesUrlAndKeyButTheCommandLineWins) {
 TEST_F(CliTest, EventsFollowPrintsNewEventsAsTheyHappen) {
   ASSERT_EQ(cli({"account", "create", "ivy"}).exit_code, 0);
   ASSERT_EQ(cli({"account", "credit", "ivy", "1", "--reference", "first"}).exit_code, 0);
-  std::thread later([this] {
-    std::this_thread::sleep_for(milliseconds(800));
-    cli({"account", "credit", "ivy", "2", "--reference", "second"});
-  });
-  // --follow runs until interrupted; here the time-out ends it (SIGKILL), and what it printed stays.
-  const ProcessResult r = run_tollgate(
-      {"events", "ivy", "--follow", "--json", "--url", server_.url(), "--key", server_.admin_key()}, {}, milliseconds(2500));
-  later.join();
-  EXPECT_TRUE(r.timed_out) << describe(r);
-  // One page per batch of new events (empty polls print nothing); each line is a document.
-  std::vector<std::string> references;
-  for (const std::string& line : lines_of(r.out)) {
-    boost::system::error_code ec;
-    const json::value page = json::parse(line, ec);
-    ASSERT_FALSE(ec) << line;
-    ASSERT_FALSE(page.at("events").as_array().empty()) << line;
-    for (const json::value& e : page.at("events").as_array()) references.emplace_back(e.at("reference").as_string());
-  }
-  EXPECT_EQ(references, (std::vector<std::string>{"first", "second"})) << r.out;
+  // --follow runs until interrupted; here the time-out ends it, and what it printed stays.
+  const std::vector<std::string> references = followed_references(
+      {"events", "ivy", "--follow", "--json", "--url", server_.url(), "--key", server_.admin_key()},
+      [this] { cli({"account", "credit", "ivy", "2", "--reference", "second"}); }, milliseconds(2500));
+  EXPECT_EQ(references, (std::vector<std::string>{"first", "second"}));
 }
 
 // `account update` changes only what it is given; a frozen account refuses a reservation with
@@ -393,22 +404,10 @@ TEST_F(CliTest, EventsWithoutAnAccountFollowsTheChangeFeedOfEveryAccount) {
   EXPECT_EQ(r.exit_code, 1) << describe(r);
   EXPECT_NE(r.err.find("forbidden"), std::string::npos) << r.err;
 
-  std::thread later([this] {
-    std::this_thread::sleep_for(milliseconds(800));
-    cli({"account", "credit", "max", "3", "--reference", "feed-3"});
-  });
-  r = run_tollgate({"events", "--follow", "--json", "--after", "1", "--url", server_.url(), "--key", server_.admin_key()},
-                   {}, milliseconds(2500));
-  later.join();
-  EXPECT_TRUE(r.timed_out) << describe(r);
-  std::vector<std::string> references;
-  for (const std::string& line : lines_of(r.out)) {
-    boost::system::error_code ec;
-    const json::value page = json::parse(line, ec);
-    ASSERT_FALSE(ec) << line;
-    for (const json::value& e : page.at("events").as_array()) references.emplace_back(e.at("reference").as_string());
-  }
-  EXPECT_EQ(references, (std::vector<std::string>{"feed-2", "feed-3"})) << r.out;
+  const std::vector<std::string> references = followed_references(
+      {"events", "--follow", "--json", "--after", "1", "--url", server_.url(), "--key", server_.admin_key()},
+      [this] { cli({"account", "credit", "max", "3", "--reference", "feed-3"}); }, milliseconds(2500));
+  EXPECT_EQ(references, (std::vector<std::string>{"feed-2", "feed-3"}));
 }
 
 TEST_F(CliTest, StoppedServerExitsThreeAfterBoundedRetries) {

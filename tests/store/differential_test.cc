@@ -1239,9 +1239,11 @@ std::vector<std::uint64_t> seeds(BackendKind backend) {
     }
     return out;
   }
-  // Seeds whose runs reach every outcome required_labels() lists (about 97% of seeds do: 580 of the
-  // runs of seeds 1–300 on both shapes; seed 6's hot run never commits an already committed hold).
-  if (backend == BackendKind::sqlite) return {1, 2, 3, 4, 5, 7, 8, 9};
+  // Seeds whose runs reach every outcome required_labels() lists. With settings and key uses in the
+  // mix, SQLite's runs (20 rounds) of seeds 1–40 on both shapes reach them 73 times in 80 (seeds 5
+  // and 9 hot never charge a late commit: their hot account stays frozen too long); PostgreSQL's
+  // shorter runs (14 and 12 rounds) less often: every spread run of seeds 1–8, hot ones of 1, 2, 4.
+  if (backend == BackendKind::sqlite) return {1, 2, 3, 4, 6, 7, 8, 10};
   return {1, 2};
 }
 
