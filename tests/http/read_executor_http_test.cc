@@ -97,7 +97,9 @@ class HttpAuditUnderLoad : public ::testing::Test {
     ASSERT_EQ(wait_until_ready(server_->port()).status, 200u) << server_->log();
   }
   void TearDown() override {
-    if (server_) EXPECT_EQ(server_->stop(SIGTERM), 0) << server_->log();
+    if (server_) {
+      EXPECT_EQ(server_->stop(SIGTERM), 0) << server_->log();
+    }
     server_.reset();
     schema_.reset();  // after the server that used it
   }

@@ -82,7 +82,9 @@ TEST_P(LedgerCounters, AFullAuditInPartsChecksEveryAccountOnceInIdOrder) {
     ++parts;
     checked += page->report.accounts_checked;
     EXPECT_TRUE(page->report.violations.empty());
-    if (page->report.accounts_checked > 0) EXPECT_GT(page->last_account_id, after);
+    if (page->report.accounts_checked > 0) {
+      EXPECT_GT(page->last_account_id, after);
+    }
     after = page->last_account_id;
     if (!page->has_more) break;
   }
