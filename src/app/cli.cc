@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "core/limits.h"
+#include "core/result.h"
 #include "core/suggest.h"
 #include "tollgate/client.h"
 
@@ -292,6 +293,26 @@ void note_more(const std::string& command, const json::value& page, std::string_
   note(command, "there are more: --starting-after " + field(list.back(), id));
 }
 
+// One page of a list (`account list`, `key list`, `hold list`) as a table: a row per item of
+// `items`, the value of `fields[i]` under `columns[i]`; "no <items>" when the page is empty; then how
+// to read on when the page says more follow (the last item's `id` is the cursor).
+void print_page(const std::string& command, const json::value& page, std::string_view items, std::string_view id,
+                const std::vector<Column>& columns, const std::vector<std::string_view>& fields) {
+  TG_ASSERT(columns.size() == fields.size());
+  const json::array& list = array_field(page, items);
+  if (list.empty()) {
+    std::printf("no %.*s\n", static_cast<int>(items.size()), items.data());
+    return;
+  }
+  std::vector<std::vector<std::string>> rows;
+  for (const json::value& item : list) {
+    std::vector<std::string>& row = rows.emplace_back();
+    for (std::string_view name : fields) row.push_back(field(item, name));
+  }
+  print_table(columns, rows, true, true);
+  note_more(command, page, items, id);
+}
+
 // --- commands ---------------------------------------------------------------------------------------
 void add_account_commands(CLI::App& app, int& exit_code) {
   std::shared_ptr<Args> a;
@@ -378,20 +399,10 @@ void add_account_commands(CLI::App& app, int& exit_code) {
     exit_code = run(
         "account list", a->connection, [&](Client& c) { return c.list_accounts(page); },
         [](const Response& r) {
-          const json::array& accounts = array_field(r.json(), "accounts");
-          if (accounts.empty()) {
-            std::printf("no accounts\n");
-            return;
-          }
-          std::vector<std::vector<std::string>> rows;
-          for (const json::value& v : accounts) {
-            rows.push_back({field(v, "account_id"), field(v, "available"), field(v, "reserved"), field(v, "used"),
-                            field(v, "purchased"), field(v, "active_holds")});
-          }
-          print_table({{"ACCOUNT", false}, {"AVAILABLE", true}, {"RESERVED", true}, {"USED", true},
-                       {"PURCHASED", true}, {"ACTIVE_HOLDS", true}},
-                      rows, true, true);
-          note_more("account list", r.json(), "accounts", "account_id");
+          print_page("account list", r.json(), "accounts", "account_id",
+                     {{"ACCOUNT", false}, {"AVAILABLE", true}, {"RESERVED", true}, {"USED", true},
+                      {"PURCHASED", true}, {"ACTIVE_HOLDS", true}},
+                     {"account_id", "available", "reserved", "used", "purchased", "active_holds"});
         });
   });
 
@@ -475,20 +486,10 @@ void add_key_commands(CLI::App& app, int& exit_code) {
     exit_code = run(
         "key list", a->connection, [&](Client& c) { return c.list_keys(account, page); },
         [](const Response& r) {
-          const json::array& keys = array_field(r.json(), "keys");
-          if (keys.empty()) {
-            std::printf("no keys\n");
-            return;
-          }
-          std::vector<std::vector<std::string>> rows;
-          for (const json::value& v : keys) {
-            rows.push_back({field(v, "key_id"), field(v, "kind"), field(v, "account_id"), field(v, "created_at"),
-                            field(v, "last_used_at"), field(v, "revoked_at")});
-          }
-          print_table({{"KEY_ID", false}, {"KIND", false}, {"ACCOUNT", false}, {"CREATED_AT", false},
-                       {"LAST_USED_AT", false}, {"REVOKED_AT", false}},
-                      rows, true, true);
-          note_more("key list", r.json(), "keys", "key_id");
+          print_page("key list", r.json(), "keys", "key_id",
+                     {{"KEY_ID", false}, {"KIND", false}, {"ACCOUNT", false}, {"CREATED_AT", false},
+                      {"LAST_USED_AT", false}, {"REVOKED_AT", false}},
+                     {"key_id", "kind", "account_id", "created_at", "last_used_at", "revoked_at"});
         });
   });
 
@@ -506,21 +507,6 @@ void add_key_commands(CLI::App& app, int& exit_code) {
   });
 }
 
-void print_holds(const json::value& page) {
-  const json::array& holds = array_field(page, "holds");
-  if (holds.empty()) {
-    std::printf("no holds\n");
-    return;
-  }
-  std::vector<std::vector<std::string>> rows;
-  for (const json::value& h : holds) {
-    rows.push_back({field(h, "hold_id"), field(h, "account_id"), field(h, "amount"), field(h, "committed_amount"),
-                    field(h, "status"), field(h, "expires_at"), field(h, "request_id")});
-  }
-  print_table({{"HOLD_ID", false}, {"ACCOUNT", false}, {"AMOUNT", true}, {"COMMITTED", true}, {"STATUS", false},
-               {"EXPIRES_AT", false}, {"REQUEST_ID", false}},
-              rows, true, true);
-}
 
 void add_hold_commands(CLI::App& app, int& exit_code) {
   std::shared_ptr<Args> a;
@@ -653,8 +639,10 @@ void add_hold_commands(CLI::App& app, int& exit_code) {
     exit_code = run(
         "hold list", a->connection, [&](Client& c) { return c.list_holds(request); },
         [](const Response& r) {
-          print_holds(r.json());
-          note_more("hold list", r.json(), "holds", "hold_id");
+          print_page("hold list", r.json(), "holds", "hold_id",
+                     {{"HOLD_ID", false}, {"ACCOUNT", false}, {"AMOUNT", true}, {"COMMITTED", true},
+                      {"STATUS", false}, {"EXPIRES_AT", false}, {"REQUEST_ID", false}},
+                     {"hold_id", "account_id", "amount", "committed_amount", "status", "expires_at", "request_id"});
         });
   });
 }

@@ -341,6 +341,43 @@ TEST_F(CliTest, EventsFollowPrintsNewEventsAsTheyHappen) {
   EXPECT_EQ(references, (std::vector<std::string>{"first", "second"}));
 }
 
+// `account list` and `key list` page with --limit and --starting-after: a table per page, and on
+// stderr the flag that reads on while more follow; an empty page says so.
+TEST_F(CliTest, AccountAndKeyListsPageWithTheCursorTheyPrint) {
+  for (const char* id : {"pa", "pb", "pc"}) ASSERT_EQ(cli({"account", "create", id}).exit_code, 0);
+  ProcessResult r = cli({"account", "list", "--limit", "2"});
+  ASSERT_EQ(r.exit_code, 0) << describe(r);
+  std::vector<std::string> table = lines_of(r.out);
+  ASSERT_EQ(table.size(), 3u) << r.out;
+  EXPECT_EQ(table[0].rfind("ACCOUNT", 0), 0u) << r.out;
+  EXPECT_EQ(table[1].rfind("pa ", 0), 0u) << r.out;
+  EXPECT_EQ(table[2].rfind("pb ", 0), 0u) << r.out;
+  EXPECT_EQ(r.err, "tollgate: account list: there are more: --starting-after pb\n");
+  r = cli({"account", "list", "--limit", "2", "--starting-after", "pb"});
+  ASSERT_EQ(r.exit_code, 0) << describe(r);
+  table = lines_of(r.out);
+  ASSERT_EQ(table.size(), 2u) << r.out;
+  EXPECT_EQ(table[1].rfind("pc ", 0), 0u) << r.out;
+  EXPECT_EQ(r.err, "");  // the last page
+  r = cli({"account", "list", "--starting-after", "pc"});
+  ASSERT_EQ(r.exit_code, 0) << describe(r);
+  EXPECT_EQ(r.out, "no accounts\n");
+
+  r = cli({"key", "create", "pa", "--json"});
+  ASSERT_EQ(r.exit_code, 0) << describe(r);
+  const std::string key_id(one_document(r).at("key_id").as_string());
+  r = cli({"key", "list", "--account", "pa"});
+  ASSERT_EQ(r.exit_code, 0) << describe(r);
+  table = lines_of(r.out);
+  ASSERT_EQ(table.size(), 2u) << r.out;
+  EXPECT_EQ(table[0].rfind("KEY_ID", 0), 0u) << r.out;
+  EXPECT_EQ(table[1].substr(0, table[1].find(' ')), key_id) << r.out;
+  EXPECT_EQ(r.out.find("secret"), std::string::npos) << r.out;
+  r = cli({"key", "list", "--account", "pb"});
+  ASSERT_EQ(r.exit_code, 0) << describe(r);
+  EXPECT_EQ(r.out, "no keys\n");
+}
+
 // `account update` changes only what it is given; a frozen account refuses a reservation with
 // 409 account_frozen; `none` removes the hold limit; nothing given is a usage error.
 TEST_F(CliTest, AccountUpdateChangesTheGivenSettingsAndFrozenRefusesNewHolds) {
