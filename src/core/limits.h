@@ -52,6 +52,10 @@ inline constexpr std::int64_t kListPageDefault = 100;
 // Last use of an API key: remembered in memory and written at most once per key per this interval
 // (ledger/key_use.h), at most this many keys per write command and this many remembered.
 inline constexpr std::int64_t kKeyUseFlushIntervalMsDefault = 60'000;
+// Jobs: the wait before asking a provider's status URL again about a lost answer — the first, and
+// the most it doubles to (jobs/provider_protocol.h).
+inline constexpr std::int64_t kStatusPollFirstMs = 250;
+inline constexpr std::int64_t kStatusPollMaxMs = 10'000;
 inline constexpr std::size_t kKeyUsesPerCommandMax = 1'000;
 inline constexpr std::size_t kKeyUsesRememberedMax = 100'000;
 
@@ -134,5 +138,6 @@ static_assert(kPageDefault <= kHoldsPageMax && kPageDefault <= kEventsPageMax);
 static_assert(1 <= kListPageDefault && kListPageDefault <= kListPageMax);
 static_assert(kListPageMax == kHoldsPageMax);
 static_assert(kKeyUsesPerCommandMax <= kKeyUsesRememberedMax);
+static_assert(0 < kStatusPollFirstMs && kStatusPollFirstMs <= kStatusPollMaxMs);
 
 }  // namespace tollgate::limits
