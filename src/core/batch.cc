@@ -71,6 +71,23 @@ void add_keys(const RevokeKeyCommand& c, Keys& k) { k.key_ids.push_back(c.key_id
 void add_keys(const RecordKeyUseCommand& c, Keys& k) {
   for (const auto& use : c.uses) k.key_ids.push_back(use.key_id);
 }
+void add_keys(const SubmitJobCommand& c, Keys& k) {
+  k.job_ids.push_back(c.client_request_id);
+  k.accounts.push_back(c.account_id);
+  k.request_ids.push_back(jobs::hold_request_id(c.client_request_id));
+  ++k.new_holds_max;
+  ++k.zombie_expiring_commands;
+}
+void add_keys(const ClaimJobCommand& c, Keys& k) {
+  k.job_ids.push_back(c.client_request_id);
+  add_hold(c.hold_id, k);
+}
+void add_keys(const EndJobCommand& c, Keys& k) {
+  k.job_ids.push_back(c.client_request_id);
+  add_hold(c.hold_id, k);
+  ++k.live_holds_ending_max;
+  ++k.zombie_expiring_commands;  // a late charge refused on the stored row
+}
 void add_keys(const UpdateAccountCommand& c, Keys& k) {
   k.accounts.push_back(c.account_id);
   k.view_accounts.push_back(c.account_id);
@@ -124,6 +141,10 @@ class State {
       const std::string id = k.key_id;
       keys_.try_emplace(id, Slot<ApiKey>{k, std::move(k)});
     }
+    for (jobs::Job& j : s.jobs) {
+      const std::string id = j.client_request_id;
+      jobs_.try_emplace(id, Slot<jobs::Job>{j, std::move(j)});
+    }
     for (AccountView& v : s.views) {
       TG_ASSERT(std::is_sorted(v.oldest_live.begin(), v.oldest_live.end()));
       const std::string id = v.account_id;
@@ -159,6 +180,19 @@ class State {
   ApiKey* key(std::string_view id) {
     auto it = keys_.find(std::string(id));
     return it == keys_.end() ? nullptr : &it->second.now;
+  }
+  jobs::Job* job(std::string_view id) {
+    auto it = jobs_.find(std::string(id));
+    return it == jobs_.end() ? nullptr : &it->second.now;
+  }
+  jobs::Job& insert_job(jobs::Job j) {
+    const std::string id = j.client_request_id;
+    TG_ASSERT(jobs_.count(id) == 0);
+    return jobs_.try_emplace(id, Slot<jobs::Job>{std::nullopt, std::move(j)}).first->second.now;
+  }
+  // Appends a line to a job's history.
+  void note(const jobs::Job& j, std::string kind, std::optional<int> attempt, std::string detail) {
+    entries_.push_back(jobs::JobEntry{j.client_request_id, now_, std::move(kind), attempt, std::move(detail)});
   }
 
   // The account as a reader sees it now: overdue holds already count as available.
@@ -281,6 +315,14 @@ class State {
         e.changed_keys.push_back(Change<ApiKey>{std::move(*slot.before), std::move(slot.now)});
       }
     }
+    for (auto& [id, slot] : jobs_) {
+      if (!slot.before) {
+        e.new_jobs.push_back(std::move(slot.now));
+      } else if (!(*slot.before == slot.now)) {
+        e.changed_jobs.push_back(Change<jobs::Job>{std::move(*slot.before), std::move(slot.now)});
+      }
+    }
+    e.job_entries = std::move(entries_);
     e.events = std::move(events_);
     e.transfers = std::move(new_transfers_);
     // Unique keys in one order on every instance (two instances inserting the same keys then wait
@@ -299,6 +341,10 @@ class State {
               [](const ApiKey& a, const ApiKey& b) { return a.key_id < b.key_id; });
     std::sort(e.changed_keys.begin(), e.changed_keys.end(),
               [](const auto& a, const auto& b) { return a.after.key_id < b.after.key_id; });
+    std::sort(e.new_jobs.begin(), e.new_jobs.end(),
+              [](const auto& a, const auto& b) { return a.client_request_id < b.client_request_id; });
+    std::sort(e.changed_jobs.begin(), e.changed_jobs.end(),
+              [](const auto& a, const auto& b) { return a.after.client_request_id < b.after.client_request_id; });
     return e;
   }
 
@@ -311,6 +357,8 @@ class State {
   std::unordered_map<std::string, std::string> by_request_;
   std::unordered_map<std::string, KnownTransfer> transfers_;
   std::unordered_map<std::string, Slot<ApiKey>> keys_;
+  std::unordered_map<std::string, Slot<jobs::Job>> jobs_;
+  std::vector<jobs::JobEntry> entries_;
   std::unordered_map<std::string, AccountView> views_;
   std::vector<std::string> overdue_;  // hold ids, by deadline
   std::vector<Event> events_;
@@ -348,6 +396,7 @@ Event make_event(std::string_view account_id, EventType type, std::int64_t amoun
 Event hold_event(const Hold& hold, EventType type, std::int64_t amount, const Balances& after, std::int64_t now_ms) {
   Event e = make_event(hold.account_id, type, amount, after, now_ms);
   e.hold_id = hold.hold_id;
+  e.job_id = jobs::job_of_hold(hold.request_id);  // a job's hold: every event names the job
   return e;
 }
 
@@ -473,7 +522,19 @@ CommandResult decide_one(Context& x, const ReserveCommand& c) {
   return HoldOutcome{h, true};
 }
 
-CommandResult decide_one(Context& x, const CommitCommand& c) {
+// The holds API may not end or extend a job's hold: the job ends it (api.md: a job and its hold end
+// together). Checked before anything changes.
+Status check_not_a_jobs_hold(State& s, std::string_view hold_id, std::string_view verb) {
+  const Hold* h = s.hold(hold_id);
+  if (!h) return ok_status();
+  if (auto job = jobs::job_of_hold(h->request_id)) {
+    return Error::make(Code::conflict, "hold " + std::string(hold_id) + " belongs to job " + *job + ": it cannot be " +
+                                           std::string(verb) + " on its own (cancel the job to release it)");
+  }
+  return ok_status();
+}
+
+CommandResult commit_hold(Context& x, const CommitCommand& c) {
   State& s = x.state;
   Hold* h = hold_for_change(s, c.hold_id);
   if (!h) return hold_not_found(c.hold_id);
@@ -510,7 +571,12 @@ CommandResult decide_one(Context& x, const CommitCommand& c) {
   TG_ASSERT(false && "unreachable commit action");
 }
 
-CommandResult decide_one(Context& x, const ReleaseCommand& c) {
+CommandResult decide_one(Context& x, const CommitCommand& c) {
+  if (auto ok = check_not_a_jobs_hold(x.state, c.hold_id, "committed"); !ok) return ok.error();
+  return commit_hold(x, c);
+}
+
+CommandResult release_hold(Context& x, const ReleaseCommand& c) {
   State& s = x.state;
   Hold* h = hold_for_change(s, c.hold_id);
   if (!h) return hold_not_found(c.hold_id);
@@ -525,7 +591,13 @@ CommandResult decide_one(Context& x, const ReleaseCommand& c) {
   return HoldOutcome{*h, true};
 }
 
+CommandResult decide_one(Context& x, const ReleaseCommand& c) {
+  if (auto ok = check_not_a_jobs_hold(x.state, c.hold_id, "released"); !ok) return ok.error();
+  return release_hold(x, c);
+}
+
 CommandResult decide_one(Context& x, const ExtendCommand& c) {
+  if (auto ok = check_not_a_jobs_hold(x.state, c.hold_id, "extended"); !ok) return ok.error();
   State& s = x.state;
   Hold* h = hold_for_change(s, c.hold_id);
   if (!h) return hold_not_found(c.hold_id);
@@ -595,6 +667,173 @@ CommandResult decide_one(Context& x, const RecordKeyUseCommand& c) {
   return out;
 }
 
+// --- jobs: the job row and its hold change together ----------------------------------------------
+Error job_not_found(std::string_view id) {
+  return Error::make(Code::not_found, "job " + std::string(id) + " does not exist");
+}
+
+// The job named by a claim or an end, checked against the hold the caller read with it.
+Result<jobs::Job*> job_for_change(State& s, const std::string& id, const std::string& hold_id) {
+  jobs::Job* j = s.job(id);
+  if (!j) return job_not_found(id);
+  if (j->hold_id != hold_id) {
+    return Error::make(Code::conflict, "job " + id + "'s hold is " + j->hold_id + ", not " + hold_id);
+  }
+  return j;
+}
+
+std::optional<int> attempt_of(const jobs::Job& j) {
+  return j.attempts > 0 ? std::optional<int>(j.attempts) : std::nullopt;
+}
+
+std::int64_t lease_until(std::int64_t now_ms, std::int64_t lease_ms) {
+  const auto until = checked_add(now_ms, lease_ms);
+  TG_ASSERT(until.has_value());  // lease_ms is validated
+  return *until;
+}
+
+CommandResult decide_one(Context& x, const SubmitJobCommand& c) {
+  State& s = x.state;
+  if (const jobs::Job* existing = s.job(c.client_request_id)) {
+    if (existing->account_id != c.account_id || existing->cost != c.cost || existing->provider != c.provider ||
+        existing->input_json != c.input_json) {
+      return Error::make(Code::idempotency_mismatch,
+                         "client_request_id " + c.client_request_id + " already made a job of cost " +
+                             std::to_string(existing->cost) + " for provider " + existing->provider + " on account " +
+                             existing->account_id + " (with its own input)");
+    }
+    return JobOutcome{*existing, false};
+  }
+  ReserveCommand reserve;
+  reserve.account_id = c.account_id;
+  reserve.amount = c.cost;
+  reserve.request_id = jobs::hold_request_id(c.client_request_id);
+  reserve.ttl_ms = c.ttl_ms;
+  reserve.metadata_json = "{\"job_id\":\"" + c.client_request_id + "\"}";  // ids need no escaping
+  reserve.hold_id_random = c.hold_id_random;
+  if (s.hold_by_request(reserve.request_id)) {
+    // Jobs and their holds are only ever made together, and the holds API may not use the prefix.
+    return Error::make(Code::internal, "hold " + reserve.request_id + " exists without its job");
+  }
+  CommandResult reserved = decide_one(x, reserve);
+  if (!reserved) return reserved.error();
+  const Hold& hold = std::get<HoldOutcome>(reserved.value()).hold;
+  jobs::Job j;
+  j.client_request_id = c.client_request_id;
+  j.account_id = c.account_id;
+  j.cost = c.cost;
+  j.provider = c.provider;
+  j.input_json = c.input_json;
+  j.status = jobs::JobStatus::pending;
+  j.hold_id = hold.hold_id;
+  j.created_at_ms = s.now();
+  j.updated_at_ms = s.now();
+  j.lease_owner = c.owner;
+  j.lease_expires_at_ms = lease_until(s.now(), c.lease_ms);
+  jobs::Job& stored = s.insert_job(std::move(j));
+  s.note(stored, "submitted", std::nullopt,
+         "reserved " + std::to_string(c.cost) + " credits of account " + c.account_id + " as hold " + hold.hold_id +
+             "; accepted by " + c.owner);
+  return JobOutcome{stored, true};
+}
+
+CommandResult decide_one(Context& x, const ClaimJobCommand& c) {
+  State& s = x.state;
+  auto found = job_for_change(s, c.client_request_id, c.hold_id);
+  if (!found) return found.error();
+  jobs::Job& j = **found;
+  if (jobs::is_ended(j.status)) {
+    return Error::make(Code::conflict, "job " + j.client_request_id + " has already ended (" +
+                                           std::string(jobs::job_status_name(j.status)) + ")");
+  }
+  if (j.lease_owner && *j.lease_owner != c.owner && j.lease_expires_at_ms && *j.lease_expires_at_ms > s.now()) {
+    return Error::make(Code::conflict, "job " + j.client_request_id + " is leased by " + *j.lease_owner +
+                                           " for another " + std::to_string(*j.lease_expires_at_ms - s.now()) + " ms");
+  }
+  Hold* hold = hold_for_change(s, j.hold_id);  // an overdue hold expires first
+  TG_ASSERT(hold != nullptr);                  // a job's hold is made with it and never deleted
+  if (j.status == jobs::JobStatus::pending && hold->status != HoldStatus::active) {
+    // Never sent, so there is nothing to ask the provider: the job fails with its expired hold.
+    j.status = jobs::JobStatus::failed;
+    j.error = "the hold expired before the job was sent to its provider";
+    j.lease_owner.reset();
+    j.lease_expires_at_ms.reset();
+    j.updated_at_ms = s.now();
+    s.note(j, "failed", std::nullopt, "by " + c.owner + ": " + *j.error + "; nothing was charged");
+    return JobOutcome{j, true};
+  }
+  if (j.status == jobs::JobStatus::pending) {
+    j.status = jobs::JobStatus::running;
+    s.note(j, "running", std::nullopt, "started by " + c.owner);
+  } else if (j.lease_owner != c.owner) {
+    s.note(j, "claimed", attempt_of(j),
+           "claimed by " + c.owner + (j.lease_owner ? " after the lease of " + *j.lease_owner + " expired" : ""));
+  }
+  if (!c.note.empty()) s.note(j, "answer", attempt_of(j), c.note);
+  j.lease_owner = c.owner;
+  j.lease_expires_at_ms = lease_until(s.now(), c.lease_ms);
+  if (c.begin_attempt) {
+    ++j.attempts;
+    s.note(j, "attempt", j.attempts, "request sent to provider " + j.provider + " by " + c.owner);
+  }
+  j.updated_at_ms = s.now();
+  return JobOutcome{j, true};
+}
+
+CommandResult decide_one(Context& x, const EndJobCommand& c) {
+  State& s = x.state;
+  TG_ASSERT(jobs::is_ended(c.end));
+  auto found = job_for_change(s, c.client_request_id, c.hold_id);
+  if (!found) return found.error();
+  jobs::Job& j = **found;
+  const std::string by = std::string(jobs::ended_by_name(c.by));
+  const std::string seen = c.note.empty() ? "" : " (" + c.note + ")";
+  if (jobs::is_ended(j.status)) {
+    if (j.status == jobs::JobStatus::cancelled && c.end == jobs::JobStatus::completed && !j.result_json) {
+      j.result_json = c.result_json;
+      j.updated_at_ms = s.now();
+      s.note(j, "late_result", attempt_of(j),
+             "the provider's result arrived after the job was cancelled: recorded, nothing charged" + seen);
+      return JobOutcome{j, true};
+    }
+    return JobOutcome{j, false};  // a job ends once
+  }
+  Hold* hold = hold_for_change(s, j.hold_id);
+  TG_ASSERT(hold != nullptr);
+  if (c.end == jobs::JobStatus::completed) {
+    j.result_json = c.result_json;
+    CommandResult committed = commit_hold(x, CommitCommand{j.hold_id, std::nullopt, c.late_commit});
+    if (committed) {
+      const Hold& h = std::get<HoldOutcome>(committed.value()).hold;
+      j.status = jobs::JobStatus::completed;
+      j.charged = h.committed_amount > 0;
+      std::string how = "charged " + std::to_string(h.committed_amount);
+      if (h.late_outcome == LateOutcome::charged) how = "late: charged " + std::to_string(h.committed_amount) + " after the hold expired";
+      if (h.late_outcome == LateOutcome::forgiven) how = "late: forgiven, the hold had expired";
+      s.note(j, "completed", attempt_of(j), "by " + by + ": " + how + seen);
+    } else {
+      // The hold expired and the late-commit policy rejects a late result: kept, not charged.
+      j.status = jobs::JobStatus::failed;
+      j.error = "the result arrived after the hold expired and was not charged: " + committed.error().detail;
+      s.note(j, "failed", attempt_of(j), "by " + by + ": " + *j.error + seen);
+    }
+  } else {
+    const std::string why = c.end == jobs::JobStatus::cancelled ? "cancelled" : c.error.value_or("failed");
+    if (hold->status == HoldStatus::active) {
+      CommandResult released = release_hold(x, ReleaseCommand{j.hold_id, why});
+      TG_ASSERT(released.ok());
+    }
+    j.status = c.end;
+    j.error = c.end == jobs::JobStatus::failed ? std::optional<std::string>(why) : c.error;
+    s.note(j, std::string(jobs::job_status_name(c.end)), attempt_of(j),
+           "by " + by + ": " + why + "; nothing charged" + seen);
+  }
+  j.lease_owner.reset();
+  j.lease_expires_at_ms.reset();
+  j.updated_at_ms = s.now();
+  return JobOutcome{j, true};
+}
+
 }  // namespace
 
 std::int64_t Keys::overdue_per_account_max() const {
@@ -620,6 +859,7 @@ Keys keys_of(std::span<const Command> commands) {
   sort_unique(k.request_ids);
   sort_unique(k.references);
   sort_unique(k.key_ids);
+  sort_unique(k.job_ids);
   sort_unique(k.view_accounts);
   return k;
 }

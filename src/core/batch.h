@@ -43,6 +43,10 @@ struct Keys {
   std::vector<std::string> request_ids;    // holds looked up by request_id (reserve)
   std::vector<std::string> references;     // transfers looked up by reference (credit, debit)
   std::vector<std::string> key_ids;        // API keys (create, revoke)
+  // Jobs by client_request_id (submit, claim, end). Every job command also names the account its
+  // hold changes (submit: by account_id; claim and end: by hold id), so a job row is only changed
+  // under its account's lock.
+  std::vector<std::string> job_ids;
   // Accounts whose effective view an outcome reports (create_account, credit, debit): their
   // overdue totals and oldest live holds are loaded (AccountView).
   std::vector<std::string> view_accounts;
@@ -94,6 +98,7 @@ struct Snapshot {
   std::vector<Hold> holds;
   std::vector<std::pair<Transfer, Event>> transfers;  // by reference, with the event each wrote
   std::vector<ApiKey> keys;
+  std::vector<jobs::Job> jobs;     // of Keys::job_ids that exist
   std::vector<AccountView> views;  // of Keys::view_accounts that exist
   // Sequence numbers for new holds, ascending, at least Keys::new_holds_max of them (SQLite: the
   // next ones after the largest; PostgreSQL: taken from its sequence — unused ones leave gaps).
@@ -123,10 +128,14 @@ struct Effects {
   std::vector<NewTransfer> transfers;
   std::vector<ApiKey> new_keys;
   std::vector<Change<ApiKey>> changed_keys;
+  std::vector<jobs::Job> new_jobs;                   // by client_request_id
+  std::vector<Change<jobs::Job>> changed_jobs;       // by client_request_id
+  std::vector<jobs::JobEntry> job_entries;           // appended to the jobs' histories, in order
 
   bool empty() const {
     return new_accounts.empty() && changed_accounts.empty() && new_holds.empty() && changed_holds.empty() &&
-           events.empty() && transfers.empty() && new_keys.empty() && changed_keys.empty();
+           events.empty() && transfers.empty() && new_keys.empty() && changed_keys.empty() && new_jobs.empty() &&
+           changed_jobs.empty() && job_entries.empty();
   }
 };
 

@@ -27,6 +27,11 @@ inline constexpr std::size_t kIdLengthMax = 128;
 inline constexpr std::size_t kReasonLengthMax = 1024;
 // A hold's metadata: a JSON object, serialised, at most this many bytes.
 inline constexpr std::size_t kMetadataBytesMax = 16 * 1024;
+// A job's input as stored (the request body is at most 64 KiB), and a provider's result kept.
+inline constexpr std::size_t kJobInputBytesMax = 32 * 1024;
+inline constexpr std::size_t kJobResultBytesMax = 64 * 1024;
+// The most entries of a job's history answered (GET /v1/jobs/{id}/history), oldest first.
+inline constexpr std::int64_t kJobHistoryMax = 1000;
 
 // Hold time-to-live bounds (the configured maximum may be lower, never higher).
 inline constexpr std::int64_t kHoldTtlMsMin = 1;

@@ -71,6 +71,10 @@ Status check(const ReserveCommand& c, const ValidationLimits& v) {
   TG_TRY(check_id(c.account_id, "account_id"));
   TG_TRY(check_amount(c.amount));
   TG_TRY(check_id(c.request_id, "request_id"));
+  if (jobs::job_of_hold(c.request_id)) {
+    return invalid("request_id must not begin with \"" + std::string(jobs::kJobHoldPrefix) +
+                   "\": that prefix names the holds of jobs");
+  }
   if (c.ttl_ms) TG_TRY(check_ttl(*c.ttl_ms, v));
   return check_text(c.metadata_json, limits::kMetadataBytesMax, "metadata");
 }
@@ -115,6 +119,43 @@ Status check(const RecordKeyUseCommand& c, const ValidationLimits&) {
     if (use.used_at_ms < 0) return invalid("used_at_ms must not be negative");
   }
   return ok_status();
+}
+
+Status check_lease(std::int64_t lease_ms) {
+  if (lease_ms < 1 || lease_ms > limits::kHoldTtlMsMax) {
+    return invalid("lease_ms must be from 1 to " + std::to_string(limits::kHoldTtlMsMax) + ", got " +
+                   std::to_string(lease_ms));
+  }
+  return ok_status();
+}
+
+Status check(const SubmitJobCommand& c, const ValidationLimits& v) {
+  TG_TRY(check_id(c.client_request_id, "client_request_id"));
+  TG_TRY(check_id(c.account_id, "account_id"));
+  TG_TRY(check_amount(c.cost, "cost"));
+  TG_TRY(check_id(c.provider, "provider"));
+  TG_TRY(check_text(c.input_json, limits::kJobInputBytesMax, "input"));
+  if (c.ttl_ms) TG_TRY(check_ttl(*c.ttl_ms, v));
+  TG_TRY(check_id(c.owner, "owner"));
+  return check_lease(c.lease_ms);
+}
+
+Status check(const ClaimJobCommand& c, const ValidationLimits&) {
+  TG_TRY(check_id(c.client_request_id, "client_request_id"));
+  TG_TRY(check_id(c.hold_id, "hold_id"));
+  TG_TRY(check_id(c.owner, "owner"));
+  TG_TRY(check_lease(c.lease_ms));
+  return check_text(c.note, limits::kReasonLengthMax, "note");
+}
+
+Status check(const EndJobCommand& c, const ValidationLimits&) {
+  TG_TRY(check_id(c.client_request_id, "client_request_id"));
+  TG_TRY(check_id(c.hold_id, "hold_id"));
+  if (!jobs::is_ended(c.end)) return invalid("a job ends as completed, failed or cancelled");
+  if (c.end == jobs::JobStatus::completed && !c.result_json) return invalid("a completed job needs its result");
+  if (c.result_json) TG_TRY(check_text(*c.result_json, limits::kJobResultBytesMax, "result"));
+  if (c.error) TG_TRY(check_text(*c.error, limits::kReasonLengthMax, "error"));
+  return check_text(c.note, limits::kReasonLengthMax, "note");
 }
 
 }  // namespace

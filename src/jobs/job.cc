@@ -31,6 +31,16 @@ std::optional<JobStatus> parse_job_status(std::string_view name) {
   return std::nullopt;
 }
 
+std::string_view ended_by_name(EndedBy by) {
+  switch (by) {
+    case EndedBy::provider: return "provider";
+    case EndedBy::attempts: return "attempts";
+    case EndedBy::client: return "client";
+    case EndedBy::recovery: return "recovery";
+  }
+  TG_ASSERT(false);
+}
+
 Status check_transition(JobStatus from, JobStatus to) {
   TG_ASSERT(from != to);
   if (is_ended(from)) {

@@ -58,6 +58,33 @@ struct Job {
   friend bool operator==(const Job&, const Job&) = default;
 };
 
+// One line of a job's story (GET /v1/jobs/{id}/history), oldest first: a status change, a provider
+// attempt and what it answered, a status-URL answer, who ended the job and why.
+struct JobEntry {
+  std::string client_request_id;
+  std::int64_t at_ms = 0;
+  std::string kind;                 // submitted, claimed, attempt, answer, status, completed, failed, cancelled, late_result
+  std::optional<int> attempt;       // the attempt it belongs to, when it belongs to one
+  std::string detail;               // in words
+
+  friend bool operator==(const JobEntry&, const JobEntry&) = default;
+};
+
+// A job's hold is the hold with request_id "job:<client_request_id>" (so the holds API's own
+// request_ids, which may not begin with "job:", never collide with a job's), and every event of
+// that hold carries the job's id.
+inline constexpr std::string_view kJobHoldPrefix = "job:";
+inline std::string hold_request_id(std::string_view client_request_id) {
+  return std::string(kJobHoldPrefix) + std::string(client_request_id);
+}
+// The job a hold belongs to (from its request_id), or nullopt for a hold made by the holds API.
+inline std::optional<std::string> job_of_hold(std::string_view request_id) {
+  if (!request_id.starts_with(kJobHoldPrefix)) return std::nullopt;
+  return std::string(request_id.substr(kJobHoldPrefix.size()));
+}
+
+std::string_view ended_by_name(EndedBy by);
+
 // Whether `from` may become `to`. Refusals: conflict (an ended job, or a move the machine does not
 // have); a bug in the caller, never user input, when from == to.
 Status check_transition(JobStatus from, JobStatus to);

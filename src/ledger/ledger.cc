@@ -104,6 +104,11 @@ void Ledger::submit(Command command, Callback done) {
     r->hold_id_random = next_hold_id_random();
   } else if (auto* c = std::get_if<CommitCommand>(&command)) {
     c->late_commit = options_.late_commit;
+  } else if (auto* j = std::get_if<SubmitJobCommand>(&command)) {
+    if (!j->ttl_ms) j->ttl_ms = options_.hold_ttl_ms_default;
+    j->hold_id_random = next_hold_id_random();
+  } else if (auto* e = std::get_if<EndJobCommand>(&command)) {
+    e->late_commit = options_.late_commit;
   }
   committer_.submit(std::move(command), std::move(done));
 }
@@ -120,6 +125,30 @@ Result<HoldOutcome> Ledger::commit(CommitCommand c) { return as<HoldOutcome>(run
 Result<HoldOutcome> Ledger::release(ReleaseCommand c) { return as<HoldOutcome>(run(std::move(c))); }
 Result<HoldOutcome> Ledger::extend(ExtendCommand c) { return as<HoldOutcome>(run(std::move(c))); }
 Result<AccountOutcome> Ledger::update_account(UpdateAccountCommand c) { return as<AccountOutcome>(run(std::move(c))); }
+
+Result<JobOutcome> Ledger::submit_job(SubmitJobCommand c) { return as<JobOutcome>(run(std::move(c))); }
+Result<JobOutcome> Ledger::claim_job(ClaimJobCommand c) { return as<JobOutcome>(run(std::move(c))); }
+Result<JobOutcome> Ledger::end_job(EndJobCommand c) { return as<JobOutcome>(run(std::move(c))); }
+
+Result<jobs::Job> Ledger::get_job(std::string_view client_request_id) {
+  if (auto s = check_id(client_request_id, "client_request_id"); !s) return s.error();
+  return store_.jobs().get_job(client_request_id);
+}
+
+Result<Page<jobs::Job>> Ledger::list_jobs(const jobs::JobQuery& query, const PageRequest& page) {
+  if (query.account_id) {
+    if (auto s = check_id(*query.account_id, "account_id"); !s) return s.error();
+  }
+  if (page.starting_after) {
+    if (auto s = check_id(*page.starting_after, "starting_after"); !s) return s.error();
+  }
+  return store_.jobs().list_jobs(query, page);
+}
+
+Result<std::vector<jobs::JobEntry>> Ledger::job_history(std::string_view client_request_id) {
+  if (auto s = check_id(client_request_id, "client_request_id"); !s) return s.error();
+  return store_.jobs().job_history(client_request_id);
+}
 
 Result<Account> Ledger::get_account(std::string_view account_id) {
   if (auto s = check_id(account_id, "account_id"); !s) return s.error();

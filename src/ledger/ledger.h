@@ -79,6 +79,14 @@ class Ledger {
   Result<HoldOutcome> release(ReleaseCommand command);
   Result<HoldOutcome> extend(ExtendCommand command);
   Result<AccountOutcome> update_account(UpdateAccountCommand command);
+  // Jobs (core/commands.h): the job row and its hold change in one batch.
+  Result<JobOutcome> submit_job(SubmitJobCommand command);
+  Result<JobOutcome> claim_job(ClaimJobCommand command);
+  Result<JobOutcome> end_job(EndJobCommand command);
+  // The reads of jobs (jobs/job_store.h); ids are checked here.
+  Result<jobs::Job> get_job(std::string_view client_request_id);
+  Result<Page<jobs::Job>> list_jobs(const jobs::JobQuery& query, const PageRequest& page);
+  Result<std::vector<jobs::JobEntry>> job_history(std::string_view client_request_id);
 
   // Reads (the store's effective view).
   Result<Account> get_account(std::string_view account_id);

@@ -339,6 +339,12 @@ CommandResult execute(Transaction& tx, const Command& command, std::int64_t now_
         if constexpr (std::is_same_v<T, RevokeKeyCommand>) return revoke_key(tx, c, now_ms);
         if constexpr (std::is_same_v<T, RecordKeyUseCommand>) return record_key_use(tx, c);
         if constexpr (std::is_same_v<T, UpdateAccountCommand>) return update_account(tx, c, now_ms);
+        // The per-statement oracle checks the ledger's money rules; jobs are decided by the batch
+        // engine only (core/batch.cc) and tested by the job conformance suite.
+        if constexpr (std::is_same_v<T, SubmitJobCommand> || std::is_same_v<T, ClaimJobCommand> ||
+                      std::is_same_v<T, EndJobCommand>) {
+          return Error::make(Code::internal, "the per-statement path does not run jobs");
+        }
       },
       command);
 }

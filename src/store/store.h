@@ -36,6 +36,7 @@
 #include "core/model.h"
 #include "core/result.h"
 #include "store/lists.h"
+#include "jobs/job_store.h"
 
 namespace tollgate {
 
@@ -102,6 +103,8 @@ class Store {
   virtual Result<AuditPage> audit_range(std::string_view after, std::int64_t limit) = 0;
   // The paged lists and lookups (store/lists.h), a role of the same store: valid as long as it.
   virtual ListReads& lists() = 0;
+  // The reads of jobs (jobs/job_store.h), a role of the same store: valid as long as it.
+  virtual jobs::JobReads& jobs() = 0;
 
   virtual Result<LedgerStats> stats() = 0;
   // Account ids greater than `after`, in order, at most `limit` (1..limits::kHoldsPageMax).

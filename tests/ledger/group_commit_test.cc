@@ -76,6 +76,7 @@ class RecordingStore final : public Store {
   Result<Account> get_account(std::string_view) override { return unsupported(); }
   Result<Hold> get_hold(std::string_view) override { return unsupported(); }
   ListReads& lists() override { return no_lists_; }
+  jobs::JobReads& jobs() override { return no_jobs_; }
   Result<EventPage> read_events(std::string_view, std::int64_t, std::int64_t) override { return unsupported(); }
   Result<EventPage> read_feed(std::int64_t, std::int64_t) override { return unsupported(); }
   Result<std::int64_t> last_event_id() override { return unsupported(); }
@@ -98,6 +99,12 @@ class RecordingStore final : public Store {
     }
     Result<TransferRecord> get_transfer(std::string_view) override { return unsupported(); }
   } no_lists_;
+  struct NoJobs final : jobs::JobReads {
+    Result<jobs::Job> get_job(std::string_view) override { return unsupported(); }
+    Result<Page<jobs::Job>> list_jobs(const jobs::JobQuery&, const PageRequest&) override { return unsupported(); }
+    Result<std::vector<jobs::JobEntry>> job_history(std::string_view) override { return unsupported(); }
+    Result<std::vector<jobs::Job>> jobs_to_recover(std::int64_t) override { return unsupported(); }
+  } no_jobs_;
   std::mutex mu_;
   std::uint64_t seq_ = 0;
   std::vector<Batch> batches_;

@@ -173,6 +173,7 @@ std::string show(const CommandResult& r, const Canon& c) {
           if constexpr (std::is_same_v<T, TransferOutcome>) return "ok" + created + show(o.event, c) + " | " + show(o.account);
           if constexpr (std::is_same_v<T, HoldOutcome>) return "ok" + created + show(o.hold, c);
           if constexpr (std::is_same_v<T, KeyOutcome>) return "ok" + created + show(o.key);
+          if constexpr (std::is_same_v<T, JobOutcome>) return "ok" + created + "job " + o.job.client_request_id;
         }
       },
       r.value());
@@ -515,6 +516,10 @@ std::string describe(const Command& command) {
           for (const auto& use : c.uses) out += " " + use.key_id + "@" + std::to_string(use.used_at_ms);
           return out;
         }
+        // Jobs are not generated here (the job conformance suite tests them).
+        if constexpr (std::is_same_v<T, SubmitJobCommand>) return "submit_job " + c.client_request_id;
+        if constexpr (std::is_same_v<T, ClaimJobCommand>) return "claim_job " + c.client_request_id;
+        if constexpr (std::is_same_v<T, EndJobCommand>) return "end_job " + c.client_request_id;
       },
       command);
 }

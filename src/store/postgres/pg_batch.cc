@@ -48,6 +48,7 @@ const std::string kViewOldest =
     "SELECT created_at_ms, seq FROM holds WHERE account_id = a.account_id AND status = 'active' AND "
     "expires_at_ms > " TG_NOW " ORDER BY created_at_ms, seq LIMIT $2) l";
 const std::string kKeys = std::string("SELECT ") + kKeyColumns + " FROM api_keys WHERE key_id = ANY($1::text[]) FOR UPDATE";
+const std::string kJobs = std::string("SELECT ") + kJobColumns + " FROM jobs WHERE client_request_id = ANY($1::text[])";
 const std::string kNewSeqs = "SELECT nextval('holds_seq') FROM generate_series(1, $1::bigint)";
 // Round trip 1b, only for a reaper pass: the overdue holds of the accounts it locked.
 const std::string kReaperHolds = std::string("SELECT ") + kHoldColumns +
@@ -92,13 +93,13 @@ const std::string kUpdateHolds =
 const std::string kInsertEvents =
     "WITH n AS (UPDATE event_ids SET last_event_id = last_event_id + $16 RETURNING last_event_id - $16 AS before), "
     "e AS (INSERT INTO events (event_id, account_id, type, amount, hold_id, reference, at_ms, available_after, "
-    "reserved_after, used_after, reason, overdraft_limit, max_active_holds, frozen) SELECT n.before + v.ord, "
+    "reserved_after, used_after, reason, overdraft_limit, max_active_holds, frozen, job_id) SELECT n.before + v.ord, "
     "v.account_id, v.type, v.amount, v.hold_id, v.reference, v.at_ms, v.available_after, v.reserved_after, "
-    "v.used_after, v.reason, v.overdraft_limit, v.max_active_holds, v.frozen FROM n, unnest($1::text[], "
+    "v.used_after, v.reason, v.overdraft_limit, v.max_active_holds, v.frozen, v.job_id FROM n, unnest($1::text[], "
     "$2::text[], $3::bigint[], $4::text[], $5::text[], $6::bigint[], $7::bigint[], $8::bigint[], $9::bigint[], "
-    "$17::text[], $18::bigint[], $19::bigint[], $20::boolean[]) WITH ORDINALITY AS v(account_id, type, amount, "
-    "hold_id, reference, at_ms, available_after, reserved_after, used_after, reason, overdraft_limit, "
-    "max_active_holds, frozen, ord) ORDER BY v.ord "
+    "$17::text[], $18::bigint[], $19::bigint[], $20::boolean[], $21::text[]) WITH ORDINALITY AS v(account_id, type, "
+    "amount, hold_id, reference, at_ms, available_after, reserved_after, used_after, reason, overdraft_limit, "
+    "max_active_holds, frozen, job_id, ord) ORDER BY v.ord "
     "RETURNING event_id, account_id, type, hold_id, reference), "
     "t AS (INSERT INTO transfers (reference, account_id, kind, amount, reason, event_id) "
     "SELECT u.reference, u.account_id, u.kind, u.amount, u.reason, e.event_id FROM unnest($10::text[], "
@@ -106,6 +107,19 @@ const std::string kInsertEvents =
     "JOIN e ON e.reference = u.reference AND e.type = u.kind RETURNING 1) "
     "SELECT event_id, account_id, type, hold_id, reference, "
     "tollgate_assert((SELECT count(*) FROM t) = $15, 'a transfer did not find its event') FROM e";
+const std::string kInsertJobs =
+    "INSERT INTO jobs (client_request_id, account_id, cost, provider, input, status, hold_id, hold_seq, attempts, "
+    "result, error, charged, created_at_ms, updated_at_ms, lease_owner, lease_expires_at_ms) SELECT * FROM unnest("
+    "$1::text[], $2::text[], $3::bigint[], $4::text[], $5::text[], $6::text[], $7::text[], $8::bigint[], "
+    "$9::integer[], $10::text[], $11::text[], $12::boolean[], $13::bigint[], $14::bigint[], $15::text[], $16::bigint[])";
+const std::string kUpdateJob =
+    "WITH u AS (UPDATE jobs SET status = $2, attempts = $3::integer, result = $4, error = $5, charged = $6::boolean, "
+    "updated_at_ms = $7::bigint, lease_owner = $8, lease_expires_at_ms = $9::bigint WHERE client_request_id = $1 AND "
+    "status = $10 AND attempts = $11::integer AND updated_at_ms = $12::bigint RETURNING 1) "
+    "SELECT tollgate_assert(count(*) = 1, 'a job changed behind the batch''s lock') FROM u";
+const std::string kInsertJobEntries =
+    "INSERT INTO job_history (client_request_id, at_ms, kind, attempt, detail) SELECT c, a, k, n, d FROM unnest($1::text[], "
+    "$2::bigint[], $3::text[], $4::integer[], $5::text[]) WITH ORDINALITY AS v(c, a, k, n, d, ord) ORDER BY ord";
 const std::string kInsertKey =
     "INSERT INTO api_keys (key_id, account_id, secret_sha256, created_at_ms, revoked_at_ms, last_used_at_ms) "
     "VALUES ($1, $2, $3, $4, $5, $6::bigint)";
@@ -177,6 +191,7 @@ batch::Snapshot PgBatchIo::begin_and_load(const batch::Keys& keys) {
   const std::size_t oldest_at =
       keys.view_accounts.empty() ? kNone : add(kViewOldest, Params(views, keys.oldest_live_needed()));
   const std::size_t keys_at = keys.key_ids.empty() ? kNone : add(kKeys, Params(text_array(keys.key_ids)));
+  const std::size_t jobs_at = keys.job_ids.empty() ? kNone : add(kJobs, Params(text_array(keys.job_ids)));
   const std::size_t new_seqs_at = keys.new_holds_max > 0 ? add(kNewSeqs, Params(keys.new_holds_max)) : kNone;
   std::size_t failed = 0;
   const std::vector<Rows> r = db.pipeline(st, failed);
@@ -225,6 +240,9 @@ batch::Snapshot PgBatchIo::begin_and_load(const batch::Keys& keys) {
   }
   if (keys_at != kNone) {
     for (int i = 0; i < r[keys_at].size(); ++i) s.keys.push_back(read_key(r[keys_at], i));
+  }
+  if (jobs_at != kNone) {
+    for (int i = 0; i < r[jobs_at].size(); ++i) s.jobs.push_back(read_job(r[jobs_at], i));
   }
   if (new_seqs_at != kNone) {
     for (int i = 0; i < r[new_seqs_at].size(); ++i) s.new_hold_seqs.push_back(r[new_seqs_at].int64(i, 0));
@@ -310,6 +328,49 @@ std::vector<std::int64_t> PgBatchIo::write_and_commit(const batch::Effects& e) {
                 static_cast<std::int64_t>(c.size()),
                 text_array(column(c, [](const C& x) { return x.after.release_reason; })))});
   }
+  if (!e.new_jobs.empty()) {
+    using J = jobs::Job;
+    const auto& j = e.new_jobs;
+    st.push_back({&kInsertJobs,
+                  Params(text_array(column(j, [](const J& x) { return x.client_request_id; })),
+                         text_array(column(j, [](const J& x) { return x.account_id; })),
+                         int_array(column(j, [](const J& x) { return x.cost; })),
+                         text_array(column(j, [](const J& x) { return x.provider; })),
+                         text_array(column(j, [](const J& x) { return x.input_json; })),
+                         text_array(column(j, [](const J& x) { return std::string(jobs::job_status_name(x.status)); })),
+                         text_array(column(j, [](const J& x) { return x.hold_id; })),
+                         int_array(column(j, [](const J& x) { return *hold_id_seq(x.hold_id); })),
+                         int_array(column(j, [](const J& x) { return std::int64_t{x.attempts}; })),
+                         text_array(column(j, [](const J& x) { return x.result_json; })),
+                         text_array(column(j, [](const J& x) { return x.error; })),
+                         bool_array(column(j, [](const J& x) { return x.charged; })),
+                         int_array(column(j, [](const J& x) { return x.created_at_ms; })),
+                         int_array(column(j, [](const J& x) { return x.updated_at_ms; })),
+                         text_array(column(j, [](const J& x) { return x.lease_owner; })),
+                         int_array(column(j, [](const J& x) { return x.lease_expires_at_ms; })))});
+  }
+  for (const auto& [before, after] : e.changed_jobs) {
+    TG_ASSERT(before.client_request_id == after.client_request_id && before.hold_id == after.hold_id &&
+              before.cost == after.cost && before.account_id == after.account_id);
+    st.push_back({&kUpdateJob, Params(after.client_request_id, std::string(jobs::job_status_name(after.status)),
+                                      std::int64_t{after.attempts}, after.result_json, after.error,
+                                      std::string(after.charged ? "true" : "false"), after.updated_at_ms,
+                                      after.lease_owner, after.lease_expires_at_ms,
+                                      std::string(jobs::job_status_name(before.status)),
+                                      std::int64_t{before.attempts}, before.updated_at_ms)});
+  }
+  if (!e.job_entries.empty()) {
+    using E = jobs::JobEntry;
+    const auto& v = e.job_entries;
+    st.push_back({&kInsertJobEntries,
+                  Params(text_array(column(v, [](const E& x) { return x.client_request_id; })),
+                         int_array(column(v, [](const E& x) { return x.at_ms; })),
+                         text_array(column(v, [](const E& x) { return x.kind; })),
+                         int_array(column(v, [](const E& x) {
+                           return x.attempt ? std::optional<std::int64_t>(*x.attempt) : std::nullopt;
+                         })),
+                         text_array(column(v, [](const E& x) { return x.detail; })))});
+  }
   // Keys before the events: the event ids' lock must be the batch's last (pg_store.h), and a key's
   // insert may wait for another transaction's.
   for (const ApiKey& k : e.new_keys) {
@@ -354,7 +415,8 @@ std::vector<std::int64_t> PgBatchIo::write_and_commit(const batch::Effects& e) {
                          })),
                          bool_array(column(v, [](const Event& x) {
                            return x.settings ? std::optional<bool>(x.settings->frozen) : std::optional<bool>();
-                         })))});
+                         })),
+                         text_array(column(v, [](const Event& x) { return x.job_id; })))});
   } else {
     TG_ASSERT(e.transfers.empty());
   }

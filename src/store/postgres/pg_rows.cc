@@ -150,6 +150,43 @@ ApiKey read_key(const Rows& r, int row) {
                 r.int64(row, 3), r.optional_int64(row, 4), r.optional_int64(row, 5)};
 }
 
+const char* const kJobColumns =
+    "client_request_id, account_id, cost, provider, input, status, hold_id, attempts, result, error, charged, "
+    "created_at_ms, updated_at_ms, lease_owner, lease_expires_at_ms";
+const char* const kJobEntryColumns = "client_request_id, at_ms, kind, attempt, detail";
+
+jobs::Job read_job(const Rows& r, int row) {
+  jobs::Job j;
+  j.client_request_id = r.text(row, 0);
+  j.account_id = r.text(row, 1);
+  j.cost = r.int64(row, 2);
+  j.provider = r.text(row, 3);
+  j.input_json = r.text(row, 4);
+  const auto status = jobs::parse_job_status(r.text(row, 5));
+  if (!status) throw PgError("XX000", false, "job " + j.client_request_id + " has an unknown status");
+  j.status = *status;
+  j.hold_id = r.text(row, 6);
+  j.attempts = static_cast<int>(r.int64(row, 7));
+  j.result_json = r.optional_text(row, 8);
+  j.error = r.optional_text(row, 9);
+  j.charged = r.text(row, 10) == "t";
+  j.created_at_ms = r.int64(row, 11);
+  j.updated_at_ms = r.int64(row, 12);
+  j.lease_owner = r.optional_text(row, 13);
+  j.lease_expires_at_ms = r.optional_int64(row, 14);
+  return j;
+}
+
+jobs::JobEntry read_job_entry(const Rows& r, int row) {
+  jobs::JobEntry e;
+  e.client_request_id = r.text(row, 0);
+  e.at_ms = r.int64(row, 1);
+  e.kind = r.text(row, 2);
+  if (auto attempt = r.optional_int64(row, 3)) e.attempt = static_cast<int>(*attempt);
+  e.detail = r.text(row, 4);
+  return e;
+}
+
 const char* const kTransferColumns = "t.reference, t.account_id, t.kind, t.amount, t.reason, " TG_EVENT_COLUMNS_OF_E;
 
 std::pair<Transfer, Event> read_transfer(const Rows& r, int row) {

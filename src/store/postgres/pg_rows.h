@@ -13,6 +13,7 @@
 
 #include "core/model.h"
 #include "core/result.h"
+#include "jobs/job.h"
 #include "store/postgres/pg_conn.h"
 
 namespace tollgate::pg {
@@ -48,6 +49,12 @@ extern const std::string kAccountViewSql;
 Account read_account_view(const Rows& r, int row, std::int64_t now_ms);
 // The hold with exactly this id (found by the sequence number inside it); `for_update` locks it.
 std::optional<Hold> hold_by_id(Conn& db, std::string_view hold_id, bool for_update);
+
+// A job row and a job's history entry (columns in the order read_job / read_job_entry expect).
+extern const char* const kJobColumns;
+extern const char* const kJobEntryColumns;
+jobs::Job read_job(const Rows& r, int row);
+jobs::JobEntry read_job_entry(const Rows& r, int row);
 
 // A PostgreSQL array literal of text ({"a","b"}; nullopt items are NULL) or of integers.
 std::string text_array(const std::vector<std::string>& items);

@@ -159,6 +159,44 @@ INSERT INTO event_ids (last_event_id)
 ALTER TABLE events ALTER COLUMN event_id DROP DEFAULT;
 DROP SEQUENCE events_seq;
 )sql",
+    // 6: jobs (jobs/job.h) — written with their holds in the same batches, under the lock of the
+    // hold's account — and their histories
+    R"sql(
+CREATE TABLE jobs (
+  client_request_id   text COLLATE "C" PRIMARY KEY,
+  account_id          text COLLATE "C" NOT NULL REFERENCES accounts(account_id),
+  cost                bigint NOT NULL CHECK (cost >= 1),
+  provider            text NOT NULL,
+  input               text NOT NULL,
+  status              text NOT NULL CHECK (status IN ('pending', 'running', 'completed', 'failed', 'cancelled')),
+  hold_id             text NOT NULL UNIQUE,
+  hold_seq            bigint NOT NULL UNIQUE,  -- the hold's sequence number: the list's order
+  attempts            integer NOT NULL CHECK (attempts >= 0),
+  result              text,
+  error               text,
+  charged             boolean NOT NULL CHECK (NOT charged OR status = 'completed'),
+  created_at_ms       bigint NOT NULL,
+  updated_at_ms       bigint NOT NULL,
+  lease_owner         text,
+  lease_expires_at_ms bigint,
+  CHECK ((lease_owner IS NULL) = (lease_expires_at_ms IS NULL))
+);
+CREATE INDEX jobs_by_account ON jobs(account_id, hold_seq);
+CREATE INDEX jobs_by_status ON jobs(status, hold_seq);
+CREATE INDEX jobs_by_account_status ON jobs(account_id, status, hold_seq);
+CREATE INDEX jobs_unended_by_lease ON jobs(lease_expires_at_ms) WHERE status IN ('pending', 'running');
+CREATE TABLE job_history (
+  entry_id          bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
+  client_request_id text COLLATE "C" NOT NULL REFERENCES jobs(client_request_id),
+  at_ms             bigint NOT NULL,
+  kind              text NOT NULL,
+  attempt           integer CHECK (attempt IS NULL OR attempt >= 1),
+  detail            text NOT NULL
+);
+CREATE INDEX job_history_by_job ON job_history(client_request_id, entry_id);
+CREATE TRIGGER job_history_is_append_only BEFORE UPDATE OR DELETE ON job_history
+  FOR EACH ROW EXECUTE FUNCTION events_are_append_only();
+)sql",
 };
 constexpr int kMigrationCount = static_cast<int>(std::size(kMigrations));
 static_assert(kMigrationCount == PgStore::kSchemaVersion);
@@ -200,7 +238,8 @@ PgStore::PgStore(PgOptions options)
                                  pg::ConnectOptions{options_.connect_timeout_ms, options_.statement_timeout_ms});
           },
           [](const Conn& conn) { return conn.healthy(); }),
-      lists_(readers_, options_.clock) {}
+      lists_(readers_, options_.clock),
+      jobs_(readers_, options_.clock) {}
 PgStore::~PgStore() = default;
 
 Result<std::unique_ptr<PgStore>> PgStore::open(const PgOptions& options) {

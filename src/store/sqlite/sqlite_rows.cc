@@ -66,6 +66,50 @@ Event read_event(Stmt& s, int first) {
   return e;
 }
 
+const char* const kJobColumns =
+    "client_request_id, account_id, cost, provider, input, status, hold_id, attempts, result, error, charged, "
+    "created_at_ms, updated_at_ms, lease_owner, lease_expires_at_ms";
+const char* const kJobEntryColumns = "client_request_id, at_ms, kind, attempt, detail";
+
+jobs::Job read_job(Stmt& s) {
+  jobs::Job j;
+  j.client_request_id = s.text(0);
+  j.account_id = s.text(1);
+  j.cost = s.int64(2);
+  j.provider = s.text(3);
+  j.input_json = s.text(4);
+  const auto status = jobs::parse_job_status(s.text(5));
+  if (!status) throw SqlError(SQLITE_CORRUPT, "job " + j.client_request_id + " has an unknown status");
+  j.status = *status;
+  j.hold_id = s.text(6);
+  j.attempts = static_cast<int>(s.int64(7));
+  j.result_json = s.optional_text(8);
+  j.error = s.optional_text(9);
+  j.charged = s.int64(10) != 0;
+  j.created_at_ms = s.int64(11);
+  j.updated_at_ms = s.int64(12);
+  j.lease_owner = s.optional_text(13);
+  j.lease_expires_at_ms = s.optional_int64(14);
+  return j;
+}
+
+jobs::JobEntry read_job_entry(Stmt& s) {
+  jobs::JobEntry e;
+  e.client_request_id = s.text(0);
+  e.at_ms = s.int64(1);
+  e.kind = s.text(2);
+  if (auto attempt = s.optional_int64(3)) e.attempt = static_cast<int>(*attempt);
+  e.detail = s.text(4);
+  return e;
+}
+
+std::optional<jobs::Job> job_row(Conn& db, std::string_view client_request_id) {
+  static const std::string sql = std::string("SELECT ") + kJobColumns + " FROM jobs WHERE client_request_id = ?1";
+  Query q(db.stmt(sql.c_str()), client_request_id);
+  if (!q.step()) return std::nullopt;
+  return read_job(q.row());
+}
+
 std::optional<Account> account_row(Conn& db, std::string_view account_id) {
   Query q(db.stmt("SELECT account_id, available, reserved, used, purchased, overdraft_limit, max_active_holds, "
                   "active_holds, created_at_ms, frozen FROM accounts WHERE account_id = ?"),

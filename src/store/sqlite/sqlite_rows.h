@@ -10,6 +10,7 @@
 #include <utility>
 
 #include "core/model.h"
+#include "jobs/job.h"
 #include "store/sqlite/sqlite_db.h"
 
 namespace tollgate::sqlite {
@@ -22,12 +23,20 @@ extern const char* const kKeyColumns;
 // A transfer joined with its event: FROM transfers t JOIN events e ON e.event_id = t.event_id.
 extern const char* const kTransferColumns;
 
+// A job row, and a job's history entry (in the order read_job / read_job_entry expect).
+extern const char* const kJobColumns;
+extern const char* const kJobEntryColumns;
+
 // Rows of a statement that selected the columns above (starting at column `first`). A stored value
 // that no longer parses (an unknown status) throws SqlError(SQLITE_CORRUPT).
 Hold read_hold(Stmt& s, int first = 0);
 Event read_event(Stmt& s, int first = 0);
 ApiKey read_key(Stmt& s);
 std::pair<Transfer, Event> read_transfer(Stmt& s);
+jobs::Job read_job(Stmt& s);
+jobs::JobEntry read_job_entry(Stmt& s);
+// The job, or nullopt.
+std::optional<jobs::Job> job_row(Conn& db, std::string_view client_request_id);
 
 // The account row as stored (no overdue adjustment), or nullopt.
 std::optional<Account> account_row(Conn& db, std::string_view account_id);

@@ -137,6 +137,45 @@ ALTER TABLE events ADD COLUMN frozen INTEGER
          AND (overdraft_limit IS NOT NULL) = (type = 'account_updated')
          AND (max_active_holds IS NULL OR type = 'account_updated'));
 )sql",
+    // 5: jobs (jobs/job.h) — written with their holds in the same batches — and their histories
+    R"sql(
+CREATE TABLE jobs (
+  client_request_id   TEXT PRIMARY KEY,
+  account_id          TEXT NOT NULL,
+  cost                INTEGER NOT NULL CHECK (cost >= 1),
+  provider            TEXT NOT NULL,
+  input               TEXT NOT NULL,
+  status              TEXT NOT NULL CHECK (status IN ('pending', 'running', 'completed', 'failed', 'cancelled')),
+  hold_id             TEXT NOT NULL UNIQUE,
+  hold_seq            INTEGER NOT NULL UNIQUE,  -- the hold's sequence number: the list's order
+  attempts            INTEGER NOT NULL CHECK (attempts >= 0),
+  result              TEXT,
+  error               TEXT,
+  charged             INTEGER NOT NULL CHECK (charged IN (0, 1) AND (charged = 0 OR status = 'completed')),
+  created_at_ms       INTEGER NOT NULL,
+  updated_at_ms       INTEGER NOT NULL,
+  lease_owner         TEXT,
+  lease_expires_at_ms INTEGER,
+  CHECK ((lease_owner IS NULL) = (lease_expires_at_ms IS NULL))
+);
+CREATE INDEX jobs_by_account ON jobs(account_id, hold_seq);
+CREATE INDEX jobs_by_status ON jobs(status, hold_seq);
+CREATE INDEX jobs_by_account_status ON jobs(account_id, status, hold_seq);
+CREATE INDEX jobs_unended_by_lease ON jobs(lease_expires_at_ms) WHERE status IN ('pending', 'running');
+CREATE TABLE job_history (
+  entry_id          INTEGER PRIMARY KEY,  -- increasing: the story's order
+  client_request_id TEXT NOT NULL,
+  at_ms             INTEGER NOT NULL,
+  kind              TEXT NOT NULL,
+  attempt           INTEGER CHECK (attempt IS NULL OR attempt >= 1),
+  detail            TEXT NOT NULL
+);
+CREATE INDEX job_history_by_job ON job_history(client_request_id, entry_id);
+CREATE TRIGGER job_history_is_never_updated BEFORE UPDATE ON job_history
+  BEGIN SELECT RAISE(ABORT, 'job_history is append-only'); END;
+CREATE TRIGGER job_history_is_never_deleted BEFORE DELETE ON job_history
+  BEGIN SELECT RAISE(ABORT, 'job_history is append-only'); END;
+)sql",
 };
 constexpr int kMigrationCount = static_cast<int>(std::size(kMigrations));
 static_assert(kMigrationCount == SqliteStore::kSchemaVersion);
@@ -196,7 +235,8 @@ SqliteStore::SqliteStore(SqliteOptions options, const Clock& clock, FileLock loc
         open.vfs = vfs_.empty() ? nullptr : vfs_.c_str();
         return std::make_unique<Conn>(options_.path, open);
       }),
-      lists_(readers_, clock) {
+      lists_(readers_, clock),
+      jobs_(readers_, clock) {
   if (options_.checkpoint_interval_ms > 0) checkpointer_ = std::thread([this] { checkpoint_loop(); });
 }
 
