@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "app/cli.h"
+#include "app/fake_provider_command.h"
 #include "app/serve.h"
 #include "config/config.h"
 #include "core/version.h"
@@ -36,6 +37,8 @@ int main(int argc, char** argv) {
 
   // The client commands: account, key, hold, events, audit.
   tollgate::app::add_cli_commands(app, exit_code);
+  // A fake paid provider for tests and demos.
+  tollgate::app::add_fake_provider_command(app, exit_code);
 
   try {
     app.parse(argc, argv);
