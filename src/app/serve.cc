@@ -2,7 +2,12 @@
 
 #include "app/process_metrics.h"
 
+#include <unistd.h>
+
+#include <cctype>
 #include <cstdio>
+#include <memory>
+#include <random>
 #include <string>
 
 #include "core/clock.h"
@@ -14,6 +19,8 @@
 #include "http/metrics.h"
 #include "http/read_executor.h"
 #include "http/server.h"
+#include "jobs/provider_client.h"
+#include "jobs/runner.h"
 #include "ledger/ledger.h"
 #include "store/postgres/pg_store.h"
 #include "store/sqlite/sqlite_store.h"
@@ -25,6 +32,51 @@ extern const char* const kOpenApiJson;  // generated from docs/openapi.json
 namespace {
 
 void log_line(const char* level, const std::string& msg) { tollgate::log(level, msg); }
+
+void render_job_metrics(std::string& out, const jobs::JobRunner& runner) {
+  using http::metric_header;
+  using http::metric_line;
+  const auto s = runner.stats();
+  metric_header(out, "tollgate_jobs_in_flight", "gauge", "Jobs this instance is driving (provider calls and their settling).");
+  metric_line(out, "tollgate_jobs_in_flight", "", static_cast<double>(s.in_flight));
+  metric_header(out, "tollgate_jobs_queued", "gauge", "Jobs accepted here, waiting for a free slot.");
+  metric_line(out, "tollgate_jobs_queued", "", static_cast<double>(s.queued));
+  metric_header(out, "tollgate_jobs_ended_total", "counter", "Jobs this instance ended, by status.");
+  metric_line(out, "tollgate_jobs_ended_total", "status=\"completed\"", static_cast<double>(s.completed));
+  metric_line(out, "tollgate_jobs_ended_total", "status=\"failed\"", static_cast<double>(s.failed));
+  metric_header(out, "tollgate_jobs_aborted_total", "counter", "In-flight provider calls aborted by a cancel.");
+  metric_line(out, "tollgate_jobs_aborted_total", "", static_cast<double>(s.cancelled));
+  metric_header(out, "tollgate_provider_requests_total", "counter", "Provider requests begun (sends and re-sends).");
+  metric_line(out, "tollgate_provider_requests_total", "", static_cast<double>(s.sends));
+  metric_header(out, "tollgate_provider_resends_total", "counter", "Requests sent again with the same Idempotency-Key.");
+  metric_line(out, "tollgate_provider_resends_total", "", static_cast<double>(s.resends));
+  metric_header(out, "tollgate_provider_status_questions_total", "counter", "Status URL questions asked.");
+  metric_line(out, "tollgate_provider_status_questions_total", "", static_cast<double>(s.status_questions));
+  metric_header(out, "tollgate_jobs_recovered_total", "counter", "Jobs claimed after their lease expired (reconciliations).");
+  metric_line(out, "tollgate_jobs_recovered_total", "", static_cast<double>(s.recovered));
+  metric_header(out, "tollgate_provider_outcomes_total", "counter", "What provider requests saw.");
+  metric_line(out, "tollgate_provider_outcomes_total", "outcome=\"2xx\"", static_cast<double>(s.answers_2xx));
+  metric_line(out, "tollgate_provider_outcomes_total", "outcome=\"4xx\"", static_cast<double>(s.answers_4xx));
+  metric_line(out, "tollgate_provider_outcomes_total", "outcome=\"5xx\"", static_cast<double>(s.answers_5xx));
+  metric_line(out, "tollgate_provider_outcomes_total", "outcome=\"timeout\"", static_cast<double>(s.timeouts));
+  metric_line(out, "tollgate_provider_outcomes_total", "outcome=\"connection_lost\"", static_cast<double>(s.connection_lost));
+  metric_line(out, "tollgate_provider_outcomes_total", "outcome=\"not_connected\"", static_cast<double>(s.not_connected));
+}
+
+// This process's lease owner name: host, pid and a random part (a restarted process is another owner).
+std::string instance_id() {
+  char host[256] = {0};
+  if (gethostname(host, sizeof host - 1) != 0) std::snprintf(host, sizeof host, "host");
+  std::random_device rd;
+  char out[320];
+  std::snprintf(out, sizeof out, "%.64s-%d-%08x", host, static_cast<int>(getpid()), rd());
+  std::string id(out);
+  for (char& c : id) {
+    const bool ok = std::isalnum(static_cast<unsigned char>(c)) || c == '.' || c == '-' || c == '_';
+    if (!ok) c = '-';
+  }
+  return id.substr(0, limits::kIdLengthMax);
+}
 
 std::string render_metrics(Ledger& ledger, http::Metrics& metrics, const http::ReadExecutor& readers, const Clock& clock) {
   using http::metric_header;
@@ -194,6 +246,14 @@ int serve(const ServerConfig& config, const std::function<void(std::uint16_t)>& 
   }
   Ledger ledger(**store, clock, ledger_options);
 
+  // The job workers: the provider client is destroyed first (after the ledger stopped), so that
+  // the answers it still delivers find the runner alive.
+  auto provider_client = std::make_unique<jobs::ProviderClient>(jobs::ProviderClientOptions{});
+  jobs::JobRunnerOptions runner_options;
+  runner_options.instance_id = instance_id();
+  runner_options.providers = config.providers;
+  jobs::JobRunner runner(ledger, *provider_client, runner_options);
+
   http::Authenticator auth(**store, clock, config.admin_key, &ledger.key_uses());
   http::Metrics metrics(http::Api::route_templates());
   http::ApiOptions api_options;
@@ -202,7 +262,12 @@ int serve(const ServerConfig& config, const std::function<void(std::uint16_t)>& 
   api_options.metrics_key = config.metrics_key;
   // Reads run here, off the I/O threads; it outlives the server (answers go through its strands).
   http::ReadExecutor readers(reader_threads(config), limits::kReadQueueMax);
-  api_options.render_metrics = [&] { return render_metrics(ledger, metrics, readers, clock); };
+  api_options.render_metrics = [&] {
+    std::string out = render_metrics(ledger, metrics, readers, clock);
+    render_job_metrics(out, runner);
+    return out;
+  };
+  api_options.jobs = &runner;
   http::Api api(ledger, readers, auth, metrics, clock, std::move(api_options));
   http::HttpServer server(api, metrics, http::ServerLimits{});
   // Bind before the admin key is generated: a start that fails on a busy port must not print (and
@@ -221,7 +286,9 @@ int serve(const ServerConfig& config, const std::function<void(std::uint16_t)>& 
   if (on_listening) on_listening(*port);
   server.run();
   readers.stop();
+  runner.stop();  // jobs in flight stay running in the store: recovered by the next instance to run
   ledger.stop();  // writes what is queued, commits
+  provider_client.reset();
   log_line("info", "tollgate stopped");
   return 0;
 }

@@ -32,6 +32,11 @@ inline constexpr std::size_t kJobInputBytesMax = 32 * 1024;
 inline constexpr std::size_t kJobResultBytesMax = 64 * 1024;
 // The most entries of a job's history answered (GET /v1/jobs/{id}/history), oldest first.
 inline constexpr std::int64_t kJobHistoryMax = 1000;
+// Provider calls one instance drives at once (jobs/runner.h), and accepted jobs waiting for a slot.
+inline constexpr std::size_t kJobsInFlightMaxDefault = 10'000;
+inline constexpr std::size_t kJobsQueuedMax = 100'000;
+// A job's GET with wait_ms: at most this long (api.md).
+inline constexpr std::int64_t kJobWaitMsMax = 60'000;
 
 // Hold time-to-live bounds (the configured maximum may be lower, never higher).
 inline constexpr std::int64_t kHoldTtlMsMin = 1;

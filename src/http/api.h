@@ -27,6 +27,10 @@
 #include "http/read_executor.h"
 #include "ledger/ledger.h"
 
+namespace tollgate::jobs {
+class JobRunner;
+}
+
 namespace tollgate::http {
 
 struct Request {
@@ -69,6 +73,9 @@ struct ApiOptions {
   std::int64_t reaper_interval_ms = limits::kReaperIntervalMsDefault;  // readiness: the reaper ran within 3 × this
   // Set: GET /metrics answers only `Authorization: Bearer <metrics_key>` or an admin key (401 else).
   std::optional<std::string> metrics_key;
+  // The instance's job workers (jobs/runner.h), which start the jobs this API accepts; null: every
+  // provider is unknown (POST /v1/jobs answers invalid_request), reads of jobs still work.
+  jobs::JobRunner* jobs = nullptr;
 };
 
 class Api {

@@ -147,6 +147,17 @@ Result<std::optional<std::string>> FieldReader::object(std::string_view key, std
   return std::optional<std::string>(std::move(text));
 }
 
+Result<std::optional<std::string>> FieldReader::any(std::string_view key, std::size_t max_bytes) {
+  const json::value* v = find(key);
+  if (!v) return std::optional<std::string>();
+  std::string text = json::serialize(*v);
+  if (text.size() > max_bytes) {
+    return failed(invalid(std::string(key) + " must be at most " + std::to_string(max_bytes) + " bytes"),
+                  std::optional<std::string>());
+  }
+  return std::optional<std::string>(std::move(text));
+}
+
 Status FieldReader::finish() const {
   for (const auto& [key, value] : object_) {
     const std::string_view name(key);
@@ -261,6 +272,33 @@ void append_json(std::string& out, const Hold& h) {
   o.key("metadata");
   const bool object_text = h.metadata_json.size() >= 2 && h.metadata_json.front() == '{' && h.metadata_json.back() == '}';
   out += object_text ? std::string_view(h.metadata_json) : std::string_view("{}");
+}
+
+void append_json(std::string& out, const jobs::Job& j) {
+  ObjectWriter o(out);
+  o.str("client_request_id", j.client_request_id);
+  o.str("account_id", j.account_id);
+  o.num("cost", j.cost);
+  o.str("provider", j.provider);
+  o.str("status", jobs::job_status_name(j.status));
+  o.str("hold_id", j.hold_id);
+  o.num("attempts", j.attempts);
+  if (j.result_json) {
+    o.key("result");
+    out += *j.result_json;  // stored as the provider's result was serialized (valid JSON)
+  }
+  if (j.error) o.str("error", *j.error);
+  o.boolean("charged", j.charged);
+  o.time("created_at", j.created_at_ms);
+  o.time("updated_at", j.updated_at_ms);
+}
+
+void append_json(std::string& out, const jobs::JobEntry& e) {
+  ObjectWriter o(out);
+  o.time("at", e.at_ms);
+  o.str("kind", e.kind);
+  if (e.attempt) o.num("attempt", *e.attempt);
+  o.str("detail", e.detail);
 }
 
 void append_json(std::string& out, const Event& e) {

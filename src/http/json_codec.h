@@ -18,6 +18,7 @@
 
 #include "core/log.h"  // append_json_string
 #include "core/model.h"
+#include "jobs/job.h"
 #include "core/result.h"
 #include "store/store.h"
 
@@ -58,6 +59,8 @@ class FieldReader {
   Result<std::optional<std::string>> optional_id(std::string_view key);
   // A JSON object, returned serialized; unset when absent.
   Result<std::optional<std::string>> object(std::string_view key, std::size_t max_bytes);
+  // Any JSON value (a job's input), returned serialized; unset when absent.
+  Result<std::optional<std::string>> any(std::string_view key, std::size_t max_bytes);
   Status finish() const;
 
  private:
@@ -80,6 +83,8 @@ class FieldReader {
 void append_json(std::string& out, const Account& account);
 void append_json(std::string& out, const Hold& hold);
 void append_json(std::string& out, const Event& event);
+void append_json(std::string& out, const jobs::Job& job);
+void append_json(std::string& out, const jobs::JobEntry& entry);
 void append_json(std::string& out, const KeySummary& key);
 void append_json(std::string& out, const TransferRecord& transfer);
 void append_json(std::string& out, const AuditReport& report);

@@ -37,6 +37,11 @@ constexpr std::array kRoutes{
     Route{"POST", "/v1/holds/{hold_id}/commit", Access::account, Runs::io, &commit_hold},
     Route{"POST", "/v1/holds/{hold_id}/release", Access::account, Runs::io, &release_hold},
     Route{"POST", "/v1/holds/{hold_id}/extend", Access::account, Runs::io, &extend_hold},
+    Route{"POST", "/v1/jobs", Access::account, Runs::io, &submit_job},
+    Route{"GET", "/v1/jobs", Access::account, Runs::reader, &list_jobs},
+    Route{"GET", "/v1/jobs/{client_request_id}", Access::account, Runs::reader, &get_job},
+    Route{"POST", "/v1/jobs/{client_request_id}/cancel", Access::account, Runs::reader, &cancel_job},
+    Route{"GET", "/v1/jobs/{client_request_id}/history", Access::account, Runs::reader, &job_history},
     Route{"GET", "/v1/audit", Access::admin, Runs::reader, &audit},
 };
 

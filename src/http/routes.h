@@ -105,6 +105,12 @@ void get_hold(Context&, Call&);
 void commit_hold(Context&, Call&);
 void release_hold(Context&, Call&);
 void extend_hold(Context&, Call&);
+// routes_jobs.cc
+void submit_job(Context&, Call&);
+void get_job(Context&, Call&);
+void cancel_job(Context&, Call&);
+void list_jobs(Context&, Call&);
+void job_history(Context&, Call&);
 
 // --- what handlers share ------------------------------------------------------------------------
 // An answer whose body `write(out)` appends (no intermediate JSON tree).

@@ -1,0 +1,435 @@
+// The workers of one instance (runner.h).
+#include "jobs/runner.h"
+
+#include <algorithm>
+#include <chrono>
+#include <utility>
+
+#include <boost/asio/post.hpp>
+#include <boost/asio/steady_timer.hpp>
+
+#include "core/log.h"
+
+namespace tollgate::jobs {
+
+struct JobRunner::Counters {
+  std::atomic<std::uint64_t> sends{0}, resends{0}, status_questions{0}, recovered{0}, completed{0}, failed{0},
+      cancelled{0}, answers_2xx{0}, answers_4xx{0}, answers_5xx{0}, timeouts{0}, connection_lost{0},
+      not_connected{0};
+};
+
+// One job being driven. Its steps run one at a time (each starts the next from its callback);
+// only cancel() reaches in from another thread, under `mu`.
+struct JobRunner::Run {
+  Job job;
+  const ProviderConfig* provider = nullptr;
+  Mode mode = Mode::fresh;
+  int questions = 0;  // status questions asked since the last send
+  std::mutex mu;
+  bool cancelled = false;                   // guarded by mu
+  std::shared_ptr<ProviderCall> call;       // guarded by mu: the exchange in flight
+};
+
+namespace {
+
+constexpr std::int64_t kRetryWriteMs = 1000;  // a claim or an end the database refused: try again
+constexpr int kWriteTriesMax = 30;            // then leave the job to recovery (its lease expires)
+
+std::string describe(const Exchange& e) {
+  switch (e.kind) {
+    case Exchange::Kind::answered: {
+      std::string body = e.body.substr(0, 200);
+      return "answered " + std::to_string(e.status) + (body.empty() ? "" : ": " + body);
+    }
+    case Exchange::Kind::timed_out: return "timed out" + (e.body.empty() ? "" : " (" + e.body + ")");
+    case Exchange::Kind::connection_lost: return "connection lost" + (e.body.empty() ? "" : " (" + e.body + ")");
+    case Exchange::Kind::not_connected: return "not connected" + (e.body.empty() ? "" : " (" + e.body + ")");
+  }
+  return "?";
+}
+
+std::uint64_t seed_or_random(std::uint64_t seed) {
+  if (seed != 0) return seed;
+  std::random_device rd;
+  return (static_cast<std::uint64_t>(rd()) << 32) ^ rd();
+}
+
+}  // namespace
+
+JobRunner::JobRunner(Ledger& ledger, ProviderClient& client, JobRunnerOptions options)
+    : ledger_(ledger),
+      client_(client),
+      options_(std::move(options)),
+      timers_work_(boost::asio::make_work_guard(timers_)),
+      rng_(seed_or_random(options_.seed)),
+      counters_(std::make_unique<Counters>()) {
+  TG_ASSERT(!options_.instance_id.empty() && options_.in_flight_max >= 1);
+  timer_thread_ = std::thread([this] { timers_.run(); });
+  if (options_.recovery_interval_ms > 0) recovery_thread_ = std::thread([this] { recovery_loop(); });
+}
+
+JobRunner::~JobRunner() { stop(); }
+
+const ProviderConfig* JobRunner::provider(std::string_view name) const {
+  auto it = options_.providers.find(std::string(name));
+  return it == options_.providers.end() ? nullptr : &it->second;
+}
+
+std::int64_t JobRunner::poll_cap_ms(const ProviderConfig& p) {
+  return std::min<std::int64_t>(limits::kStatusPollMaxMs, std::max<std::int64_t>(p.expected_duration_ms, 50));
+}
+
+std::int64_t JobRunner::lease_ms(const ProviderConfig& p) {
+  // The longest time between two renewals: one request (timeout_ms), the wait before a status
+  // question, and that question (timeout_ms at most); plus a margin for the database.
+  return 2 * p.timeout_ms + poll_cap_ms(p) + 2'000;
+}
+
+double JobRunner::jitter() {
+  std::lock_guard lock(mu_);
+  return std::uniform_real_distribution<double>(0.0, 1.0)(rng_);
+}
+
+void JobRunner::start(const Job& job) {
+  auto run = std::make_shared<Run>();
+  run->job = job;
+  run->provider = provider(job.provider);
+  run->mode = Mode::fresh;
+  if (!run->provider) {
+    // Configured when it was accepted, gone after a restart with another configuration.
+    tollgate::log("error", "job " + job.client_request_id + " names provider " + job.provider + ", which is not configured");
+    return;
+  }
+  admit(std::move(run));
+}
+
+void JobRunner::admit(std::shared_ptr<Run> run) {
+  {
+    std::lock_guard lock(mu_);
+    if (stopping_) return;
+    if (running_.count(run->job.client_request_id) != 0) return;  // already driven here
+    if (running_.size() >= options_.in_flight_max) {
+      // Pending in the store either way; beyond the queue, recovery takes it once its lease expired.
+      if (queue_.size() < options_.queued_max) queue_.push_back(std::move(run));
+      return;
+    }
+    running_.emplace(run->job.client_request_id, run);
+  }
+  if (run->mode == Mode::recover) counters_->recovered.fetch_add(1, std::memory_order_relaxed);
+  const bool fresh = run->mode == Mode::fresh;
+  claim(std::move(run), fresh, "");
+}
+
+void JobRunner::claim(std::shared_ptr<Run> run, bool begin_attempt, std::string note, int tries) {
+  ClaimJobCommand c{run->job.client_request_id, run->job.hold_id, options_.instance_id,
+                    lease_ms(*run->provider),   begin_attempt,           note};
+  ledger_.submit(std::move(c), [this, run, begin_attempt, note, tries](CommandResult r) {
+    if (r.ok()) return after_claim(run, std::get<JobOutcome>(r.value()).job, begin_attempt);
+    if ((r.code() == Code::unavailable || r.code() == Code::overloaded) && tries + 1 < kWriteTriesMax) {
+      return after(kRetryWriteMs, [this, run, begin_attempt, note, tries] { claim(run, begin_attempt, note, tries + 1); });
+    }
+    // Ended, leased by another instance, or the database stays away: not ours to drive.
+    finish(run, run->job.status, false);
+  });
+}
+
+void JobRunner::after_claim(const std::shared_ptr<Run>& run, const Job& job, bool began_attempt) {
+  run->job = job;
+  if (is_ended(job.status)) return finish(run, job.status, true);  // a pending job whose hold expired
+  {
+    std::lock_guard lock(run->mu);
+    if (run->cancelled) return finish(run, JobStatus::cancelled, false);
+  }
+  if (began_attempt) return send(run);
+  // Recovered: it may have been received. Ask, or send again with the same key, or give up.
+  if (run->job.attempts == 0) return claim(run, true, "");
+  if (run->provider->status_url) {
+    run->questions = 0;
+    return ask_status(run);
+  }
+  if (run->job.attempts < run->provider->max_attempts) {
+    counters_->resends.fetch_add(1, std::memory_order_relaxed);
+    return claim(run, true, "recovered: the outcome of attempt " + std::to_string(run->job.attempts) +
+                                " is unknown and there is no status URL: sending again with the same key");
+  }
+  end(run, JobStatus::failed, std::nullopt,
+      "the outcome of the last of " + std::to_string(run->job.attempts) +
+          " attempts is unknown (its worker stopped) and the provider has no status URL",
+      EndedBy::recovery, "");
+}
+
+void JobRunner::send(std::shared_ptr<Run> run) {
+  counters_->sends.fetch_add(1, std::memory_order_relaxed);
+  ProviderRequest request;
+  request.method = ProviderRequest::Method::post;
+  request.url = run->provider->url;
+  request.idempotency_key = run->job.client_request_id;
+  request.body = request_body(run->job.client_request_id, run->job.input_json);
+  request.timeout = std::chrono::milliseconds(run->provider->timeout_ms);
+  std::lock_guard lock(run->mu);
+  if (run->cancelled) {
+    boost::asio::post(timers_, [this, run] { finish(run, JobStatus::cancelled, false); });
+    return;
+  }
+  run->call = client_.start(std::move(request), [this, run](Exchange seen) {
+    count_answer(seen);
+    {
+      std::lock_guard lock(run->mu);
+      run->call.reset();
+      if (run->cancelled) return finish(run, JobStatus::cancelled, false);
+    }
+    const Decision d = after_send(seen, run->provider->status_url.has_value(), run->job.attempts,
+                                  static_cast<int>(run->provider->max_attempts));
+    act(run, d, seen, false);
+  });
+}
+
+void JobRunner::ask_status(std::shared_ptr<Run> run) {
+  ++run->questions;
+  counters_->status_questions.fetch_add(1, std::memory_order_relaxed);
+  ProviderRequest request;
+  request.method = ProviderRequest::Method::get;
+  request.url = status_url_for(*run->provider->status_url, run->job.client_request_id);
+  request.timeout = std::chrono::milliseconds(std::min<std::int64_t>(run->provider->timeout_ms, 30'000));
+  std::lock_guard lock(run->mu);
+  if (run->cancelled) {
+    boost::asio::post(timers_, [this, run] { finish(run, JobStatus::cancelled, false); });
+    return;
+  }
+  run->call = client_.start(std::move(request), [this, run](Exchange seen) {
+    {
+      std::lock_guard lock(run->mu);
+      run->call.reset();
+      if (run->cancelled) return finish(run, JobStatus::cancelled, false);
+    }
+    const Decision d = after_status(seen, run->job.attempts, static_cast<int>(run->provider->max_attempts));
+    act(run, d, seen, true);
+  });
+}
+
+void JobRunner::act(std::shared_ptr<Run> run, const Decision& d, const Exchange& seen, bool from_status) {
+  const std::string attempt = "attempt " + std::to_string(run->job.attempts);
+  const std::string seen_text = (from_status ? "status URL " : attempt + " ") + describe(seen);
+  switch (d.next) {
+    case Next::complete:
+      return end(run, JobStatus::completed, d.result_json, std::nullopt, EndedBy::provider, seen_text);
+    case Next::fail: {
+      // A refusal the provider gave (4xx, or its status URL said failed) or every attempt unknown.
+      const bool provider_said =
+          seen.kind == Exchange::Kind::answered && (from_status || (seen.status >= 400 && seen.status < 500));
+      return end(run, JobStatus::failed, std::nullopt, d.reason, provider_said ? EndedBy::provider : EndedBy::attempts,
+                 seen_text);
+    }
+    case Next::ask_status: {
+      // Backing off to the provider's expected duration (at most limits::kStatusPollMaxMs).
+      const auto delay =
+          std::min<std::chrono::milliseconds>(status_poll_delay(run->questions + 1, jitter()),
+                                              std::chrono::milliseconds(poll_cap_ms(*run->provider)));
+      // The lease is renewed (and what was seen recorded) before each question.
+      return after(delay.count(), [this, run, seen_text] {
+        ClaimJobCommand c{run->job.client_request_id, run->job.hold_id, options_.instance_id,
+                          lease_ms(*run->provider), false, seen_text};
+        ledger_.submit(c, [this, run](CommandResult r) {
+          if (!r.ok()) return finish(run, run->job.status, false);  // ended, taken over, or no database
+          run->job = std::get<JobOutcome>(r.value()).job;
+          if (is_ended(run->job.status)) return finish(run, run->job.status, false);
+          ask_status(run);
+        });
+      });
+    }
+    case Next::send_again:
+      counters_->resends.fetch_add(1, std::memory_order_relaxed);
+      run->questions = 0;
+      return after(std::min<std::int64_t>(100LL * run->job.attempts, 2'000),
+                   [this, run, seen_text] { claim(run, true, seen_text); });
+  }
+}
+
+void JobRunner::end(std::shared_ptr<Run> run, JobStatus status, std::optional<std::string> result,
+                    std::optional<std::string> error, EndedBy by, std::string note, int tries) {
+  EndJobCommand c;
+  c.client_request_id = run->job.client_request_id;
+  c.hold_id = run->job.hold_id;
+  c.end = status;
+  c.result_json = result;
+  c.error = error;
+  c.by = by;
+  c.note = note;
+  ledger_.submit(std::move(c), [=, this](CommandResult r) {
+    if (r.ok()) {
+      run->job = std::get<JobOutcome>(r.value()).job;
+      return finish(run, run->job.status, true);
+    }
+    if ((r.code() == Code::unavailable || r.code() == Code::overloaded) && tries + 1 < kWriteTriesMax) {
+      return after(kRetryWriteMs, [=, this] { end(run, status, result, error, by, note, tries + 1); });
+    }
+    tollgate::log("error", "job " + run->job.client_request_id + ": its end could not be written (" + r.error().detail +
+               "); recovery settles it once its lease expires");
+    finish(run, run->job.status, false);
+  });
+}
+
+void JobRunner::finish(const std::shared_ptr<Run>& run, JobStatus outcome, bool ended_here) {
+  if (ended_here) {
+    if (outcome == JobStatus::completed) counters_->completed.fetch_add(1, std::memory_order_relaxed);
+    if (outcome == JobStatus::failed) counters_->failed.fetch_add(1, std::memory_order_relaxed);
+  }
+  if (outcome == JobStatus::cancelled && !ended_here) counters_->cancelled.fetch_add(1, std::memory_order_relaxed);
+  std::shared_ptr<Run> next;
+  {
+    std::lock_guard lock(mu_);
+    auto it = running_.find(run->job.client_request_id);
+    if (it != running_.end() && it->second == run) running_.erase(it);
+    if (!stopping_ && !queue_.empty()) {
+      next = std::move(queue_.front());
+      queue_.pop_front();
+    }
+    if (running_.empty()) idle_.notify_all();
+  }
+  if (next) admit(std::move(next));
+}
+
+void JobRunner::cancel(std::string_view client_request_id) {
+  std::shared_ptr<Run> run;
+  {
+    std::lock_guard lock(mu_);
+    auto it = running_.find(std::string(client_request_id));
+    if (it != running_.end()) run = it->second;
+    // A queued one: dropped (it has ended in the store).
+    queue_.erase(std::remove_if(queue_.begin(), queue_.end(),
+                                [&](const auto& r) { return r->job.client_request_id == client_request_id; }),
+                 queue_.end());
+  }
+  if (!run) return;
+  std::shared_ptr<ProviderCall> call;
+  {
+    std::lock_guard lock(run->mu);
+    run->cancelled = true;
+    call = run->call;
+  }
+  if (call) call->cancel();  // its `done` then finishes the run
+}
+
+std::size_t JobRunner::recover_once() {
+  std::size_t free_slots = 0;
+  {
+    std::lock_guard lock(mu_);
+    if (stopping_) return 0;
+    free_slots = options_.in_flight_max > running_.size() ? options_.in_flight_max - running_.size() : 0;
+  }
+  if (free_slots == 0) return 0;
+  auto jobs = ledger_.store().jobs().jobs_to_recover(static_cast<std::int64_t>(std::min<std::size_t>(free_slots, 1000)));
+  if (!jobs) return 0;  // the database is away: next time
+  std::size_t started = 0;
+  for (const Job& j : *jobs) {
+    auto run = std::make_shared<Run>();
+    run->job = j;
+    run->provider = provider(j.provider);
+    if (!run->provider) continue;  // not configured here: an instance that has it recovers it
+    run->mode = j.attempts == 0 && j.status == JobStatus::pending ? Mode::fresh : Mode::recover;
+    if (run->mode == Mode::fresh) {
+      // Never sent: claim and send, as if accepted here.
+      std::lock_guard lock(mu_);
+      if (running_.count(j.client_request_id)) continue;
+    }
+    admit(std::move(run));
+    ++started;
+  }
+  return started;
+}
+
+void JobRunner::recovery_loop() {
+  std::unique_lock lock(recovery_mu_);
+  for (;;) {
+    {
+      std::lock_guard l(mu_);
+      if (stopping_) return;
+    }
+    lock.unlock();
+    recover_once();
+    lock.lock();
+    recovery_wake_.wait_for(lock, std::chrono::milliseconds(options_.recovery_interval_ms));
+  }
+}
+
+void JobRunner::after(std::int64_t delay_ms, std::function<void()> work) {
+  auto timer = std::make_shared<boost::asio::steady_timer>(timers_, std::chrono::milliseconds(delay_ms));
+  timer->async_wait([this, timer, work = std::move(work)](const boost::system::error_code& ec) {
+    {
+      std::lock_guard lock(mu_);
+      if (ec || stopping_) return;
+    }
+    work();
+  });
+}
+
+void JobRunner::count_answer(const Exchange& seen) {
+  auto& c = *counters_;
+  switch (seen.kind) {
+    case Exchange::Kind::answered:
+      if (seen.status >= 200 && seen.status < 300) c.answers_2xx.fetch_add(1, std::memory_order_relaxed);
+      else if (seen.status >= 400 && seen.status < 500) c.answers_4xx.fetch_add(1, std::memory_order_relaxed);
+      else if (seen.status >= 500) c.answers_5xx.fetch_add(1, std::memory_order_relaxed);
+      break;
+    case Exchange::Kind::timed_out: c.timeouts.fetch_add(1, std::memory_order_relaxed); break;
+    case Exchange::Kind::connection_lost: c.connection_lost.fetch_add(1, std::memory_order_relaxed); break;
+    case Exchange::Kind::not_connected: c.not_connected.fetch_add(1, std::memory_order_relaxed); break;
+  }
+}
+
+void JobRunner::stop() {
+  std::vector<std::shared_ptr<Run>> runs;
+  {
+    std::lock_guard lock(mu_);
+    if (stopping_ && !timer_thread_.joinable()) return;
+    stopping_ = true;
+    queue_.clear();
+    for (auto& [id, run] : running_) runs.push_back(run);
+  }
+  recovery_wake_.notify_all();
+  if (recovery_thread_.joinable()) recovery_thread_.join();
+  for (auto& run : runs) {
+    std::shared_ptr<ProviderCall> call;
+    {
+      std::lock_guard lock(run->mu);
+      run->cancelled = true;
+      call = run->call;
+    }
+    if (call) call->cancel();
+  }
+  // Aborted exchanges answer promptly; their callbacks must have run before the client may go.
+  for (int i = 0; i < 500 && client_.in_flight() > 0; ++i) std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  // Runs between steps (a claim or an end in the ledger) finish when their callback comes; a timer
+  // that has not fired is dropped (stopping_), so wait at most a bounded time for the rest.
+  timers_.stop();
+  if (timer_thread_.joinable()) timer_thread_.join();
+  std::unique_lock lock(mu_);
+  idle_.wait_for(lock, std::chrono::seconds(5), [&] { return running_.empty(); });
+  running_.clear();
+}
+
+JobRunnerStats JobRunner::stats() const {
+  JobRunnerStats s;
+  {
+    std::lock_guard lock(mu_);
+    s.in_flight = running_.size();
+    s.queued = queue_.size();
+  }
+  const auto& c = *counters_;
+  s.sends = c.sends.load();
+  s.resends = c.resends.load();
+  s.status_questions = c.status_questions.load();
+  s.recovered = c.recovered.load();
+  s.completed = c.completed.load();
+  s.failed = c.failed.load();
+  s.cancelled = c.cancelled.load();
+  s.answers_2xx = c.answers_2xx.load();
+  s.answers_4xx = c.answers_4xx.load();
+  s.answers_5xx = c.answers_5xx.load();
+  s.timeouts = c.timeouts.load();
+  s.connection_lost = c.connection_lost.load();
+  s.not_connected = c.not_connected.load();
+  return s;
+}
+
+}  // namespace tollgate::jobs

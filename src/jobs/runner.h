@@ -1,0 +1,152 @@
+// tollgate jobs: the workers of one instance — run each job's provider call to its end.
+//
+// A JobRunner takes the jobs its instance accepted (start(), at once: no polling delay between a
+// submit and the provider's request) and the jobs whose lease expired anywhere (recovery, every
+// recovery_interval_ms and at start), and drives each through the provider contract
+// (provider_protocol.h) with the asynchronous ProviderClient:
+//
+//   claim (running, lease, attempt counted: written BEFORE the request is sent)
+//     → send → after_send():  complete → end(completed) — the hold is committed in the same batch
+//                             fail     → end(failed)    — the hold is released in the same batch
+//                             ask_status → wait status_poll_delay() → renew the lease (the answer
+//                                          seen goes into the history) → GET status_url → after_status()
+//                             send_again → claim (attempt counted) → send, same Idempotency-Key
+//
+// A recovered job (its worker died or lost the database) is never started afresh: it was running
+// and may have been received, so it is asked about at its status URL when the provider has one,
+// otherwise sent again with the same key while attempts remain, then failed and released. A job
+// that was never sent (attempts 0) is simply sent.
+//
+// Every write goes through the ledger's batches (Claim/EndJobCommand); a job ends exactly once
+// whatever races for it — the store decides, the runner just stops when a claim says the job ended
+// or is leased by someone else. cancel(): after the job was cancelled in the store, aborts its
+// in-flight request here (another instance's request ends when its answer is recorded as late).
+//
+// Bounded: at most in_flight_max jobs run at once per instance; up to queued_max more wait in
+// memory (pending in the store; beyond that they wait for their lease to expire and recovery).
+//
+// Thread safety: every public method from any thread. Work runs on the provider client's threads,
+// the ledger's callbacks and the runner's one timer thread; each job's steps run one at a time.
+#pragma once
+
+#include <atomic>
+#include <condition_variable>
+#include <functional>
+#include <optional>
+#include <cstddef>
+#include <cstdint>
+#include <deque>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <random>
+#include <string>
+#include <string_view>
+#include <thread>
+#include <unordered_map>
+
+#include <boost/asio/executor_work_guard.hpp>
+#include <boost/asio/io_context.hpp>
+
+#include "config/config.h"
+#include "jobs/job.h"
+#include "jobs/provider_client.h"
+#include "jobs/provider_protocol.h"
+#include "ledger/ledger.h"
+
+namespace tollgate::jobs {
+
+struct JobRunnerOptions {
+  std::string instance_id;  // the lease owner this instance writes (unique per process)
+  std::map<std::string, ProviderConfig> providers;
+  std::size_t in_flight_max = limits::kJobsInFlightMaxDefault;
+  std::size_t queued_max = limits::kJobsQueuedMax;
+  // How often expired leases are looked for (also once at start); 0: never (tests call recover_once()).
+  std::int64_t recovery_interval_ms = 1000;
+  std::uint64_t seed = 0;  // of the status polls' jitter; 0 seeds from the operating system
+};
+
+// Counted since start (metrics).
+struct JobRunnerStats {
+  std::uint64_t in_flight = 0;  // jobs being driven now
+  std::uint64_t queued = 0;     // accepted, waiting for a slot
+  std::uint64_t sends = 0;      // provider requests begun (first sends and re-sends)
+  std::uint64_t resends = 0;    // of which sent again with the same key
+  std::uint64_t status_questions = 0;
+  std::uint64_t recovered = 0;  // jobs claimed after their lease expired
+  std::uint64_t completed = 0, failed = 0, cancelled = 0;  // ended by this runner (cancelled: aborted here)
+  std::uint64_t answers_2xx = 0, answers_4xx = 0, answers_5xx = 0, timeouts = 0, connection_lost = 0,
+                not_connected = 0;
+};
+
+class JobRunner {
+ public:
+  // `ledger` and `client` must outlive the runner.
+  JobRunner(Ledger& ledger, ProviderClient& client, JobRunnerOptions options);
+  // stop(). Destroy the runner only after the ledger stopped: until then the ledger may still
+  // answer a claim or an end the runner submitted (its callbacks touch the runner).
+  ~JobRunner();
+
+  // The provider a job may name (configured), or nullptr.
+  const ProviderConfig* provider(std::string_view name) const;
+  // The lease a claim takes for a provider: long enough for one request and one status wait.
+  static std::int64_t lease_ms(const ProviderConfig& provider);
+  // The longest wait between status questions: the provider's expected duration, at most
+  // limits::kStatusPollMaxMs (a 20-s generation is asked about every 10 s at most; a fast one sooner).
+  static std::int64_t poll_cap_ms(const ProviderConfig& provider);
+  const std::string& instance_id() const { return options_.instance_id; }
+  const std::map<std::string, ProviderConfig>& providers() const { return options_.providers; }
+
+  // A job this instance just accepted (its SubmitJob is durable): run it now, or queue it.
+  void start(const Job& job);
+  // The job was cancelled in the store: abort its request here, if it runs here.
+  void cancel(std::string_view client_request_id);
+  // Claims every job whose lease expired (up to the free slots) and runs it. Returns how many.
+  std::size_t recover_once();
+  // Stops recovery and timers, aborts requests in flight (their jobs stay running in the store and
+  // are recovered by whichever instance runs next), waits for their callbacks.
+  void stop();
+
+  JobRunnerStats stats() const;
+
+ private:
+  struct Run;
+  enum class Mode { fresh, recover };
+  void admit(std::shared_ptr<Run> run);
+  void claim(std::shared_ptr<Run> run, bool begin_attempt, std::string note, int tries = 0);
+  void after_claim(const std::shared_ptr<Run>& run, const Job& job, bool began_attempt);
+  void send(std::shared_ptr<Run> run);
+  void ask_status(std::shared_ptr<Run> run);
+  void act(std::shared_ptr<Run> run, const Decision& decision, const Exchange& seen, bool from_status);
+  void end(std::shared_ptr<Run> run, JobStatus status, std::optional<std::string> result,
+           std::optional<std::string> error, EndedBy by, std::string note, int tries = 0);
+  void finish(const std::shared_ptr<Run>& run, JobStatus outcome, bool ended_here);
+  void after(std::int64_t delay_ms, std::function<void()> work);
+  void count_answer(const Exchange& seen);
+  void recovery_loop();
+  double jitter();
+
+  Ledger& ledger_;
+  ProviderClient& client_;
+  const JobRunnerOptions options_;
+
+  boost::asio::io_context timers_;  // the runner's timers, on timer_thread_
+  boost::asio::executor_work_guard<boost::asio::io_context::executor_type> timers_work_;
+  std::thread timer_thread_;
+
+  mutable std::mutex mu_;
+  std::unordered_map<std::string, std::shared_ptr<Run>> running_;  // by client_request_id; guarded by mu_
+  std::deque<std::shared_ptr<Run>> queue_;                          // guarded by mu_
+  bool stopping_ = false;                                           // guarded by mu_
+  std::mt19937_64 rng_;                                             // guarded by mu_
+  std::condition_variable idle_;                                    // running_ became empty
+
+  std::mutex recovery_mu_;
+  std::condition_variable recovery_wake_;
+  std::thread recovery_thread_;
+
+  struct Counters;
+  std::unique_ptr<Counters> counters_;
+};
+
+}  // namespace tollgate::jobs
