@@ -16,6 +16,7 @@
 #include "jobs/fake_provider.h"
 #include "support/backends.h"
 #include "support/server_process.h"
+#include "tollgate/client.h"
 
 namespace tollgate {
 namespace {
@@ -98,44 +99,44 @@ TEST_F(JobCliTest, SubmitWaitShowHistoryListSession) {
   make_account("ann", 100);
 
   ProcessResult r = cli({"job", "submit", "--account", "ann", "--cost", "10", "--provider", "imagegen", "--input",
-                         R"({"prompt":"a cat"})", "--id", "job-1"});
+                         R"({"prompt":"a cat"})", "--id", "cat-1"});
   ASSERT_EQ(r.exit_code, 0) << describe(r);
-  EXPECT_NE(r.out.find("job job-1 submitted: 10 reserved on ann for imagegen"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("job cat-1 submitted: 10 reserved on ann for imagegen"), std::string::npos) << r.out;
   EXPECT_EQ(r.err.find("job id"), std::string::npos) << "an id was given: none is generated\n" << r.err;
 
-  r = cli({"job", "wait", "job-1", "--timeout-ms", "5000", "--json"});
+  r = cli({"job", "wait", "cat-1", "--timeout-ms", "5000", "--json"});
   ASSERT_EQ(r.exit_code, 0) << describe(r);
   const json::value waited = one_document(r);
   ASSERT_TRUE(waited.is_object()) << r.out;
   EXPECT_EQ(waited.at("status"), "completed");
   EXPECT_EQ(waited.at("charged"), true);
   EXPECT_EQ(waited.at("cost"), 10);
-  EXPECT_EQ(waited.at("result").at("image_url"), "https://fake/job-1.png");
+  EXPECT_EQ(waited.at("result").at("image_url"), "https://fake/cat-1.png");
 
-  r = cli({"job", "show", "job-1"});
+  r = cli({"job", "show", "cat-1"});
   ASSERT_EQ(r.exit_code, 0) << describe(r);
   EXPECT_NE(r.out.find("status:"), std::string::npos) << r.out;
   EXPECT_NE(r.out.find("completed"), std::string::npos) << r.out;
-  EXPECT_NE(r.out.find("https://fake/job-1.png"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("https://fake/cat-1.png"), std::string::npos) << r.out;
 
   // The same id again: the same job, nothing more reserved.
   r = cli({"job", "submit", "--account", "ann", "--cost", "10", "--provider", "imagegen", "--input",
-           R"({"prompt":"a cat"})", "--id", "job-1"});
+           R"({"prompt":"a cat"})", "--id", "cat-1"});
   ASSERT_EQ(r.exit_code, 0) << describe(r);
-  EXPECT_NE(r.out.find("job job-1 was already submitted"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("job cat-1 was already submitted"), std::string::npos) << r.out;
   const json::value a = account("ann");
   EXPECT_EQ(a.at("available"), 90);
   EXPECT_EQ(a.at("reserved"), 0);
   EXPECT_EQ(a.at("used"), 10);
 
-  r = cli({"job", "history", "job-1", "--json"});
+  r = cli({"job", "history", "cat-1", "--json"});
   ASSERT_EQ(r.exit_code, 0) << describe(r);
   const json::value history = one_document(r);
   const json::array& entries = history.at("entries").as_array();
   ASSERT_GE(entries.size(), 2u) << r.out;
   EXPECT_EQ(entries.front().at("kind"), "submitted") << r.out;
   EXPECT_EQ(entries.back().at("kind"), "completed") << r.out;
-  r = cli({"job", "history", "job-1"});
+  r = cli({"job", "history", "cat-1"});
   ASSERT_EQ(r.exit_code, 0) << describe(r);
   EXPECT_EQ(r.out.rfind("AT", 0), 0u) << r.out;
   EXPECT_NE(r.out.find("KIND"), std::string::npos) << r.out;
@@ -160,18 +161,18 @@ TEST_F(JobCliTest, SubmitWaitShowHistoryListSession) {
   const json::array& list = page.at("jobs").as_array();
   ASSERT_EQ(list.size(), 2u) << r.out;
   EXPECT_EQ(list[0].at("client_request_id"), json::value(generated));
-  EXPECT_EQ(list[1].at("client_request_id"), "job-1");
+  EXPECT_EQ(list[1].at("client_request_id"), "cat-1");
   EXPECT_EQ(page.at("has_more"), false);
 
   r = cli({"job", "list", "--status", "completed", "--limit", "1"});
   ASSERT_EQ(r.exit_code, 0) << describe(r);
   EXPECT_NE(r.out.find("CLIENT_REQUEST_ID"), std::string::npos) << r.out;
   EXPECT_NE(r.out.find(generated), std::string::npos) << r.out;
-  EXPECT_EQ(r.out.find("job-1"), std::string::npos) << r.out;
+  EXPECT_EQ(r.out.find("cat-1"), std::string::npos) << r.out;
   EXPECT_NE(r.err.find("there are more: --starting-after " + generated), std::string::npos) << r.err;
   r = cli({"job", "list", "--status", "completed", "--limit", "1", "--starting-after", generated});
   ASSERT_EQ(r.exit_code, 0) << describe(r);
-  EXPECT_NE(r.out.find("job-1"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("cat-1"), std::string::npos) << r.out;
 
   r = cli({"job", "list", "--status", "cancelled"});
   ASSERT_EQ(r.exit_code, 0) << describe(r);
@@ -267,6 +268,59 @@ TEST_F(JobCliTest, BadInputIsRefusedAndChangesNothing) {
   EXPECT_EQ(a.at("available"), 10);
   EXPECT_EQ(a.at("reserved"), 0);
   EXPECT_EQ(a.at("used"), 0);
+}
+
+// The typed client's job calls. get_job's wait_ms raises that call's request time-out, so a long poll
+// longer than request_timeout is answered, not cut short.
+TEST_F(JobCliTest, ClientJobCallsAndALongPollLongerThanTheRequestTimeout) {
+  make_account("dee", 30);
+  client::Options options;
+  options.base_url = server_->url();
+  options.key = server_->admin_key();
+  options.request_timeout = milliseconds(300);
+  options.retry.attempts_max = 1;
+  client::Client c(options);
+
+  client::SubmitJobRequest submit;
+  submit.account_id = "dee";
+  submit.cost = 4;
+  submit.provider = "slow";
+  submit.input = json::object{{"prompt", "a dog"}};
+  const client::Response made = c.submit_job(submit);
+  ASSERT_TRUE(made.ok()) << made.describe();
+  EXPECT_EQ(made.status(), 202u);
+  const std::string id(made.json().at("client_request_id").as_string());
+  EXPECT_EQ(id.rfind("client-", 0), 0u) << id;  // made by the client: request_id_prefix + 16 hex digits
+
+  const auto before = std::chrono::steady_clock::now();
+  const client::Response waited = c.get_job(id, 900);
+  const auto took = std::chrono::steady_clock::now() - before;
+  ASSERT_TRUE(waited.ok()) << waited.describe();
+  EXPECT_GE(took, milliseconds(850));
+  EXPECT_NE(waited.json().at("status"), "completed");
+  // The extra time was for that call only: a plain read still has 300 ms, and gets its answer.
+  ASSERT_TRUE(c.get_job(id).ok());
+
+  const client::Response cancelled = c.cancel_job(id);
+  ASSERT_TRUE(cancelled.ok()) << cancelled.describe();
+  EXPECT_EQ(cancelled.json().at("status"), "cancelled");
+  EXPECT_EQ(cancelled.json().at("charged"), false);
+
+  const client::Response history = c.job_history(id);
+  ASSERT_TRUE(history.ok()) << history.describe();
+  EXPECT_EQ(history.json().at("entries").as_array().back().at("kind"), "cancelled") << history.json();
+
+  client::ListJobsRequest list;
+  list.account_id = "dee";
+  list.status = "cancelled";
+  const client::Response listed = c.list_jobs(list);
+  ASSERT_TRUE(listed.ok()) << listed.describe();
+  ASSERT_EQ(listed.json().at("jobs").as_array().size(), 1u) << listed.json();
+  EXPECT_EQ(listed.json().at("jobs").as_array()[0].at("client_request_id"), json::value(id));
+
+  const client::Response missing = c.get_job("no-such-job", 100);
+  ASSERT_TRUE(missing.is_problem());
+  EXPECT_EQ(missing.problem().status, 404u);
 }
 
 }  // namespace
