@@ -192,6 +192,21 @@ struct ListHoldsRequest {
   std::optional<std::string> starting_after;  // a hold_id: the last one of the previous page
 };
 
+// POST /v1/jobs: reserve `cost` on the account, then tollgate calls `provider` with `input`.
+struct SubmitJobRequest {
+  std::string client_request_id;  // empty: the client makes one (request_id_prefix + 16 hex digits)
+  std::string account_id;
+  std::int64_t cost = 0;
+  std::string provider;          // a provider named in the server's configuration
+  boost::json::value input = boost::json::object{};  // any JSON value: what the provider is sent
+};
+
+struct ListJobsRequest {
+  std::optional<std::string> account_id;
+  std::optional<std::string> status;  // pending | running | completed | failed | cancelled
+  PageRequest page;                   // starting_after: a client_request_id
+};
+
 // Whether a call may be sent again after it may already have reached the server.
 enum class Resend {
   safe,            // idempotent by its path and body: repeat on time-out, lost connection, 503
@@ -245,6 +260,23 @@ class Client {
   Response extend(std::string_view hold_id, std::int64_t ttl_ms);
   Response get_hold(std::string_view hold_id);
   Response list_holds(const ListHoldsRequest& request = {});
+
+  // --- jobs (api.md, Jobs). Every job call is idempotent by its client_request_id, so each is
+  // resent on time-out, lost connection or 503 like the hold calls.
+  // POST /v1/jobs — 202 the new job (pending); 200 the job as it is now when the same
+  // client_request_id was already submitted. Without a client_request_id the client makes one
+  // ONCE per call (all attempts reuse it); a caller that may retry later should pass its own.
+  Response submit_job(const SubmitJobRequest& request);
+  // GET /v1/jobs/{id}?wait_ms= — with wait_ms (0–60000), the server answers as soon as the job
+  // ends or the wait is over. The request time-out of this call is raised to wait_ms + the
+  // configured request_timeout, so a long poll is not cut short.
+  Response get_job(std::string_view client_request_id, std::optional<std::int64_t> wait_ms = {});
+  // POST /v1/jobs/{id}/cancel — 200 the job: cancelled, or its end state if it had already ended.
+  Response cancel_job(std::string_view client_request_id);
+  // GET /v1/jobs?account_id=&status=&limit=&starting_after= — {jobs, has_more}, newest first.
+  Response list_jobs(const ListJobsRequest& request = {});
+  // GET /v1/jobs/{id}/history — {entries: [{at, kind, attempt?, detail}]}, oldest first.
+  Response job_history(std::string_view client_request_id);
 
   // --- operations
   Response audit(std::optional<std::string> account_id = {});  // admin key

@@ -1,4 +1,4 @@
-// tollgate app: the command-line client — `tollgate account|key|hold|events|audit …` — a client of a
+// tollgate app: the command-line client — `tollgate account|key|hold|job|events|audit …` — a client of a
 // running server through tollgate::client (include/tollgate/client.h), never of the database.
 //
 // Every client command takes --url (default $TOLLGATE_URL, else http://127.0.0.1:8080), --key
@@ -7,7 +7,9 @@
 // "tollgate: <command>: <code>: <detail>" and by the exit code:
 //   0 done · 1 the server refused the request (4xx) · 2 usage error (bad arguments; CLI11 and
 //   main() map every parse error to 2) · 3 the server could not be reached, timed out or was
-//   unavailable (5xx), after the client's bounded retries · 4 `audit` found violations.
+//   unavailable (5xx), after the client's bounded retries · 4 `audit` found violations ·
+//   `job wait` only: 5 the job failed · 6 the job was cancelled · 7 it had not ended within
+//   --timeout-ms (a job that completed exits 0).
 //
 // Thread safety: registration and the commands run on main()'s thread only.
 #pragma once
@@ -25,6 +27,10 @@ inline constexpr int kExitRefused = 1;
 inline constexpr int kExitUsage = 2;
 inline constexpr int kExitUnavailable = 3;
 inline constexpr int kExitAuditViolations = 4;
+// `job wait`: the job ended but not completed, or did not end in time (completed is kExitOk).
+inline constexpr int kExitJobFailed = 5;
+inline constexpr int kExitJobCancelled = 6;
+inline constexpr int kExitJobNotEnded = 7;
 
 // Adds the client subcommands to `app`. The command that runs stores its exit code in `exit_code`,
 // which must outlive app.parse(). Argument errors are thrown as CLI::ParseError (exit 2).

@@ -192,6 +192,8 @@ struct Client::Impl {
   asio::io_context io{1};
   std::optional<beast::tcp_stream> stream;  // set while a connection is open
   beast::flat_buffer buffer;
+  // Added to request_timeout for the call under way (a long poll: get_job with wait_ms).
+  std::chrono::milliseconds request_timeout_extra{0};
 
   void configure() {
     auto fail = [this](std::string why) { configuration_error = "base URL \"" + options.base_url + "\": " + why; };
@@ -271,7 +273,7 @@ struct Client::Impl {
       parser.body_limit(kAnswerBytesMax);
       parser.header_limit(kAnswerHeaderBytesMax);
       beast::error_code ec;
-      stream->expires_after(options.request_timeout);
+      stream->expires_after(options.request_timeout + request_timeout_extra);
       bhttp::async_write(*stream, request, [this, &ec, &parser](beast::error_code e, std::size_t) {
         if (e) {
           ec = e;
@@ -293,7 +295,7 @@ struct Client::Impl {
       if (reused && nothing_came && closed_by_peer && stale_retries == 0) continue;
       if (ec == beast::error::timeout) {
         return AttemptFailure{{TransportFailure::timeout, "no answer from " + host_header + " within " +
-                                                              std::to_string(options.request_timeout.count()) + " ms"}};
+                                                              std::to_string((options.request_timeout + request_timeout_extra).count()) + " ms"}};
       }
       if (closed_by_peer || ec.category() == asio::error::get_system_category()) {
         return AttemptFailure{{TransportFailure::connection_lost, "connection to " + host_header + " lost: " + ec.message()}};
@@ -522,6 +524,47 @@ Response Client::list_holds(const ListHoldsRequest& r) {
   target.add("account_id", r.account_id).add("status", r.status).add("request_id", r.request_id);
   target.add("limit", r.limit).add("starting_after", r.starting_after);
   return impl_->perform(bhttp::verb::get, target.str(), nullptr, Resend::safe, false);
+}
+
+Response Client::submit_job(const SubmitJobRequest& r) {
+  // One client_request_id per logical call: every attempt sends this same body.
+  const std::string id =
+      r.client_request_id.empty() ? new_request_id(impl_->options.request_id_prefix) : r.client_request_id;
+  json::value body = json::object{{"client_request_id", id},
+                                  {"account_id", r.account_id},
+                                  {"cost", r.cost},
+                                  {"provider", r.provider},
+                                  {"input", r.input}};
+  return impl_->perform(bhttp::verb::post, "/v1/jobs", &body, Resend::safe, false);
+}
+
+Response Client::get_job(std::string_view client_request_id, std::optional<std::int64_t> wait_ms) {
+  Target target("/v1/jobs/" + encode_component(client_request_id));
+  target.add("wait_ms", wait_ms);
+  struct ExtraTimeout {
+    Impl& impl;
+    ~ExtraTimeout() { impl.request_timeout_extra = std::chrono::milliseconds(0); }
+  } reset{*impl_};
+  if (wait_ms && *wait_ms > 0) impl_->request_timeout_extra = std::chrono::milliseconds(*wait_ms);
+  return impl_->perform(bhttp::verb::get, target.str(), nullptr, Resend::safe, false);
+}
+
+Response Client::cancel_job(std::string_view client_request_id) {
+  json::value body = json::object{};
+  return impl_->perform(bhttp::verb::post, "/v1/jobs/" + encode_component(client_request_id) + "/cancel", &body,
+                        Resend::safe, false);
+}
+
+Response Client::list_jobs(const ListJobsRequest& r) {
+  Target target("/v1/jobs");
+  target.add("account_id", r.account_id).add("status", r.status);
+  target.add("limit", r.page.limit).add("starting_after", r.page.starting_after);
+  return impl_->perform(bhttp::verb::get, target.str(), nullptr, Resend::safe, false);
+}
+
+Response Client::job_history(std::string_view client_request_id) {
+  return impl_->perform(bhttp::verb::get, "/v1/jobs/" + encode_component(client_request_id) + "/history", nullptr,
+                        Resend::safe, false);
 }
 
 Response Client::list_accounts(const PageRequest& page) {
