@@ -617,6 +617,7 @@ int run_demo_kiosk(const DemoKioskOptions& o) {
     }
   }
   for (auto& t : kiosks) t.join();
+  if (crashed && !restart_failed) server_state = "up (restarted)";
   kiosks_done = true;
   progress.join();
   const double run_seconds = std::chrono::duration<double>(Clock::now() - arrived).count();
@@ -729,6 +730,18 @@ int run_demo_kiosk(const DemoKioskOptions& o) {
     jobs_completed_listed = count;
   }
   const std::int64_t lost_credits = purchased - (available + reserved + used);
+  // What the restarted server says it did (its counters start at its own start).
+  std::int64_t recovered = -1;
+  {
+    auto m = admin.call("GET", "/metrics", nullptr, client::Resend::safe);
+    if (m.ok() && m.json().is_string()) {
+      const std::string_view text = m.json().as_string();
+      const std::string_view name = "\ntollgate_jobs_recovered_total ";
+      if (const auto at = text.find(name); at != std::string_view::npos) {
+        recovered = std::atoll(std::string(text.substr(at + name.size(), 24)).c_str());
+      }
+    }
+  }
 
   check(purchased == o.credits, "purchased " + std::to_string(purchased) + " != the " + std::to_string(o.credits) + " credits bought");
   check(lost_credits == 0, "lost credits: " + std::to_string(lost_credits));
@@ -780,8 +793,8 @@ int run_demo_kiosk(const DemoKioskOptions& o) {
   row("credits lost (purchased - a - r - u)", "-", s(lost_credits));
   row("audit violations", "no audit", s(audit_violations));
   std::printf("  tollgate: %d failed jobs (released), %d guests turned away (sold out), %d re-sends after errors, "
-              "%lld provider attempts; provider: %llu works, %llu completed, %llu lost answers, %llu late, %llu dropped\n",
-              failed, refused, resends, static_cast<long long>(attempts_total),
+              "%lld provider attempts, %lld jobs recovered after the restart; provider: %llu works, %llu completed, %llu lost answers, %llu late, %llu dropped\n",
+              failed, refused, resends, static_cast<long long>(attempts_total), static_cast<long long>(recovered),
               static_cast<unsigned long long>(pstats.work_started), static_cast<unsigned long long>(pstats.completed),
               static_cast<unsigned long long>(pstats.answers_lost), static_cast<unsigned long long>(pstats.answers_late),
               static_cast<unsigned long long>(pstats.never_received));
@@ -816,6 +829,7 @@ int run_demo_kiosk(const DemoKioskOptions& o) {
     j["guests_unresolved"] = unresolved;
     j["resends"] = resends;
     j["charge_events"] = charge_events;
+    j["jobs_recovered"] = recovered;
     j["provider_works_completed"] = pstats.completed;
     j["provider_works_started"] = pstats.work_started;
     j["provider_answers_lost"] = pstats.answers_lost;
@@ -843,9 +857,11 @@ int run_demo_kiosk(const DemoKioskOptions& o) {
 
   server.kill_now(SIGTERM);
   provider->stop();
-  if (ok) {
+  if (ok && !o.keep) {
     std::error_code ec;
     std::filesystem::remove_all(dir, ec);
+  } else if (o.keep) {
+    std::fprintf(stderr, "kept: %s (tollgate.db, tollgate.toml, server.log)\n", dir.c_str());
   }
   return ok ? 0 : 1;
 }
@@ -864,6 +880,7 @@ void add_demo_command(CLI::App& app, int& exit_code) {
   kiosk->add_option("--time-scale", o->time_scale, "provider time is divided by this (15-25 s become 600-1000 ms)")
       ->default_str("25")
       ->check(CLI::Range(1.0, 1000.0));
+  kiosk->add_flag("--keep", o->keep, "keep the temporary folder: the database, the configuration and the server's log");
   kiosk->add_flag("--json", o->json, "last stdout line: the figures as one JSON object");
   kiosk->add_flag("--no-crash", [o](std::int64_t) { o->crash = false; }, "do not kill the server in the middle");
   kiosk->callback([o, &exit_code] { exit_code = run_demo_kiosk(*o); });

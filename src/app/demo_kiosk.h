@@ -2,7 +2,7 @@
 // command with no set-up (issue 10).
 //
 //   tollgate demo kiosk [--kiosks N=8] [--credits C=20] [--guests G=40] [--seed S=42] [--json]
-//       [--no-crash] [--time-scale X=25]
+//       [--no-crash] [--time-scale X=25] [--keep]
 //
 // In a temporary folder it starts an in-process jobs::FakeProvider (15–25 s generations divided by
 // the time scale, some refusals, lost answers, late answers and connections closed unanswered),
@@ -44,6 +44,7 @@ struct DemoKioskOptions {
   std::uint64_t seed = 42;
   bool json = false;
   bool crash = true;
+  bool keep = false;       // keep the temporary folder (database, configuration, server log)
   double time_scale = 25;  // 15–25 s generations → 600–1000 ms
 };
 
