@@ -225,8 +225,10 @@ void serve_guest(Guest& guest, client::Client& kiosk, int kiosk_no, Shared& shar
       // them; with nothing reserved the account is sold out.
       auto a = kiosk.get_account(kAccount);
       if (a.ok()) {
-        const auto reserved = a.json().as_object().at("reserved").to_number<std::int64_t>();
-        if (reserved == 0) {
+        const auto& acc = a.json().as_object();
+        const auto reserved = acc.at("reserved").to_number<std::int64_t>();
+        const auto available = acc.at("available").to_number<std::int64_t>();
+        if (reserved == 0 && available < 1) {
           guest.end = GuestEnd::refused;
           return;
         }
