@@ -241,10 +241,13 @@ void serve_guest(Guest& guest, client::Client& kiosk, int kiosk_no, Shared& shar
     return;
   }
   ++shared.in_flight;
+  struct InFlight {
+    std::atomic<int>& n;
+    ~InFlight() { --n; }
+  } in_flight{shared.in_flight};
   // Wait for its end: a long poll, asked again after a connection error (the server may have died).
   while (!is_ended(job.at("status").as_string())) {
     if (Clock::now() >= shared.deadline) {
-      --shared.in_flight;
       guest.end = GuestEnd::unresolved;
       guest.error = "still " + std::string(job.at("status").as_string()) + " at the demo's deadline";
       return;
@@ -260,12 +263,10 @@ void serve_guest(Guest& guest, client::Client& kiosk, int kiosk_no, Shared& shar
       std::this_thread::sleep_for(milliseconds(100));
       continue;
     }
-    --shared.in_flight;
     guest.end = GuestEnd::error;
     guest.error = "GET " + path + ": " + r.describe();
     return;
   }
-  --shared.in_flight;
   guest.status = std::string(job.at("status").as_string());
   guest.charged = job.at("charged").as_bool();
   guest.attempts = job.at("attempts").to_number<std::int64_t>();
@@ -540,7 +541,12 @@ int run_demo_kiosk(const DemoKioskOptions& o) {
         const int g = shared.next_guest++;
         if (g >= o.guests) return;
         Guest& guest = guests[static_cast<std::size_t>(g)];
-        serve_guest(guest, kiosk, k + 1, shared);
+        try {
+          serve_guest(guest, kiosk, k + 1, shared);
+        } catch (const std::exception& e) {  // an answer of an unexpected shape
+          guest.end = GuestEnd::error;
+          guest.error = std::string("unexpected answer: ") + e.what();
+        }
         if (guest.end == GuestEnd::image) ++shared.images;
         if (guest.end == GuestEnd::refused) ++shared.refused;
         if (guest.end == GuestEnd::failed) ++shared.failed;
