@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "app/cli.h"
+#include "app/demo_kiosk.h"
 #include "app/fake_provider_command.h"
 #include "app/serve.h"
 #include "config/config.h"
@@ -39,6 +40,8 @@ int main(int argc, char** argv) {
   tollgate::app::add_cli_commands(app, exit_code);
   // A fake paid provider for tests and demos.
   tollgate::app::add_fake_provider_command(app, exit_code);
+  // The kiosk story, end to end.
+  tollgate::app::add_demo_command(app, exit_code);
 
   try {
     app.parse(argc, argv);

@@ -728,9 +728,9 @@ TEST(CliUsage, AnUnknownOrMissingCommandNamesTheCommandsThatExistAndTheClosest) 
   };
   const std::vector<Case> cases{
       {{"acount", "create", "a"},
-       "tollgate: unknown command 'acount' (did you mean account?); the commands are: account, audit, events, "
+       "tollgate: unknown command 'acount' (did you mean account?); the commands are: account, audit, demo, events, "
        "fake-provider, hold, job, key, serve, transfer, version\n"},
-      {{"frobnicate"}, "tollgate: unknown command 'frobnicate'; the commands are: account, audit, events, "
+      {{"frobnicate"}, "tollgate: unknown command 'frobnicate'; the commands are: account, audit, demo, events, "
                        "fake-provider, hold, job, key, serve, transfer, version\n"},
       {{"account", "crate", "a", "--url", "http://127.0.0.1:1"},
        "tollgate: unknown command 'account crate' (did you mean create?); the account commands are: create, credit, "
@@ -754,7 +754,7 @@ TEST(CliUsage, AnUnknownOrMissingCommandNamesTheCommandsThatExistAndTheClosest) 
                    "reserve, show\n");
   r = run_tollgate({});
   EXPECT_EQ(r.exit_code, 2);
-  EXPECT_EQ(r.err, "tollgate: a command is missing; the commands are: account, audit, events, fake-provider, hold, job, key, "
+  EXPECT_EQ(r.err, "tollgate: a command is missing; the commands are: account, audit, demo, events, fake-provider, hold, job, key, "
                    "serve, transfer, version\n");
   // Other usage errors keep CLI11's own message (a command's arguments are not commands).
   const ProcessResult extra = run_tollgate({"events", "a", "b"});

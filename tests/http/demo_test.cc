@@ -1,0 +1,92 @@
+// `tollgate demo kiosk` as a real process (issue 10): 4 kiosks, 10 credits, 20 guests, the server
+// killed with SIGKILL in the middle and restarted. The demo checks tollgate's figures itself (exit
+// code 0 only when they hold); this test reads its --json line and checks them again, and that the
+// textbook flow it simulates on the same arrivals shows the damage tollgate prevents. The provider's
+// fates and the simulation are functions of the seed, so the naive figures are deterministic.
+#include <gtest/gtest.h>
+
+#include <boost/json.hpp>
+
+#include <string>
+
+#include "app/demo_kiosk.h"
+#include "support/server_process.h"
+
+namespace tollgate::testing {
+namespace {
+
+namespace json = boost::json;
+
+std::string last_line(const std::string& text) {
+  std::string t = text;
+  while (!t.empty() && (t.back() == '\n' || t.back() == '\r')) t.pop_back();
+  const auto nl = t.rfind('\n');
+  return nl == std::string::npos ? t : t.substr(nl + 1);
+}
+
+std::int64_t get(const json::object& o, const char* key) {
+  const auto* v = o.if_contains(key);
+  if (v == nullptr || !v->is_number()) {
+    ADD_FAILURE() << "no number " << key << " in " << json::serialize(o);
+    return -999;
+  }
+  return v->to_number<std::int64_t>();
+}
+
+TEST(DemoKiosk, CrashMidRunChargesExactlyTheCreditsAndTheTextbookFlowDoesNot) {
+  const auto r = run_tollgate({"demo", "kiosk", "--json", "--kiosks", "4", "--credits", "10", "--guests", "20", "--seed", "42"},
+                              {}, std::chrono::seconds(60));
+  ASSERT_FALSE(r.timed_out) << r.err;
+  EXPECT_EQ(r.exit_code, 0) << r.out << "\n" << r.err;
+  EXPECT_LT(r.duration.count(), 30'000) << "the demo should take well under 30 s";
+  json::value parsed;
+  ASSERT_NO_THROW(parsed = json::parse(last_line(r.out))) << r.out;
+  ASSERT_TRUE(parsed.is_object()) << r.out;
+  const auto& j = parsed.as_object();
+
+  EXPECT_EQ(get(j, "credits"), 10);
+  EXPECT_TRUE(j.at("crashed").as_bool()) << "the server was not killed in the middle";
+  EXPECT_GT(get(j, "in_flight_at_crash"), 0);
+  // 20 guests for 10 credits: exactly 10 images charged, the rest refused or failed (released).
+  EXPECT_EQ(get(j, "images_charged"), 10);
+  EXPECT_EQ(get(j, "used"), 10);
+  EXPECT_EQ(get(j, "charge_events"), 10);
+  EXPECT_EQ(get(j, "provider_works_completed"), 10);
+  EXPECT_EQ(get(j, "audit_violations"), 0);
+  EXPECT_EQ(get(j, "lost_credits"), 0);
+  EXPECT_EQ(get(j, "double_charges"), 0);
+  EXPECT_EQ(get(j, "reserved"), 0);
+  EXPECT_EQ(get(j, "guests_unresolved"), 0);
+  EXPECT_TRUE(j.at("checks_passed").as_bool()) << json::serialize(j.at("failures"));
+
+  // The textbook flow on the same arrivals: credits spent twice, a negative balance, free work.
+  EXPECT_GT(get(j, "naive_double_spends"), 0);
+  EXPECT_LT(get(j, "naive_min_balance"), 0);
+  EXPECT_GT(get(j, "naive_free_generations"), 0);
+  EXPECT_GT(get(j, "naive_frozen_credits"), 0);
+  EXPECT_GT(get(j, "naive_images"), 10);
+}
+
+// The simulation alone: deterministic, and without a crash nothing is frozen.
+TEST(DemoKiosk, TextbookSimulationIsDeterministic) {
+  app::DemoKioskOptions o;
+  o.kiosks = 4;
+  o.credits = 10;
+  o.guests = 20;
+  o.seed = 42;
+  const auto a = app::simulate_naive(o, 1000, 500);
+  const auto b = app::simulate_naive(o, 1000, 500);
+  EXPECT_EQ(a.charged, b.charged);
+  EXPECT_EQ(a.min_balance, b.min_balance);
+  EXPECT_EQ(a.free_generations, b.free_generations);
+  EXPECT_EQ(a.frozen_credits, 4) << "the crash swallows the call of every kiosk";
+  EXPECT_EQ(a.charged, a.images_delivered);
+  EXPECT_EQ(a.double_spends, std::max<std::int64_t>(0, a.charged - o.credits));
+  o.crash = false;
+  const auto c = app::simulate_naive(o, 1000, 500);
+  EXPECT_EQ(c.frozen_credits, 0);
+  EXPECT_EQ(c.calls, 20 - c.refused);
+}
+
+}  // namespace
+}  // namespace tollgate::testing
