@@ -605,6 +605,7 @@ CommandResult decide_one(Context& x, const ExtendCommand& c) {
   const auto expires = checked_add(s.now(), c.ttl_ms);
   TG_ASSERT(expires.has_value());  // ttl_ms is validated against the configured maximum
   h->expires_at_ms = *expires;
+  s.append(hold_event(*h, EventType::extended, 0, s.account(h->account_id)->balances, s.now()));
   return HoldOutcome{*h, true};
 }
 

@@ -159,6 +159,11 @@ Fold fold_events(std::span<const Event> events) {
         break;
       case EventType::account_updated:
         break;  // no balance moves (checked above, and by the *_after comparison below)
+      case EventType::extended:
+        // Only a hold still held is extended, and nothing moves.
+        if (life->ended) problem(e, "hold " + *e.hold_id + " extended after it ended");
+        if (e.amount != 0) problem(e, "an extended event moves an amount");
+        break;
     }
     if (e.available_after != b.available || e.reserved_after != b.reserved || e.used_after != b.used) {
       problem(e, "recorded balances after it differ from the fold (" + describe(b) + ")");

@@ -41,7 +41,7 @@ constexpr std::array<std::pair<LateCommitPolicy, std::string_view>, 3> kLatePoli
     {LateCommitPolicy::reject, "reject"},
 }};
 
-constexpr std::array<std::pair<EventType, std::string_view>, 9> kEventTypes{{
+constexpr std::array<std::pair<EventType, std::string_view>, 10> kEventTypes{{
     {EventType::credited, "credited"},
     {EventType::debited, "debited"},
     {EventType::reserved, "reserved"},
@@ -51,6 +51,7 @@ constexpr std::array<std::pair<EventType, std::string_view>, 9> kEventTypes{{
     {EventType::late_charged, "late_charged"},
     {EventType::late_forgiven, "late_forgiven"},
     {EventType::account_updated, "account_updated"},
+    {EventType::extended, "extended"},
 }};
 
 }  // namespace

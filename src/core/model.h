@@ -86,6 +86,7 @@ enum class EventType : std::uint8_t {
   late_charged,
   late_forgiven,
   account_updated,  // amount 0, balances unchanged; carries the account's settings after the change
+  extended,         // amount 0, balances unchanged: an active hold's deadline was pushed back
 };
 
 struct Event {

@@ -377,6 +377,7 @@ void FakeProvider::Impl::generate(const std::shared_ptr<Session>& s, const Reque
   const auto key = req.find("Idempotency-Key");
   if (key == req.end()) return reject(400, "the Idempotency-Key header is missing");
   if (std::string_view(key->value()) != id) return reject(400, "the Idempotency-Key header differs from the body's id");
+  if (options.on_post) options.on_post(id);
   const json::value* input = object->if_contains("input");
   const std::size_t input_hash = std::hash<std::string>{}(input ? json::serialize(*input) : std::string("null"));
 

@@ -44,6 +44,7 @@
 #pragma once
 
 #include <chrono>
+#include <functional>
 #include <cstddef>
 #include <cstdint>
 #include <memory>
@@ -75,6 +76,9 @@ struct FakeProviderOptions {
   std::size_t connections_max = 20'000;
   std::size_t id_length_max = 1'024;
   std::int64_t idle_timeout_ms = 60'000;  // real ms (not scaled): a connection's wait for a request
+  // Called (on a provider thread) for every well-formed POST /generate as it arrives, before
+  // anything else: benchmarks time submit-to-provider-request with it. Keep it short.
+  std::function<void(std::string_view id)> on_post;
 };
 
 // Why `options` cannot run, in words; empty when they can.

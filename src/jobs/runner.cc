@@ -270,6 +270,7 @@ void JobRunner::end(std::shared_ptr<Run> run, JobStatus status, std::optional<st
 }
 
 void JobRunner::finish(const std::shared_ptr<Run>& run, JobStatus outcome, bool ended_here) {
+  if (ended_here && options_.on_end) options_.on_end(run->job);
   if (ended_here) {
     if (outcome == JobStatus::completed) counters_->completed.fetch_add(1, std::memory_order_relaxed);
     if (outcome == JobStatus::failed) counters_->failed.fetch_add(1, std::memory_order_relaxed);

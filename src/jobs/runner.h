@@ -64,6 +64,9 @@ struct JobRunnerOptions {
   // How often expired leases are looked for (also once at start); 0: never (tests call recover_once()).
   std::int64_t recovery_interval_ms = 1000;
   std::uint64_t seed = 0;  // of the status polls' jitter; 0 seeds from the operating system
+  // Called once per job this runner ended (its end is durable), on the ledger's callback thread:
+  // benchmarks count with it. Keep it short.
+  std::function<void(const Job&)> on_end;
 };
 
 // Counted since start (metrics).

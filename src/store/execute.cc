@@ -255,6 +255,9 @@ CommandResult extend(Transaction& tx, const ExtendCommand& c, std::int64_t now_m
   if (auto s = rules::plan_extend(*hold, now_ms); !s) return s.error();
   hold->expires_at_ms = now_ms + c.ttl_ms;
   tx.set_hold_expiry(hold->hold_id, hold->expires_at_ms);
+  const auto row = tx.account_row(hold->account_id);
+  TG_ASSERT(row.has_value());
+  tx.append_event(hold_event(*hold, EventType::extended, 0, row->balances, now_ms));
   return HoldOutcome{std::move(*hold), true};
 }
 

@@ -390,7 +390,7 @@ TEST_F(BatchDecision, ReleaseReturnsTheHoldAndThenEndsEveryOtherPath) {
   EXPECT_EQ(w.accounts.at("alice").balances, bal(10, 0, 0, 10));
 }
 
-TEST_F(BatchDecision, ExtendMovesTheDeadlineWithoutAnEventAndAnOverdueHoldExpiresInstead) {
+TEST_F(BatchDecision, ExtendMovesTheDeadlineWithAnExtendedEventAndAnOverdueHoldExpiresInstead) {
   const std::string live = hold(1, "live", 1'000);
   const std::string late = hold(1, "late", 1'000);
   w.now += 500;
@@ -400,8 +400,11 @@ TEST_F(BatchDecision, ExtendMovesTheDeadlineWithoutAnEventAndAnOverdueHoldExpire
   const batch::Decision d = w.run({ExtendCommand{late, 10'000}, ExtendCommand{live, 10'000}});
   EXPECT_EQ(d.results[0].error().code, Code::hold_expired);
   EXPECT_TRUE(d.results[1].ok());
-  // The refused extend still expired the zombie it found (the reaper's work, done early).
-  EXPECT_EQ(types(d.effects.events), (std::vector<EventType>{EventType::expired}));
+  // The refused extend still expired the zombie it found (the reaper's work, done early); the
+  // other wrote its `extended` event (nothing moves).
+  EXPECT_EQ(types(d.effects.events), (std::vector<EventType>{EventType::expired, EventType::extended}));
+  EXPECT_EQ(d.effects.events.back().amount, 0);
+  EXPECT_EQ(d.effects.events.back().hold_id, live);
 }
 
 TEST_F(BatchDecision, ALateCommitFollowsThePolicy) {

@@ -287,6 +287,32 @@ TEST(FoldEvents, SecondLateSettlementIsFound) {
   EXPECT_THAT(v[0], HasSubstr("event 5 (late_forgiven)"));
 }
 
+TEST(FoldEvents, AnExtendedEventOfAHeldHoldFoldsCleanlyAndMovesNothing) {
+  using T = EventType;
+  const std::vector<Event> log = {
+      ev(1, T::credited, 10, std::nullopt, 10, 0, 0),
+      ev(2, T::reserved, 4, "h1", 6, 4, 0),
+      ev(3, T::extended, 0, "h1", 6, 4, 0),
+      ev(4, T::committed, 4, "h1", 6, 0, 4),
+  };
+  EXPECT_THAT(check(log), IsEmpty());
+}
+
+TEST(FoldEvents, ExtendingAnEndedHoldOrMovingAnAmountIsFound) {
+  using T = EventType;
+  const std::vector<Event> log = {
+      ev(1, T::credited, 10, std::nullopt, 10, 0, 0),
+      ev(2, T::reserved, 4, "h1", 6, 4, 0),
+      ev(3, T::released, 4, "h1", 10, 0, 0),
+      ev(4, T::extended, 0, "h1", 10, 0, 0),
+      ev(5, T::reserved, 2, "h2", 8, 2, 0),
+      ev(6, T::extended, 1, "h2", 8, 2, 0),
+  };
+  const auto v = check(log);
+  EXPECT_THAT(v, Contains(HasSubstr("hold h1 extended after it ended")));
+  EXPECT_THAT(v, Contains(HasSubstr("an extended event moves an amount")));
+}
+
 TEST(FoldEvents, LateSettlementOfMoreThanWasHeldIsFound) {
   using T = EventType;
   const std::vector<Event> log = {

@@ -817,12 +817,13 @@ TEST(ModelNames, EventTypesRoundTrip) {
       {EventType::reserved, "reserved"},   {EventType::committed, "committed"},
       {EventType::released, "released"},   {EventType::expired, "expired"},
       {EventType::late_charged, "late_charged"}, {EventType::late_forgiven, "late_forgiven"},
+      {EventType::account_updated, "account_updated"}, {EventType::extended, "extended"},
   };
   for (const auto& [type, name] : all) {
     EXPECT_EQ(event_type_name(type), name);
     EXPECT_EQ(parse_event_type(name), type);
   }
-  EXPECT_EQ(parse_event_type("extended"), std::nullopt);
+  EXPECT_EQ(parse_event_type("extend"), std::nullopt);
 }
 
 }  // namespace

@@ -448,37 +448,6 @@ TEST(ProviderClient, DestroyingTheClientRunsEveryDoneOfTheCallsInFlight) {
   EXPECT_TRUE(server.wait_for_closes(static_cast<int>(kCalls)));
 }
 
-// Scale, by hand (--gtest_also_run_disabled_tests): many calls held open at once, then all ended
-// by the destructor. Prints the resident memory per call in flight (client and server together).
-TEST(ProviderClient, DISABLED_FiveThousandCallsHeldAtOnce) {
-  auto resident_bytes = [] {
-    long pages = 0, resident = 0;
-    std::ifstream("/proc/self/statm") >> pages >> resident;
-    return resident * ::sysconf(_SC_PAGESIZE);
-  };
-  TestServer server([](const Seen&) { return Reply{Reply::Then::hold}; });
-  auto client = std::make_unique<ProviderClient>(ProviderClientOptions{});
-  Outcomes outcomes;
-  constexpr std::size_t kCalls = 5000;
-  const long before = resident_bytes();
-  const auto started = SteadyClock::now();
-  for (std::size_t i = 0; i < kCalls; ++i) client->start(post(server.url(), "{}", milliseconds(30000)), outcomes.done());
-  const bool all_sent = [&] {
-    for (int i = 0; i < 300 && server.seen().size() < kCalls; ++i) std::this_thread::sleep_for(milliseconds(100));
-    return server.seen().size() == kCalls;
-  }();
-  EXPECT_TRUE(all_sent) << server.seen().size();
-  const auto sent = SteadyClock::now();
-  const long during = resident_bytes();
-  client.reset();
-  const auto all = outcomes.exchanges();
-  EXPECT_EQ(all.size(), kCalls);
-  std::printf("%zu calls in flight: sent in %lld ms, %ld bytes resident per call (client + server), ended in %lld ms\n",
-              kCalls, static_cast<long long>(std::chrono::duration_cast<milliseconds>(sent - started).count()),
-              (during - before) / static_cast<long>(kCalls),
-              static_cast<long long>(std::chrono::duration_cast<milliseconds>(SteadyClock::now() - sent).count()));
-}
-
 // --- https -------------------------------------------------------------------------------------------
 
 struct Certificate {

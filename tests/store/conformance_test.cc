@@ -853,11 +853,17 @@ TEST_P(StoreConformance, ExtendPushesTheExpiryToNowPlusTtl) {
   EXPECT_EQ(r->hold.status, HoldStatus::active);
   EXPECT_EQ(r->hold.expires_at_ms, clock_.now_ms() + 5000);
   EXPECT_EQ(get_hold(h.hold_id).expires_at_ms, clock_.now_ms() + 5000);
+  // The extension is an `extended` event of the hold: nothing moves (api.md's event types).
+  const auto after_extend = events("alice");
+  ASSERT_EQ(static_cast<std::int64_t>(after_extend.size()), n + 1);
+  EXPECT_EQ(after_extend.back().type, EventType::extended);
+  EXPECT_EQ(after_extend.back().hold_id, h.hold_id);
+  EXPECT_EQ(after_extend.back().amount, 0);
   clock_.advance_ms(200);  // past the first deadline
   EXPECT_EQ(get_hold(h.hold_id).status, HoldStatus::active);
   ASSERT_OK(ledger_->reap_once());
   EXPECT_EQ(get_hold(h.hold_id).status, HoldStatus::active);
-  EXPECT_EQ(static_cast<std::int64_t>(events("alice").size()), n);  // nothing expired
+  EXPECT_EQ(static_cast<std::int64_t>(events("alice").size()), n + 1);  // nothing expired
   EXPECT_EQ(balances("alice"), (Bal{6, 4, 0, 10}));
   ASSERT_OK(ledger_->commit({h.hold_id, std::nullopt}));
 }
