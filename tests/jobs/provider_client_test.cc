@@ -395,17 +395,21 @@ TEST(ProviderClient, CancelMidCallEndsItPromptlyOnceAsConnectionLost) {
   EXPECT_EQ(kind_name(all[0].kind), "connection_lost") << all[0].body;
 }
 
-TEST(ProviderClient, CancelBeforeTheRequestIsWrittenIsNotConnected) {
+TEST(ProviderClient, ACancelRightAfterStartIsNotConnectedUnlessTheWriteHadBegun) {
   TestServer server([](const Seen&) { return answer(200, "{}"); });
   ProviderClient client({});
   Outcomes outcomes;
-  client.start(post(server.url()), outcomes.done())->cancel();  // still connecting (a new connection)
+  client.start(post(server.url()), outcomes.done())->cancel();  // usually still connecting
   ASSERT_TRUE(outcomes.wait_for(1));
   std::this_thread::sleep_for(milliseconds(50));
   const auto all = outcomes.exchanges();
   ASSERT_EQ(all.size(), 1u);
-  EXPECT_EQ(kind_name(all[0].kind), "not_connected") << all[0].body;
-  EXPECT_TRUE(server.seen().empty());
+  // On a slow machine (a sanitizer build) the connection to 127.0.0.1 may complete and the write
+  // begin before the cancel runs: then, and only then, the answer is connection_lost. Never an
+  // answer, never a time-out, and never not_connected for a request the server received.
+  const std::string kind(kind_name(all[0].kind));
+  EXPECT_TRUE(kind == "not_connected" || kind == "connection_lost") << kind << ": " << all[0].body;
+  if (!server.seen().empty()) EXPECT_EQ(kind, "connection_lost");
 }
 
 TEST(ProviderClient, TwoHundredConcurrentCallsAllCompleteWithTheirOwnAnswers) {
