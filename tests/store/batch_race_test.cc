@@ -357,7 +357,7 @@ TEST(BatchNoDeadlock, InstancesNamingAccountsInOppositeOrdersNeverDeadlock) {
   constexpr int kIterations = 120;
   std::mutex mu;
   std::vector<std::string> made;  // hold ids for the third instance to end
-  bool writers_done = false;
+  int writers_done = 0;  // writer threads finished (of 2)
   std::atomic<int> failures{0};
   std::atomic<std::int64_t> credits{0}, debits{0};
   // Batches in flight at once (the most seen): the test means something only if they overlapped.
@@ -412,7 +412,7 @@ TEST(BatchNoDeadlock, InstancesNamingAccountsInOppositeOrdersNeverDeadlock) {
         }
       }
       std::lock_guard lock(mu);
-      if (t == 1) writers_done = true;
+      ++writers_done;
     });
   }
   threads.emplace_back([&] {
@@ -422,7 +422,7 @@ TEST(BatchNoDeadlock, InstancesNamingAccountsInOppositeOrdersNeverDeadlock) {
       bool last = false;
       {
         std::lock_guard lock(mu);
-        last = writers_done && made.size() < 4;
+        last = writers_done == 2 && made.size() < 4;
         // The newest holds first: of both accounts, named by id (their accounts locked through the
         // holds), in the order they came.
         while (!made.empty() && batch.size() < 4) {
