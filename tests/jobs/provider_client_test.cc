@@ -409,7 +409,9 @@ TEST(ProviderClient, ACancelRightAfterStartIsNotConnectedUnlessTheWriteHadBegun)
   // answer, never a time-out, and never not_connected for a request the server received.
   const std::string kind(kind_name(all[0].kind));
   EXPECT_TRUE(kind == "not_connected" || kind == "connection_lost") << kind << ": " << all[0].body;
-  if (!server.seen().empty()) EXPECT_EQ(kind, "connection_lost");
+  if (!server.seen().empty()) {
+    EXPECT_EQ(kind, "connection_lost");
+  }
 }
 
 TEST(ProviderClient, TwoHundredConcurrentCallsAllCompleteWithTheirOwnAnswers) {
