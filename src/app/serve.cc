@@ -54,13 +54,41 @@ void render_job_metrics(std::string& out, const jobs::JobRunner& runner) {
   metric_line(out, "tollgate_provider_status_questions_total", "", static_cast<double>(s.status_questions));
   metric_header(out, "tollgate_jobs_recovered_total", "counter", "Jobs claimed after their lease expired (reconciliations).");
   metric_line(out, "tollgate_jobs_recovered_total", "", static_cast<double>(s.recovered));
-  metric_header(out, "tollgate_provider_outcomes_total", "counter", "What provider requests saw.");
-  metric_line(out, "tollgate_provider_outcomes_total", "outcome=\"2xx\"", static_cast<double>(s.answers_2xx));
-  metric_line(out, "tollgate_provider_outcomes_total", "outcome=\"4xx\"", static_cast<double>(s.answers_4xx));
-  metric_line(out, "tollgate_provider_outcomes_total", "outcome=\"5xx\"", static_cast<double>(s.answers_5xx));
-  metric_line(out, "tollgate_provider_outcomes_total", "outcome=\"timeout\"", static_cast<double>(s.timeouts));
-  metric_line(out, "tollgate_provider_outcomes_total", "outcome=\"connection_lost\"", static_cast<double>(s.connection_lost));
-  metric_line(out, "tollgate_provider_outcomes_total", "outcome=\"not_connected\"", static_cast<double>(s.not_connected));
+  const auto providers = runner.provider_stats();
+  metric_header(out, "tollgate_provider_outcomes_total", "counter", "What provider requests saw, by provider.");
+  for (const auto& p : providers) {
+    const std::string of = "provider=\"" + p.provider + "\",outcome=";
+    metric_line(out, "tollgate_provider_outcomes_total", of + "\"2xx\"", static_cast<double>(p.answers_2xx));
+    metric_line(out, "tollgate_provider_outcomes_total", of + "\"4xx\"", static_cast<double>(p.answers_4xx));
+    metric_line(out, "tollgate_provider_outcomes_total", of + "\"5xx\"", static_cast<double>(p.answers_5xx));
+    metric_line(out, "tollgate_provider_outcomes_total", of + "\"timeout\"", static_cast<double>(p.timeouts));
+    metric_line(out, "tollgate_provider_outcomes_total", of + "\"connection_lost\"", static_cast<double>(p.connection_lost));
+    metric_line(out, "tollgate_provider_outcomes_total", of + "\"not_connected\"", static_cast<double>(p.not_connected));
+  }
+  metric_header(out, "tollgate_provider_request_duration_seconds", "histogram",
+                "Provider requests (sends, not status questions) from start to answer or failure, by provider.");
+  for (const auto& p : providers) {
+    const std::string of = "provider=\"" + p.provider + "\"";
+    for (std::size_t i = 0; i < p.buckets.size(); ++i) {
+      char le[32];
+      std::snprintf(le, sizeof le, "%g", jobs::ProviderStats::kBucketsS[i]);
+      metric_line(out, "tollgate_provider_request_duration_seconds_bucket", of + ",le=\"" + le + "\"",
+                  static_cast<double>(p.buckets[i]));
+    }
+    metric_line(out, "tollgate_provider_request_duration_seconds_bucket", of + ",le=\"+Inf\"", static_cast<double>(p.requests));
+    metric_line(out, "tollgate_provider_request_duration_seconds_sum", of, p.seconds_sum);
+    metric_line(out, "tollgate_provider_request_duration_seconds_count", of, static_cast<double>(p.requests));
+  }
+}
+
+// Jobs not ended, by status, as the store has them (every instance's): the partial index of
+// unended jobs makes this cheap. Ended jobs are counted where they end (tollgate_jobs_ended_total).
+void render_jobs_by_status(std::string& out, Store& store) {
+  auto counts = store.jobs().count_unended();
+  if (!counts) return;  // the database is away: /readyz says so; the scrape goes on without it
+  http::metric_header(out, "tollgate_jobs", "gauge", "Jobs not ended, by status (all instances).");
+  http::metric_line(out, "tollgate_jobs", "status=\"pending\"", static_cast<double>(counts->pending));
+  http::metric_line(out, "tollgate_jobs", "status=\"running\"", static_cast<double>(counts->running));
 }
 
 // This process's lease owner name: host, pid and a random part (a restarted process is another owner).
@@ -252,6 +280,7 @@ int serve(const ServerConfig& config, const std::function<void(std::uint16_t)>& 
   jobs::JobRunnerOptions runner_options;
   runner_options.instance_id = instance_id();
   runner_options.providers = config.providers;
+  runner_options.in_flight_max = static_cast<std::size_t>(config.jobs_in_flight_max);
   jobs::JobRunner runner(ledger, *provider_client, runner_options);
 
   http::Authenticator auth(**store, clock, config.admin_key, &ledger.key_uses());
@@ -265,6 +294,7 @@ int serve(const ServerConfig& config, const std::function<void(std::uint16_t)>& 
   api_options.render_metrics = [&] {
     std::string out = render_metrics(ledger, metrics, readers, clock);
     render_job_metrics(out, runner);
+    render_jobs_by_status(out, **store);
     return out;
   };
   api_options.jobs = &runner;

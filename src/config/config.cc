@@ -223,6 +223,7 @@ Result<ServerConfig> parse_config(std::string_view text, std::string_view source
   top.integer("hold_ttl_ms", c.hold_ttl_ms, limits::kHoldTtlMsMin, limits::kHoldTtlMsMax);
   top.integer("hold_ttl_max_ms", c.hold_ttl_max_ms, limits::kHoldTtlMsMin, limits::kHoldTtlMsMax);
   top.integer("reaper_interval_ms", c.reaper_interval_ms, limits::kReaperIntervalMsMin, limits::kReaperIntervalMsMax);
+  top.integer("jobs_in_flight_max", c.jobs_in_flight_max, 1, static_cast<std::int64_t>(limits::kJobsInFlightMax));
   std::optional<std::string> late;
   top.string("late_commit", late);
   TG_TRY(top.finish({"providers", "ratelimits"}));

@@ -49,6 +49,8 @@ struct ServerConfig {
   std::int64_t hold_ttl_max_ms = limits::kHoldTtlMsMaxDefault;
   LateCommitPolicy late_commit = LateCommitPolicy::charge;
   std::int64_t reaper_interval_ms = limits::kReaperIntervalMsDefault;
+  // Provider calls this instance drives at once (jobs/runner.h); accepted jobs beyond wait, pending.
+  std::int64_t jobs_in_flight_max = static_cast<std::int64_t>(limits::kJobsInFlightMaxDefault);
   std::map<std::string, ProviderConfig> providers;
   std::map<std::string, RateLimitConfig> ratelimits;
 };

@@ -801,11 +801,13 @@ CommandResult decide_one(Context& x, const EndJobCommand& c) {
   }
   Hold* hold = hold_for_change(s, j.hold_id);
   TG_ASSERT(hold != nullptr);
+  std::optional<Hold> ended_hold;
   if (c.end == jobs::JobStatus::completed) {
     j.result_json = c.result_json;
     CommandResult committed = commit_hold(x, CommitCommand{j.hold_id, std::nullopt, c.late_commit});
     if (committed) {
       const Hold& h = std::get<HoldOutcome>(committed.value()).hold;
+      ended_hold = h;
       j.status = jobs::JobStatus::completed;
       j.charged = h.committed_amount > 0;
       std::string how = "charged " + std::to_string(h.committed_amount);
@@ -823,6 +825,7 @@ CommandResult decide_one(Context& x, const EndJobCommand& c) {
     if (hold->status == HoldStatus::active) {
       CommandResult released = release_hold(x, ReleaseCommand{j.hold_id, why});
       TG_ASSERT(released.ok());
+      ended_hold = std::get<HoldOutcome>(released.value()).hold;
     }
     j.status = c.end;
     j.error = c.end == jobs::JobStatus::failed ? std::optional<std::string>(why) : c.error;
@@ -832,7 +835,7 @@ CommandResult decide_one(Context& x, const EndJobCommand& c) {
   j.lease_owner.reset();
   j.lease_expires_at_ms.reset();
   j.updated_at_ms = s.now();
-  return JobOutcome{j, true};
+  return JobOutcome{j, true, std::move(ended_hold)};
 }
 
 }  // namespace

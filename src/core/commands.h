@@ -205,6 +205,9 @@ struct KeyUseOutcome {
 struct JobOutcome {  // submit, claim, end
   jobs::Job job;      // the job as it is now
   bool created = false;  // changed something (submit: made the job)
+  // An end that also ended the job's hold (committed or released): the hold as it is now, so that
+  // the holds-ended metrics count holds ended through jobs too. Unset otherwise.
+  std::optional<Hold> ended_hold;
 };
 
 using Outcome =

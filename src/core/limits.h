@@ -34,6 +34,7 @@ inline constexpr std::size_t kJobResultBytesMax = 64 * 1024;
 inline constexpr std::int64_t kJobHistoryMax = 1000;
 // Provider calls one instance drives at once (jobs/runner.h), and accepted jobs waiting for a slot.
 inline constexpr std::size_t kJobsInFlightMaxDefault = 10'000;
+inline constexpr std::size_t kJobsInFlightMax = 100'000;  // the most `jobs_in_flight_max` may be
 inline constexpr std::size_t kJobsQueuedMax = 100'000;
 // A job's GET with wait_ms: at most this long (api.md).
 inline constexpr std::int64_t kJobWaitMsMax = 60'000;

@@ -65,6 +65,19 @@ std::optional<Error> check_account_visible(const Principal& p, std::string_view 
   return not_found("account " + std::string(account_id));
 }
 
+Result<std::optional<std::string>> listed_account(const Call& call) {
+  std::optional<std::string> account_id;
+  if (auto it = call.query.find("account_id"); it != call.query.end()) {
+    if (auto s = check_id(it->second, "account_id"); !s) return s.error();
+    account_id = it->second;
+  }
+  if (call.principal.admin) return account_id;
+  if (account_id) {
+    if (auto e = check_account_visible(call.principal, *account_id)) return *e;
+  }
+  return call.principal.account_id;
+}
+
 Result<json::object> body_object(const Call& call) { return parse_object(call.body); }
 
 Result<std::int64_t> query_int(const Call& call, const char* key, std::int64_t fallback, std::int64_t min,

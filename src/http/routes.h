@@ -135,6 +135,10 @@ Error not_found(std::string what);
 // An account key sees only its own account: anything else answers 404, exactly as if it did not exist.
 std::optional<Error> check_account_visible(const Principal& p, std::string_view account_id);
 
+// The account a list is filtered by: the query's `account_id` (checked), or none; for an account
+// key always its own account (naming another one answers 404, as if it did not exist).
+Result<std::optional<std::string>> listed_account(const Call& call);
+
 // The request body as a JSON object (an empty body is an empty object).
 Result<json::object> body_object(const Call& call);
 // A query parameter: an integer in [min, max], or `fallback` when absent.

@@ -90,10 +90,9 @@ void get_hold(Context& ctx, Call& call) {
 void list_holds(Context& ctx, Call& call) {
   TG_REPLY_IF_ERROR(known_query(call, {"account_id", "status", "request_id", "limit", "starting_after"}));
   HoldQuery query;
-  if (auto it = call.query.find("account_id"); it != call.query.end()) {
-    if (auto s = check_id(it->second, "account_id"); !s) return call.reply(problem(s.error()));
-    query.account_id = it->second;
-  }
+  auto account_id = listed_account(call);
+  TG_REPLY_IF_ERROR(account_id);
+  query.account_id = std::move(*account_id);
   if (auto it = call.query.find("status"); it != call.query.end()) {
     query.status = parse_hold_status(it->second);
     if (!query.status) return call.reply(problem(invalid("status must be active, committed, released or expired")));
@@ -104,12 +103,6 @@ void list_holds(Context& ctx, Call& call) {
   }
   auto page = page_request(call);
   TG_REPLY_IF_ERROR(page);
-  if (!call.principal.admin) {
-    if (query.account_id) {
-      if (auto e = check_account_visible(call.principal, *query.account_id)) return call.reply(problem(*e));
-    }
-    query.account_id = call.principal.account_id;
-  }
   auto holds = ctx.ledger.list_holds(query, *page);
   TG_REPLY_IF_ERROR(holds);
   call.reply(page_response("holds", *holds));

@@ -102,11 +102,16 @@ void get_job(Context& ctx, Call& call) {
   TG_REPLY_IF_ERROR(known_query(call, {"wait_ms"}));
   auto wait_ms = query_int(call, "wait_ms", 0, 0, limits::kJobWaitMsMax);
   TG_REPLY_IF_ERROR(wait_ms);
+  if (*wait_ms == 0) {
+    auto job = visible_job(ctx.ledger, call);
+    TG_REPLY_IF_ERROR(job);
+    return call.reply(value_response(200, *job));
+  }
   auto last = ctx.ledger.store().last_event_id();  // before the read (see wait_for_end)
   TG_REPLY_IF_ERROR(last);
   auto job = visible_job(ctx.ledger, call);
   TG_REPLY_IF_ERROR(job);
-  if (jobs::is_ended(job->status) || *wait_ms == 0) return call.reply(value_response(200, *job));
+  if (jobs::is_ended(job->status)) return call.reply(value_response(200, *job));
   wait_for_end(ctx, std::make_shared<Reply>(std::move(call.reply)), job->client_request_id,
                std::chrono::steady_clock::now() + std::chrono::milliseconds(*wait_ms), *last);
 }
@@ -138,10 +143,9 @@ void cancel_job(Context& ctx, Call& call) {
 void list_jobs(Context& ctx, Call& call) {
   TG_REPLY_IF_ERROR(known_query(call, {"account_id", "status", "limit", "starting_after"}));
   jobs::JobQuery query;
-  if (auto it = call.query.find("account_id"); it != call.query.end()) {
-    if (auto s = check_id(it->second, "account_id"); !s) return call.reply(problem(s.error()));
-    query.account_id = it->second;
-  }
+  auto account_id = listed_account(call);
+  TG_REPLY_IF_ERROR(account_id);
+  query.account_id = std::move(*account_id);
   if (auto it = call.query.find("status"); it != call.query.end()) {
     query.status = jobs::parse_job_status(it->second);
     if (!query.status) {
@@ -150,12 +154,6 @@ void list_jobs(Context& ctx, Call& call) {
   }
   auto page = page_request(call);
   TG_REPLY_IF_ERROR(page);
-  if (!call.principal.admin) {
-    if (query.account_id) {
-      if (auto e = check_account_visible(call.principal, *query.account_id)) return call.reply(problem(*e));
-    }
-    query.account_id = call.principal.account_id;
-  }
   auto jobs = ctx.ledger.list_jobs(query, *page);
   TG_REPLY_IF_ERROR(jobs);
   call.reply(page_response("jobs", *jobs));

@@ -24,6 +24,12 @@ struct JobQuery {
   std::optional<JobStatus> status;
 };
 
+// Jobs not ended, by status.
+struct UnendedJobs {
+  std::int64_t pending = 0;
+  std::int64_t running = 0;
+};
+
 class JobReads {
  public:
   virtual ~JobReads() = default;
@@ -37,6 +43,8 @@ class JobReads {
   // Jobs not ended whose lease has expired at the store's now (their worker died, or lost its
   // database), oldest lease first, at most `limit`: what recovery claims.
   virtual Result<std::vector<Job>> jobs_to_recover(std::int64_t limit) = 0;
+  // How many jobs are pending and running (all instances'), from the index of unended jobs.
+  virtual Result<UnendedJobs> count_unended() = 0;
 };
 
 }  // namespace tollgate::jobs

@@ -18,11 +18,19 @@ struct JobRunner::Counters {
       not_connected{0};
 };
 
+struct JobRunner::PerProvider {
+  std::atomic<std::uint64_t> answers_2xx{0}, answers_4xx{0}, answers_5xx{0}, timeouts{0}, connection_lost{0},
+      not_connected{0}, status_questions{0}, requests{0};
+  std::array<std::atomic<std::uint64_t>, ProviderStats::kBucketsS.size()> buckets{};  // per bucket (not cumulative)
+  std::atomic<std::uint64_t> micros_sum{0};
+};
+
 // One job being driven. Its steps run one at a time (each starts the next from its callback);
 // only cancel() reaches in from another thread, under `mu`.
 struct JobRunner::Run {
   Job job;
   const ProviderConfig* provider = nullptr;
+  PerProvider* figures = nullptr;  // of `provider`
   Mode mode = Mode::fresh;
   int questions = 0;  // status questions asked since the last send
   std::mutex mu;
@@ -64,6 +72,7 @@ JobRunner::JobRunner(Ledger& ledger, ProviderClient& client, JobRunnerOptions op
       rng_(seed_or_random(options_.seed)),
       counters_(std::make_unique<Counters>()) {
   TG_ASSERT(!options_.instance_id.empty() && options_.in_flight_max >= 1);
+  for (const auto& [name, config] : options_.providers) per_provider_.emplace(name, std::make_unique<PerProvider>());
   timer_thread_ = std::thread([this] { timers_.run(); });
   if (options_.recovery_interval_ms > 0) recovery_thread_ = std::thread([this] { recovery_loop(); });
 }
@@ -94,6 +103,7 @@ void JobRunner::start(const Job& job) {
   auto run = std::make_shared<Run>();
   run->job = job;
   run->provider = provider(job.provider);
+  if (run->provider) run->figures = per_provider_.at(job.provider).get();
   run->mode = Mode::fresh;
   if (!run->provider) {
     // Configured when it was accepted, gone after a restart with another configuration.
@@ -171,8 +181,9 @@ void JobRunner::send(std::shared_ptr<Run> run) {
     boost::asio::post(timers_, [this, run] { finish(run, JobStatus::cancelled, false); });
     return;
   }
-  run->call = client_.start(std::move(request), [this, run](Exchange seen) {
-    count_answer(seen);
+  const auto sent_at = std::chrono::steady_clock::now();
+  run->call = client_.start(std::move(request), [this, run, sent_at](Exchange seen) {
+    count_answer(seen, *run->figures, std::chrono::steady_clock::now() - sent_at);
     {
       std::lock_guard lock(run->mu);
       run->call.reset();
@@ -187,6 +198,7 @@ void JobRunner::send(std::shared_ptr<Run> run) {
 void JobRunner::ask_status(std::shared_ptr<Run> run) {
   ++run->questions;
   counters_->status_questions.fetch_add(1, std::memory_order_relaxed);
+  run->figures->status_questions.fetch_add(1, std::memory_order_relaxed);
   ProviderRequest request;
   request.method = ProviderRequest::Method::get;
   request.url = status_url_for(*run->provider->status_url, run->job.client_request_id);
@@ -327,13 +339,10 @@ std::size_t JobRunner::recover_once() {
     run->job = j;
     run->provider = provider(j.provider);
     if (!run->provider) continue;  // not configured here: an instance that has it recovers it
+    run->figures = per_provider_.at(j.provider).get();
+    // Never sent: claim and send, as if accepted here. Else ask (or re-send) before anything.
     run->mode = j.attempts == 0 && j.status == JobStatus::pending ? Mode::fresh : Mode::recover;
-    if (run->mode == Mode::fresh) {
-      // Never sent: claim and send, as if accepted here.
-      std::lock_guard lock(mu_);
-      if (running_.count(j.client_request_id)) continue;
-    }
-    admit(std::move(run));
+    admit(std::move(run));  // a job already driven here is left alone
     ++started;
   }
   return started;
@@ -364,18 +373,56 @@ void JobRunner::after(std::int64_t delay_ms, std::function<void()> work) {
   });
 }
 
-void JobRunner::count_answer(const Exchange& seen) {
+void JobRunner::count_answer(const Exchange& seen, PerProvider& p, std::chrono::steady_clock::duration took) {
   auto& c = *counters_;
+  constexpr auto relaxed = std::memory_order_relaxed;
+  const auto count = [&](std::atomic<std::uint64_t>& total, std::atomic<std::uint64_t>& of_provider) {
+    total.fetch_add(1, relaxed);
+    of_provider.fetch_add(1, relaxed);
+  };
   switch (seen.kind) {
     case Exchange::Kind::answered:
-      if (seen.status >= 200 && seen.status < 300) c.answers_2xx.fetch_add(1, std::memory_order_relaxed);
-      else if (seen.status >= 400 && seen.status < 500) c.answers_4xx.fetch_add(1, std::memory_order_relaxed);
-      else if (seen.status >= 500) c.answers_5xx.fetch_add(1, std::memory_order_relaxed);
+      if (seen.status >= 200 && seen.status < 300) count(c.answers_2xx, p.answers_2xx);
+      else if (seen.status >= 400 && seen.status < 500) count(c.answers_4xx, p.answers_4xx);
+      else if (seen.status >= 500) count(c.answers_5xx, p.answers_5xx);
       break;
-    case Exchange::Kind::timed_out: c.timeouts.fetch_add(1, std::memory_order_relaxed); break;
-    case Exchange::Kind::connection_lost: c.connection_lost.fetch_add(1, std::memory_order_relaxed); break;
-    case Exchange::Kind::not_connected: c.not_connected.fetch_add(1, std::memory_order_relaxed); break;
+    case Exchange::Kind::timed_out: count(c.timeouts, p.timeouts); break;
+    case Exchange::Kind::connection_lost: count(c.connection_lost, p.connection_lost); break;
+    case Exchange::Kind::not_connected: count(c.not_connected, p.not_connected); break;
   }
+  const double seconds = std::chrono::duration<double>(took).count();
+  p.requests.fetch_add(1, relaxed);
+  p.micros_sum.fetch_add(static_cast<std::uint64_t>(seconds * 1e6), relaxed);
+  for (std::size_t i = 0; i < ProviderStats::kBucketsS.size(); ++i) {
+    if (seconds <= ProviderStats::kBucketsS[i]) {
+      p.buckets[i].fetch_add(1, relaxed);
+      break;
+    }
+  }
+}
+
+std::vector<ProviderStats> JobRunner::provider_stats() const {
+  std::vector<ProviderStats> out;
+  for (const auto& [name, p] : per_provider_) {
+    ProviderStats s;
+    s.provider = name;
+    s.answers_2xx = p->answers_2xx.load();
+    s.answers_4xx = p->answers_4xx.load();
+    s.answers_5xx = p->answers_5xx.load();
+    s.timeouts = p->timeouts.load();
+    s.connection_lost = p->connection_lost.load();
+    s.not_connected = p->not_connected.load();
+    s.status_questions = p->status_questions.load();
+    std::uint64_t cumulative = 0;
+    for (std::size_t i = 0; i < s.buckets.size(); ++i) {
+      cumulative += p->buckets[i].load();
+      s.buckets[i] = cumulative;
+    }
+    s.requests = p->requests.load();
+    s.seconds_sum = static_cast<double>(p->micros_sum.load()) / 1e6;
+    out.push_back(std::move(s));
+  }
+  return out;
 }
 
 void JobRunner::stop() {

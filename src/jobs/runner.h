@@ -29,7 +29,9 @@
 // the ledger's callbacks and the runner's one timer thread; each job's steps run one at a time.
 #pragma once
 
+#include <array>
 #include <atomic>
+#include <vector>
 #include <condition_variable>
 #include <functional>
 #include <optional>
@@ -82,6 +84,18 @@ struct JobRunnerStats {
                 not_connected = 0;
 };
 
+// One provider's figures since start (metrics): what its requests saw and how long they took.
+struct ProviderStats {
+  // Upper bounds (seconds) of the request-duration histogram's buckets; +Inf follows.
+  static constexpr std::array<double, 13> kBucketsS{0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 15, 20, 30, 60, 120};
+  std::string provider;
+  std::uint64_t answers_2xx = 0, answers_4xx = 0, answers_5xx = 0, timeouts = 0, connection_lost = 0,
+                not_connected = 0, status_questions = 0;
+  std::array<std::uint64_t, kBucketsS.size()> buckets{};  // cumulative counts, as Prometheus wants them
+  std::uint64_t requests = 0;                             // sends (the histogram's count)
+  double seconds_sum = 0;
+};
+
 class JobRunner {
  public:
   // `ledger` and `client` must outlive the runner.
@@ -111,6 +125,8 @@ class JobRunner {
   void stop();
 
   JobRunnerStats stats() const;
+  // Per configured provider, by name.
+  std::vector<ProviderStats> provider_stats() const;
 
  private:
   struct Run;
@@ -125,7 +141,8 @@ class JobRunner {
            std::optional<std::string> error, EndedBy by, std::string note, int tries = 0);
   void finish(const std::shared_ptr<Run>& run, JobStatus outcome, bool ended_here);
   void after(std::int64_t delay_ms, std::function<void()> work);
-  void count_answer(const Exchange& seen);
+  struct PerProvider;
+  void count_answer(const Exchange& seen, PerProvider& p, std::chrono::steady_clock::duration took);
   void recovery_loop();
   double jitter();
 
@@ -150,6 +167,8 @@ class JobRunner {
 
   struct Counters;
   std::unique_ptr<Counters> counters_;
+  // One per configured provider, made at construction (the map never changes afterwards).
+  std::map<std::string, std::unique_ptr<PerProvider>, std::less<>> per_provider_;
 };
 
 }  // namespace tollgate::jobs

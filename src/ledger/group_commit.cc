@@ -102,16 +102,21 @@ void GroupCommitter::count_outcome(const CommandResult& result) {
     if (result.code() == Code::insufficient_credits) reservation_conflicts_.fetch_add(1, relaxed);
     return;
   }
-  const auto* o = std::get_if<HoldOutcome>(&result.value());
-  if (o == nullptr || !o->created) return;  // not a hold, or a replay that changed nothing
+  const Hold* hold = nullptr;
+  if (const auto* o = std::get_if<HoldOutcome>(&result.value()); o != nullptr && o->created) {
+    hold = &o->hold;  // not a replay that changed nothing
+  } else if (const auto* j = std::get_if<JobOutcome>(&result.value()); j != nullptr && j->ended_hold) {
+    hold = &*j->ended_hold;  // a job's end that ended its hold
+  }
+  if (hold == nullptr) return;
   // A reservation or an extension leaves its hold active; a commit or release ends it.
-  switch (o->hold.status) {
+  switch (hold->status) {
     case HoldStatus::committed: holds_committed_.fetch_add(1, relaxed); break;
     case HoldStatus::released: holds_released_.fetch_add(1, relaxed); break;
     default: break;
   }
-  if (o->hold.late_outcome == LateOutcome::charged) holds_late_charged_.fetch_add(1, relaxed);
-  if (o->hold.late_outcome == LateOutcome::forgiven) holds_late_forgiven_.fetch_add(1, relaxed);
+  if (hold->late_outcome == LateOutcome::charged) holds_late_charged_.fetch_add(1, relaxed);
+  if (hold->late_outcome == LateOutcome::forgiven) holds_late_forgiven_.fetch_add(1, relaxed);
 }
 
 std::size_t GroupCommitter::batch_size(std::size_t waiting) {

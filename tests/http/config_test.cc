@@ -72,6 +72,13 @@ TEST(Config, AnEmptyFileGivesTheDefaults) {
   EXPECT_FALSE(parsed->admin_key.has_value());
   EXPECT_EQ(parsed->database_pool_size, 8);
   EXPECT_EQ(parsed->database_timeout_ms, 5000);
+  EXPECT_EQ(parsed->jobs_in_flight_max, 10000);
+}
+
+TEST(Config, TheJobsInFlightBoundIsRead) {
+  auto parsed = parse_config("jobs_in_flight_max = 250\n", "jobs.toml");
+  ASSERT_TRUE(parsed.ok()) << parsed.error().detail;
+  EXPECT_EQ(parsed->jobs_in_flight_max, 250);
 }
 
 TEST(Config, APostgresqlDatabaseWithItsPoolAndTimeoutIsRead) {
@@ -151,6 +158,8 @@ std::vector<InvalidConfig> invalid_configs() {
       {"DatabasePoolSizeHuge", "\ndatabase_pool_size = 100000\n", 2, {"database_pool_size"}},
       {"DatabaseTimeoutTooShort", "database_timeout_ms = 10\n", 1, {"database_timeout_ms"}},
       {"DatabaseTimeoutNotANumber", "database_timeout_ms = \"5s\"\n", 1, {"database_timeout_ms"}},
+      {"JobsInFlightZero", "\njobs_in_flight_max = 0\n", 2, {"jobs_in_flight_max"}},
+      {"JobsInFlightHuge", "jobs_in_flight_max = 1000000\n", 1, {"jobs_in_flight_max"}},
       // TOML syntax: the line, a hint in plain words, then the parser's own message.
       {"TomlSyntaxError", "listen = \n", 1,
        {"bad.toml:1: listen: the value is missing after '=' (TOML parser: Error while parsing key-value pair: "

@@ -209,6 +209,33 @@ TEST_F(HttpJobs, ASuccessCompletesTheJobAndChargesItsHoldOnce) {
   EXPECT_EQ(named, 2);  // reserved, committed
 }
 
+TEST_F(HttpJobs, MetricsCountJobsAndEachProvidersOutcomesAndLatency) {
+  const std::string acct = make_account(3);
+  const std::string id = unique("metered");
+  HttpResponse m = admin_->get("/metrics");
+  ASSERT_EQ(m.status, 200u);
+  const auto value = [&](const std::string& series) -> double {
+    const auto at = m.body.find("\n" + series + " ");
+    if (at == std::string::npos) return -1;
+    return std::stod(m.body.substr(at + series.size() + 2));
+  };
+  const std::string released = "tollgate_holds_ended_total{outcome=\"released\"}";
+  const double released_before = value(released);
+  ASSERT_GE(released_before, 0);
+  ASSERT_EQ(submit(acct, "refusing", id).status, 202u);
+  wait_ended(id);
+  m = admin_->get("/metrics");
+  ASSERT_EQ(m.status, 200u);
+  // The failed job released its hold: a hold ended through a job counts like any other.
+  EXPECT_GE(value(released), released_before + 1);
+  EXPECT_GE(value("tollgate_provider_outcomes_total{provider=\"refusing\",outcome=\"4xx\"}"), 1);
+  EXPECT_GE(value("tollgate_provider_request_duration_seconds_count{provider=\"refusing\"}"), 1);
+  EXPECT_GE(value("tollgate_provider_request_duration_seconds_bucket{provider=\"refusing\",le=\"+Inf\"}"), 1);
+  EXPECT_GE(value("tollgate_jobs_ended_total{status=\"failed\"}"), 1);
+  EXPECT_GE(value("tollgate_jobs{status=\"pending\"}"), 0);
+  EXPECT_GE(value("tollgate_jobs{status=\"running\"}"), 0);
+}
+
 TEST_F(HttpJobs, TheSameIdPostedTenTimesAtOnceMakesOneJobAndOneProviderCall) {
   const std::string acct = make_account(5);
   const std::string id = unique("same");

@@ -405,6 +405,19 @@ TEST_P(JobStoreConformance, ListsNewestFirstByAccountAndStatusWithACursor) {
   EXPECT_CODE(ledger_->job_history("nope"), Code::not_found);
 }
 
+TEST_P(JobStoreConformance, UnendedJobsAreCountedByStatus) {
+  const Job a = submitted("a", 1);
+  submitted("b", 1);
+  const Job c = submitted("c", 1);
+  ASSERT_OK(claim(a, "instance-a"));
+  ASSERT_OK(claim(c, "instance-a"));
+  ASSERT_OK(end(c, JobStatus::failed));
+  auto counts = ledger_->store().jobs().count_unended();
+  ASSERT_OK(counts);
+  EXPECT_EQ(counts->pending, 1);  // b
+  EXPECT_EQ(counts->running, 1);  // a; c ended
+}
+
 INSTANTIATE_TEST_SUITE_P(AllBackends, JobStoreConformance, ::testing::ValuesIn(testing::all_backends()),
                          testing::BackendName{});
 

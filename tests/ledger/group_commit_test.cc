@@ -104,6 +104,7 @@ class RecordingStore final : public Store {
     Result<Page<jobs::Job>> list_jobs(const jobs::JobQuery&, const PageRequest&) override { return unsupported(); }
     Result<std::vector<jobs::JobEntry>> job_history(std::string_view) override { return unsupported(); }
     Result<std::vector<jobs::Job>> jobs_to_recover(std::int64_t) override { return unsupported(); }
+    Result<jobs::UnendedJobs> count_unended() override { return unsupported(); }
   } no_jobs_;
   std::mutex mu_;
   std::uint64_t seq_ = 0;

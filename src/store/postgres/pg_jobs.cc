@@ -95,4 +95,13 @@ Result<std::vector<jobs::Job>> PgJobs::jobs_to_recover(std::int64_t limit) {
   });
 }
 
+Result<jobs::UnendedJobs> PgJobs::count_unended() {
+  return read_snapshot(readers_, clock_, [&](Conn& db, std::int64_t) -> Result<jobs::UnendedJobs> {
+    Rows r = db.query("SELECT status, count(*) FROM jobs WHERE status IN ('pending', 'running') GROUP BY status");
+    jobs::UnendedJobs out;
+    for (int i = 0; i < r.size(); ++i) (r.text(i, 0) == "pending" ? out.pending : out.running) = r.int64(i, 1);
+    return out;
+  });
+}
+
 }  // namespace tollgate::pg

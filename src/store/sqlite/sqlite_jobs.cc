@@ -90,4 +90,13 @@ Result<std::vector<jobs::Job>> SqliteJobs::jobs_to_recover(std::int64_t limit) {
   });
 }
 
+Result<jobs::UnendedJobs> SqliteJobs::count_unended() {
+  return read_snapshot(readers_, [&](Conn& db) -> Result<jobs::UnendedJobs> {
+    Query q(db.stmt("SELECT status, count(*) FROM jobs WHERE status IN ('pending', 'running') GROUP BY status"));
+    jobs::UnendedJobs out;
+    while (q.step()) (q->text(0) == "pending" ? out.pending : out.running) = q->int64(1);
+    return out;
+  });
+}
+
 }  // namespace tollgate::sqlite

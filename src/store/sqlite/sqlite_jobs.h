@@ -19,6 +19,7 @@ class SqliteJobs final : public jobs::JobReads {
   Result<Page<jobs::Job>> list_jobs(const jobs::JobQuery& query, const PageRequest& page) override;
   Result<std::vector<jobs::JobEntry>> job_history(std::string_view client_request_id) override;
   Result<std::vector<jobs::Job>> jobs_to_recover(std::int64_t limit) override;
+  Result<jobs::UnendedJobs> count_unended() override;
 
  private:
   ConnPool<Conn>& readers_;
