@@ -734,6 +734,7 @@ class TimedStore final : public tollgate::Store {
   tollgate::Result<tollgate::Hold> get_hold(std::string_view id) override { return inner_->get_hold(id); }
   tollgate::ListReads& lists() override { return inner_->lists(); }
   tollgate::jobs::JobReads& jobs() override { return inner_->jobs(); }
+  tollgate::coord::CoordReads& coord() override { return inner_->coord(); }
   tollgate::Result<tollgate::EventPage> read_events(std::string_view id, std::int64_t after,
                                                     std::int64_t limit) override {
     return inner_->read_events(id, after, limit);

@@ -106,6 +106,54 @@ std::string instance_id() {
   return id.substr(0, limits::kIdLengthMax);
 }
 
+// Locks, idempotency keys and rate limits: this instance's decisions, by outcome.
+void render_coord_metrics(std::string& out, const Ledger& ledger, const coord::RatePolicies& policies,
+                          const http::CoordCounters& counters) {
+  using http::metric_header;
+  using http::metric_line;
+  metric_header(out, "tollgate_lock_decisions_total", "counter",
+                "Lock calls answered by this instance, by outcome (held: refused, another owner holds it).");
+  for (std::size_t i = 0; i < counters.kLockOutcomes.size(); ++i) {
+    metric_line(out, "tollgate_lock_decisions_total", "outcome=\"" + std::string(counters.kLockOutcomes[i]) + "\"",
+                static_cast<double>(counters.lock[i].load(std::memory_order_relaxed)));
+  }
+  metric_header(out, "tollgate_idempotency_decisions_total", "counter",
+                "Idempotency-key calls answered by this instance, by outcome.");
+  for (std::size_t i = 0; i < counters.kIdemOutcomes.size(); ++i) {
+    metric_line(out, "tollgate_idempotency_decisions_total",
+                "outcome=\"" + std::string(counters.kIdemOutcomes[i]) + "\"",
+                static_cast<double>(counters.idempotency[i].load(std::memory_order_relaxed)));
+  }
+  metric_header(out, "tollgate_coord_rows_pruned_total", "counter",
+                "Rows the prune pass deleted: finished idempotency keys past their retention, idle shared rate-limit rows.");
+  metric_line(out, "tollgate_coord_rows_pruned_total", "kind=\"idempotency_key\"",
+              static_cast<double>(ledger.idempotency_keys_pruned()));
+  metric_line(out, "tollgate_coord_rows_pruned_total", "kind=\"ratelimit\"", static_cast<double>(ledger.rate_rows_pruned()));
+  metric_header(out, "tollgate_ratelimit_decisions_total", "counter",
+                "Rate-limit checks answered by this instance, by policy, store and decision.");
+  for (const auto& [name, p] : policies.all()) {
+    const std::string labels = "policy=\"" + name + "\",store=\"" + (p->shared ? "shared" : "local") + "\",decision=";
+    metric_line(out, "tollgate_ratelimit_decisions_total", labels + "\"allowed\"",
+                static_cast<double>(p->allowed.load(std::memory_order_relaxed)));
+    metric_line(out, "tollgate_ratelimit_decisions_total", labels + "\"limited\"",
+                static_cast<double>(p->limited.load(std::memory_order_relaxed)));
+  }
+  metric_header(out, "tollgate_ratelimit_local_keys", "gauge", "Keys in the memory of this instance's local policies.");
+  for (const auto& [name, p] : policies.all()) {
+    if (p->local) {
+      metric_line(out, "tollgate_ratelimit_local_keys", "policy=\"" + name + "\"", static_cast<double>(p->local->size()));
+    }
+  }
+  metric_header(out, "tollgate_ratelimit_local_evictions_total", "counter",
+                "Busy keys a full local table forgot (its bound keeps memory flat).");
+  for (const auto& [name, p] : policies.all()) {
+    if (p->local) {
+      metric_line(out, "tollgate_ratelimit_local_evictions_total", "policy=\"" + name + "\"",
+                  static_cast<double>(p->local->evictions()));
+    }
+  }
+}
+
 std::string render_metrics(Ledger& ledger, http::Metrics& metrics, const http::ReadExecutor& readers, const Clock& clock) {
   using http::metric_header;
   using http::metric_line;
@@ -268,6 +316,7 @@ int serve(const ServerConfig& config, const std::function<void(std::uint16_t)>& 
   ledger_options.late_commit = config.late_commit;
   ledger_options.reaper_interval_ms = config.reaper_interval_ms;
   ledger_options.audit_sample_interval_ms = limits::kAuditSampleIntervalMsDefault;  // one account in turn
+  ledger_options.idempotency_retention_ms = config.idempotency_retention_ms;
   if (auto s = validate(ledger_options); !s) {
     log_line("error", s.error().detail);
     return 2;
@@ -298,6 +347,19 @@ int serve(const ServerConfig& config, const std::function<void(std::uint16_t)>& 
     return out;
   };
   api_options.jobs = &runner;
+  std::vector<coord::RatePolicySpec> policy_specs;
+  for (const auto& [name, rl] : config.ratelimits) {
+    policy_specs.push_back({name, coord::GcraPolicy{rl.limit, rl.period_ms}, rl.store == RateLimitStore::shared, 0});
+  }
+  const coord::RatePolicies policies(policy_specs);
+  http::CoordCounters coord_counters;
+  api_options.ratelimits = &policies;
+  api_options.coord_counters = &coord_counters;
+  api_options.render_metrics = [&, render = std::move(api_options.render_metrics)] {
+    std::string out = render();
+    render_coord_metrics(out, ledger, policies, coord_counters);
+    return out;
+  };
   http::Api api(ledger, readers, auth, metrics, clock, std::move(api_options));
   http::HttpServer server(api, metrics, http::ServerLimits{});
   // Bind before the admin key is generated: a start that fails on a busy port must not print (and

@@ -1,5 +1,6 @@
 #include "config/config.h"
 
+#include "core/checked.h"
 #include "core/limits.h"
 
 #include <arpa/inet.h>
@@ -16,6 +17,7 @@
 #include <set>
 #include <sstream>
 
+#include "core/checked.h"
 #include "core/limits.h"
 #include "core/suggest.h"
 
@@ -224,6 +226,7 @@ Result<ServerConfig> parse_config(std::string_view text, std::string_view source
   top.integer("hold_ttl_max_ms", c.hold_ttl_max_ms, limits::kHoldTtlMsMin, limits::kHoldTtlMsMax);
   top.integer("reaper_interval_ms", c.reaper_interval_ms, limits::kReaperIntervalMsMin, limits::kReaperIntervalMsMax);
   top.integer("jobs_in_flight_max", c.jobs_in_flight_max, 1, static_cast<std::int64_t>(limits::kJobsInFlightMax));
+  top.integer("idempotency_retention_ms", c.idempotency_retention_ms, 1, limits::kIdempotencyRetentionMsMax);
   std::optional<std::string> late;
   top.string("late_commit", late);
   TG_TRY(top.finish({"providers", "ratelimits"}));
@@ -284,6 +287,10 @@ Result<ServerConfig> parse_config(std::string_view text, std::string_view source
   }));
 
   TG_TRY(tables("ratelimits", [&](const std::string& name, const toml::table& t) -> Status {
+    if (!id_is_valid(name)) {
+      return invalid(at(source, t.source()) + "ratelimits." + name +
+                     ": a policy name is 1-128 characters of [A-Za-z0-9._:@-] (it is part of the URL)");
+    }
     RateLimitConfig rl;
     TableReader r(t, source, "ratelimits." + name + ".");
     r.required("limit");
@@ -293,6 +300,11 @@ Result<ServerConfig> parse_config(std::string_view text, std::string_view source
     std::optional<std::string> store;
     r.string("store", store);
     if (auto s = r.finish(); !s) return s;
+    if (rl.limit > rl.period_ms * 1000) {
+      return invalid(r.where("limit") + "ratelimits." + name + ".limit (" + std::to_string(rl.limit) +
+                     ") admits more than one attempt per microsecond of period_ms (" + std::to_string(rl.period_ms) +
+                     "): at most " + std::to_string(rl.period_ms * 1000));
+    }
     if (store) {
       if (*store == "shared") rl.store = RateLimitStore::shared;
       else if (*store == "local") rl.store = RateLimitStore::local;

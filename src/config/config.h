@@ -53,6 +53,8 @@ struct ServerConfig {
   std::int64_t jobs_in_flight_max = static_cast<std::int64_t>(limits::kJobsInFlightMaxDefault);
   std::map<std::string, ProviderConfig> providers;
   std::map<std::string, RateLimitConfig> ratelimits;
+  // Finished idempotency keys are pruned this long after they finished.
+  std::int64_t idempotency_retention_ms = limits::kIdempotencyRetentionMsDefault;
 };
 
 struct ConfigOverrides {

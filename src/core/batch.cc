@@ -88,6 +88,10 @@ void add_keys(const EndJobCommand& c, Keys& k) {
   ++k.live_holds_ending_max;
   ++k.zombie_expiring_commands;  // a late charge refused on the stored row
 }
+void add_keys(const LockCommand& c, Keys& k) { coord::add_keys(c, k.coord); }
+void add_keys(const IdempotencyCommand& c, Keys& k) { coord::add_keys(c, k.coord); }
+void add_keys(const RateLimitCommand& c, Keys& k) { coord::add_keys(c, k.coord); }
+void add_keys(const PruneCoordCommand& c, Keys& k) { coord::add_keys(c, k.coord); }
 void add_keys(const UpdateAccountCommand& c, Keys& k) {
   k.accounts.push_back(c.account_id);
   k.view_accounts.push_back(c.account_id);
@@ -117,7 +121,8 @@ struct KnownTransfer {
 
 class State {
  public:
-  explicit State(Snapshot s) : now_(s.now_ms), new_seqs_(std::move(s.new_hold_seqs)) {
+  explicit State(Snapshot s)
+      : now_(s.now_ms), new_seqs_(std::move(s.new_hold_seqs)), coord_(std::move(s.coord), s.now_ms) {
     TG_ASSERT(std::is_sorted(new_seqs_.begin(), new_seqs_.end()));
     for (Account& a : s.accounts) {
       const std::string id = a.account_id;
@@ -160,6 +165,7 @@ class State {
   }
 
   std::int64_t now() const { return now_; }
+  coord::CoordState& coord() { return coord_; }
 
   Account* account(std::string_view id) {
     auto it = accounts_.find(std::string(id));
@@ -323,6 +329,7 @@ class State {
       }
     }
     e.job_entries = std::move(entries_);
+    e.coord = std::move(coord_).effects();  // in key order already
     e.events = std::move(events_);
     e.transfers = std::move(new_transfers_);
     // Unique keys in one order on every instance (two instances inserting the same keys then wait
@@ -351,6 +358,7 @@ class State {
  private:
   const std::int64_t now_;
   std::vector<std::int64_t> new_seqs_;
+  coord::CoordState coord_;  // lock, idempotency-key and rate-limit rows
   std::size_t next_seq_ = 0;
   std::unordered_map<std::string, Slot<Account>> accounts_;
   std::unordered_map<std::string, Slot<Hold>> holds_;
@@ -838,6 +846,27 @@ CommandResult decide_one(Context& x, const EndJobCommand& c) {
   return JobOutcome{j, true, std::move(ended_hold)};
 }
 
+CommandResult decide_one(Context& x, const LockCommand& c) {
+  auto r = x.state.coord().lock(c);
+  if (!r) return r.error();
+  return std::move(r).value();
+}
+CommandResult decide_one(Context& x, const IdempotencyCommand& c) {
+  auto r = x.state.coord().idempotency(c);
+  if (!r) return r.error();
+  return std::move(r).value();
+}
+CommandResult decide_one(Context& x, const RateLimitCommand& c) {
+  auto r = x.state.coord().rate(c);
+  if (!r) return r.error();
+  return std::move(r).value();
+}
+CommandResult decide_one(Context& x, const PruneCoordCommand& c) {
+  auto r = x.state.coord().prune(c);
+  if (!r) return r.error();
+  return std::move(r).value();
+}
+
 }  // namespace
 
 std::int64_t Keys::overdue_per_account_max() const {
@@ -865,6 +894,7 @@ Keys keys_of(std::span<const Command> commands) {
   sort_unique(k.key_ids);
   sort_unique(k.job_ids);
   sort_unique(k.view_accounts);
+  coord::finish_keys(k.coord);
   return k;
 }
 

@@ -28,6 +28,7 @@
 #include <utility>
 #include <vector>
 
+#include "coord/coord_batch.h"
 #include "core/commands.h"
 #include "core/model.h"
 
@@ -56,6 +57,8 @@ struct Keys {
   // Reserves, debits and commits: each may expire its account's overdue holds (at most
   // limits::kReaperBatchMaxDefault at a time) when the stored row refuses it.
   std::int64_t zombie_expiring_commands = 0;
+  // Lock, idempotency-key and rate-limit rows (coord/coord_batch.h): no account involved.
+  coord::CoordKeys coord;
 
   // The oldest live holds an AccountView must list: one more than the batch can end.
   std::int64_t oldest_live_needed() const { return live_holds_ending_max + 1; }
@@ -103,6 +106,7 @@ struct Snapshot {
   // Sequence numbers for new holds, ascending, at least Keys::new_holds_max of them (SQLite: the
   // next ones after the largest; PostgreSQL: taken from its sequence — unused ones leave gaps).
   std::vector<std::int64_t> new_hold_seqs;
+  coord::CoordSnapshot coord;  // of Keys::coord
 };
 
 // A row before and after the batch.
@@ -131,11 +135,12 @@ struct Effects {
   std::vector<jobs::Job> new_jobs;                   // by client_request_id
   std::vector<Change<jobs::Job>> changed_jobs;       // by client_request_id
   std::vector<jobs::JobEntry> job_entries;           // appended to the jobs' histories, in order
+  coord::CoordEffects coord;                         // lock, idempotency-key and rate-limit rows
 
   bool empty() const {
     return new_accounts.empty() && changed_accounts.empty() && new_holds.empty() && changed_holds.empty() &&
            events.empty() && transfers.empty() && new_keys.empty() && changed_keys.empty() && new_jobs.empty() &&
-           changed_jobs.empty() && job_entries.empty();
+           changed_jobs.empty() && job_entries.empty() && coord.empty();
   }
 };
 

@@ -15,6 +15,7 @@
 
 #include "core/model.h"
 #include "core/result.h"
+#include "coord/coord.h"  // locks, idempotency keys, rate limits: written through the same batches
 #include "jobs/job.h"  // the job row (plain values): jobs are written through the same batches
 
 namespace tollgate {
@@ -164,10 +165,19 @@ struct ExpireOverdueCommand {
   std::int64_t max_holds = 0;
 };
 
+// --- coordination (coord/coord.h): lock, idempotency-key and shared rate-limit rows ------------
+// They touch no account: a batch decides them on their own rows, loaded under the batch's
+// transaction (locked FOR UPDATE on PostgreSQL), with coord/coord.h's rules.
+using coord::IdempotencyCommand;
+using coord::LockCommand;
+using coord::PruneCoordCommand;
+using coord::RateLimitCommand;
+
 using Command = std::variant<CreateAccountCommand, CreditCommand, DebitCommand, ReserveCommand, CommitCommand,
                              ReleaseCommand, ExtendCommand, ExpireOverdueCommand, CreateKeyCommand,
                              RevokeKeyCommand, RecordKeyUseCommand, UpdateAccountCommand, SubmitJobCommand,
-                             ClaimJobCommand, EndJobCommand>;
+                             ClaimJobCommand, EndJobCommand, LockCommand, IdempotencyCommand, RateLimitCommand,
+                             PruneCoordCommand>;
 
 // --- outcomes ----------------------------------------------------------------------------------
 
@@ -210,8 +220,13 @@ struct JobOutcome {  // submit, claim, end
   std::optional<Hold> ended_hold;
 };
 
-using Outcome =
-    std::variant<AccountOutcome, TransferOutcome, HoldOutcome, ExpireOutcome, KeyOutcome, KeyUseOutcome, JobOutcome>;
+using coord::IdempotencyOutcome;
+using coord::LockOutcome;
+using coord::PruneOutcome;
+using coord::RateLimitOutcome;
+
+using Outcome = std::variant<AccountOutcome, TransferOutcome, HoldOutcome, ExpireOutcome, KeyOutcome, KeyUseOutcome,
+                             JobOutcome, LockOutcome, IdempotencyOutcome, RateLimitOutcome, PruneOutcome>;
 using CommandResult = Result<Outcome>;
 
 }  // namespace tollgate

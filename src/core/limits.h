@@ -151,4 +151,16 @@ static_assert(kListPageMax == kHoldsPageMax);
 static_assert(kKeyUsesPerCommandMax <= kKeyUsesRememberedMax);
 static_assert(0 < kStatusPollFirstMs && kStatusPollFirstMs <= kStatusPollMaxMs);
 
+// Coordination (coord/coord.h): locks, idempotency keys, rate limits.
+inline constexpr std::int64_t kLockTtlMsMax = 24LL * 3600 * 1000;             // a lease: at most a day
+inline constexpr std::int64_t kIdempotencyTtlMsMax = 24LL * 3600 * 1000;      // a claim: at most a day
+inline constexpr std::size_t kOwnerLengthMax = 128;                           // a lock owner: an id
+inline constexpr std::size_t kFingerprintLengthMax = 256;
+inline constexpr std::size_t kIdempotencyResponseBytesMax = 32 * 1024;       // a stored response
+inline constexpr std::size_t kRatePoliciesMax = 1'000;
+inline constexpr std::size_t kLocalRateKeysMaxDefault = 100'000;              // per local policy
+inline constexpr std::int64_t kIdempotencyRetentionMsDefault = 24LL * 3600 * 1000;
+inline constexpr std::int64_t kIdempotencyRetentionMsMax = 366LL * 24 * 3600 * 1000;
+inline constexpr std::int64_t kIdempotencyPruneBatchMax = 1'000;              // rows per prune pass
+
 }  // namespace tollgate::limits

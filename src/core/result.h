@@ -54,6 +54,11 @@ enum class Code : std::uint8_t {
   internal,              // a bug or corruption; the operation did not happen (HTTP 500)
   unauthorized,          // no key, or a key that is unknown or revoked (HTTP 401)
   forbidden,             // an account key on an admin call (HTTP 403)
+  lock_held,             // the lock is held by another owner (HTTP 409, with expires_at)
+  lock_lost,             // not the lock's holder (any more): its lease ran out or it was taken over (HTTP 409)
+  lock_cancelled,        // the lock was cancelled: the holder must stop; the lock is now free (HTTP 409)
+  in_progress,           // the idempotency key is claimed by a request still running (HTTP 409, with expires_at)
+  rate_limited,          // the rate limit refused the attempt (HTTP 429, with retry_after_ms)
 };
 
 constexpr std::string_view code_name(Code code) {
@@ -75,6 +80,11 @@ constexpr std::string_view code_name(Code code) {
     case Code::internal: return "internal";
     case Code::unauthorized: return "unauthorized";
     case Code::forbidden: return "forbidden";
+    case Code::lock_held: return "lock_held";
+    case Code::lock_lost: return "lock_lost";
+    case Code::lock_cancelled: return "lock_cancelled";
+    case Code::in_progress: return "in_progress";
+    case Code::rate_limited: return "rate_limited";
   }
   return "internal";
 }
@@ -96,13 +106,18 @@ struct Error {
   // the amount that was asked for.
   std::optional<std::int64_t> available;
   std::optional<std::int64_t> requested;
+  // For lock_held and in_progress: when the holder's lease (the claim) runs out (ms since the epoch).
+  std::optional<std::int64_t> expires_at_ms;
+  // For rate_limited: how long until the same attempt would be admitted.
+  std::optional<std::int64_t> retry_after_ms;
 
   static Error make(Code code, std::string detail) {
     TG_ASSERT(code != Code::ok);
-    return Error{code, std::move(detail), std::nullopt, std::nullopt};
+    return Error{code, std::move(detail), std::nullopt, std::nullopt, std::nullopt, std::nullopt};
   }
   static Error insufficient(std::int64_t available, std::int64_t requested) {
-    return Error{Code::insufficient_credits, insufficient_credits_detail(available, requested), available, requested};
+    return Error{Code::insufficient_credits, insufficient_credits_detail(available, requested), available, requested,
+                 std::nullopt, std::nullopt};
   }
 };
 

@@ -1,5 +1,6 @@
 #include "http/api.h"
 
+#include <algorithm>
 #include <boost/url.hpp>
 
 #include <cctype>
@@ -79,7 +80,12 @@ unsigned http_status(Code code) {
     case Code::account_frozen:
     case Code::hold_committed:
     case Code::hold_released:
-    case Code::hold_expired: return 409;
+    case Code::hold_expired:
+    case Code::lock_held:
+    case Code::lock_lost:
+    case Code::lock_cancelled:
+    case Code::in_progress: return 409;
+    case Code::rate_limited: return 429;
     case Code::idempotency_mismatch:
     case Code::overflow: return 422;
     case Code::overloaded:
@@ -102,6 +108,7 @@ const char* status_title(unsigned status) {
     case 413: return "Content Too Large";
     case 415: return "Unsupported Media Type";
     case 422: return "Unprocessable Content";
+    case 429: return "Too Many Requests";
     case 431: return "Request Header Fields Too Large";
     case 500: return "Internal Server Error";
     case 503: return "Service Unavailable";
@@ -110,7 +117,9 @@ const char* status_title(unsigned status) {
 }
 
 Response problem_response(unsigned status, std::string_view code, std::string_view detail,
-                          std::optional<std::int64_t> available, std::optional<std::int64_t> requested) {
+                          std::optional<std::int64_t> available, std::optional<std::int64_t> requested,
+                          std::optional<std::int64_t> expires_at_ms = std::nullopt,
+                          std::optional<std::int64_t> retry_after_ms = std::nullopt) {
   Response r = written_response(status, [&](std::string& out) {
     out += "{\"type\":\"https://tollgate.dev/errors/";
     out += code;  // a code name: [a-z_]
@@ -131,11 +140,21 @@ Response problem_response(unsigned status, std::string_view code, std::string_vi
       out += ",\"requested\":";
       append_json_int(out, *requested);
     }
+    if (expires_at_ms) {
+      out += ",\"expires_at\":";
+      append_json_time(out, *expires_at_ms);
+    }
+    if (retry_after_ms) {
+      out += ",\"retry_after_ms\":";
+      append_json_int(out, *retry_after_ms);
+    }
     out += '}';
   });
   r.content_type = "application/problem+json";
   r.code = std::string(code);
   if (status == 503) r.retry_after_s = 1;
+  // Retry-After is in whole seconds: rounded up, so a client that honours it is never early.
+  if (retry_after_ms) r.retry_after_s = static_cast<int>(std::min<std::int64_t>((*retry_after_ms + 999) / 1000, 1 << 30));
   return r;
 }
 
@@ -147,7 +166,7 @@ Response problem(unsigned status, std::string_view code, std::string detail) {
 
 Response problem(const Error& error) {
   return problem_response(http_status(error.code), code_name(error.code), error.detail, error.available,
-                          error.requested);
+                          error.requested, error.expires_at_ms, error.retry_after_ms);
 }
 
 const std::vector<std::string>& Api::route_templates() {

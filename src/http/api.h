@@ -14,12 +14,15 @@
 // thread (the server's Reply hands it to the connection's strand).
 #pragma once
 
+#include <array>
+#include <atomic>
 #include <cstdint>
 #include <functional>
 #include <optional>
 #include <string>
 
 #include "config/config.h"
+#include "coord/policies.h"
 #include "core/clock.h"
 #include "core/limits.h"
 #include "http/auth.h"
@@ -67,6 +70,31 @@ Response problem(const Error& error);
 Response problem(unsigned status, std::string_view code, std::string detail);
 unsigned http_status(Code code);
 
+// Decisions of the lock and idempotency-key routes answered by this instance, by outcome (the
+// names of coord::LockDecision and coord::IdemDecision, plus the refusals). Relaxed: figures.
+struct CoordCounters {
+  static constexpr std::array<std::string_view, 11> kLockOutcomes{
+      "acquired", "taken_over", "reacquired", "renewed", "released", "cancelled", "nothing_to_cancel",
+      "stopped", "held", "lost", "not_found"};
+  static constexpr std::array<std::string_view, 6> kIdemOutcomes{"started", "replayed", "finished",
+                                                                 "abandoned", "in_progress", "mismatch"};
+  std::array<std::atomic<std::uint64_t>, kLockOutcomes.size()> lock{};
+  std::array<std::atomic<std::uint64_t>, kIdemOutcomes.size()> idempotency{};
+  void count_lock(std::string_view outcome) { count(kLockOutcomes, lock, outcome); }
+  void count_idempotency(std::string_view outcome) { count(kIdemOutcomes, idempotency, outcome); }
+
+ private:
+  template <typename Names, typename Counts>
+  static void count(const Names& names, Counts& counts, std::string_view outcome) {
+    for (std::size_t i = 0; i < names.size(); ++i) {
+      if (names[i] == outcome) {
+        counts[i].fetch_add(1, std::memory_order_relaxed);
+        return;
+      }
+    }
+  }
+};
+
 struct ApiOptions {
   std::string openapi_json;                  // served at /openapi.json
   std::function<std::string()> render_metrics;  // the body of GET /metrics
@@ -76,6 +104,11 @@ struct ApiOptions {
   // The instance's job workers (jobs/runner.h), which start the jobs this API accepts; null: every
   // provider is unknown (POST /v1/jobs answers invalid_request), reads of jobs still work.
   jobs::JobRunner* jobs = nullptr;
+  // The rate-limit policies this instance serves (coord/policies.h); null: none (every policy is
+  // unknown, 404).
+  const coord::RatePolicies* ratelimits = nullptr;
+  // Where the coordination routes count their decisions (for /metrics); null: not counted.
+  CoordCounters* coord_counters = nullptr;
 };
 
 class Api {

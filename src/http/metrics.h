@@ -26,8 +26,8 @@ class Metrics {
                                                    0.05,   0.1,   0.25,   0.5,   1.0,  2.5};
   // The statuses counted apart; any other is counted as the last slot's ("other", rendered with the
   // status it first saw there). The server answers no other status today.
-  static constexpr std::array<unsigned, 14> kStatuses{200, 201, 400, 401, 403, 404, 405,
-                                                      409, 413, 415, 422, 431, 500, 503};
+  static constexpr std::array<unsigned, 15> kStatuses{200, 201, 400, 401, 403, 404, 405, 409,
+                                                      413, 415, 422, 429, 431, 500, 503};
 
   // `routes`: the route templates requests are counted by; index 0 is for requests that matched
   // none ("unmatched"), added here.

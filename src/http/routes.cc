@@ -42,6 +42,16 @@ constexpr std::array kRoutes{
     Route{"GET", "/v1/jobs/{client_request_id}", Access::account, Runs::reader, &get_job},
     Route{"POST", "/v1/jobs/{client_request_id}/cancel", Access::account, Runs::reader, &cancel_job},
     Route{"GET", "/v1/jobs/{client_request_id}/history", Access::account, Runs::reader, &job_history},
+    Route{"POST", "/v1/locks/{key}/acquire", Access::admin, Runs::reader, &acquire_lock},
+    Route{"POST", "/v1/locks/{key}/renew", Access::admin, Runs::io, &renew_lock},
+    Route{"POST", "/v1/locks/{key}/release", Access::admin, Runs::io, &release_lock},
+    Route{"POST", "/v1/locks/{key}/cancel", Access::admin, Runs::io, &cancel_lock},
+    Route{"GET", "/v1/locks/{key}", Access::admin, Runs::reader, &get_lock},
+    Route{"POST", "/v1/idempotency/{key}/begin", Access::admin, Runs::io, &begin_idempotency},
+    Route{"POST", "/v1/idempotency/{key}/finish", Access::admin, Runs::io, &finish_idempotency},
+    Route{"POST", "/v1/idempotency/{key}/abandon", Access::admin, Runs::io, &abandon_idempotency},
+    Route{"POST", "/v1/ratelimits/{policy}/check", Access::admin, Runs::io, &check_ratelimit},
+    Route{"POST", "/v1/ratelimits/{policy}/reset", Access::admin, Runs::io, &reset_ratelimit},
     Route{"GET", "/v1/audit", Access::admin, Runs::reader, &audit},
 };
 

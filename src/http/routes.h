@@ -111,6 +111,17 @@ void get_job(Context&, Call&);
 void cancel_job(Context&, Call&);
 void list_jobs(Context&, Call&);
 void job_history(Context&, Call&);
+// routes_coord.cc
+void acquire_lock(Context&, Call&);
+void renew_lock(Context&, Call&);
+void release_lock(Context&, Call&);
+void cancel_lock(Context&, Call&);
+void get_lock(Context&, Call&);
+void begin_idempotency(Context&, Call&);
+void finish_idempotency(Context&, Call&);
+void abandon_idempotency(Context&, Call&);
+void check_ratelimit(Context&, Call&);
+void reset_ratelimit(Context&, Call&);
 
 // --- what handlers share ------------------------------------------------------------------------
 // An answer whose body `write(out)` appends (no intermediate JSON tree).

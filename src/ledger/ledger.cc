@@ -36,6 +36,10 @@ Status validate(const LedgerOptions& o) {
     return invalid("reaper_interval_ms must be from 0 to " + std::to_string(limits::kReaperIntervalMsMax));
   }
   if (o.audit_sample_interval_ms < 0) return invalid("audit_sample_interval_ms must be 0 or more");
+  if (o.idempotency_retention_ms < 1 || o.idempotency_retention_ms > limits::kIdempotencyRetentionMsMax) {
+    return invalid("idempotency_retention_ms must be from 1 to " + std::to_string(limits::kIdempotencyRetentionMsMax));
+  }
+  if (o.coord_prune_interval_ms < 0) return invalid("coord_prune_interval_ms must be 0 or more");
   if (o.key_use_flush_interval_ms < 0) return invalid("key_use_flush_interval_ms must be 0 or more");
   if (o.reaper_batch_max < 1 || o.reaper_batch_max > limits::kReaperBatchMax) {
     return invalid("reaper_batch_max must be from 1 to " + std::to_string(limits::kReaperBatchMax));
@@ -292,12 +296,62 @@ void Ledger::sampler_loop() {
   }
 }
 
+Result<coord::LockOutcome> Ledger::lock(LockCommand command) {
+  if (auto s = validate(Command{command}, validation_); !s) return s.error();
+  if (auto refused = refuse_lock_early(command)) return *refused;
+  return as<coord::LockOutcome>(run(std::move(command)));
+}
+
+Result<coord::IdempotencyOutcome> Ledger::idempotency(IdempotencyCommand command) {
+  return as<coord::IdempotencyOutcome>(run(std::move(command)));
+}
+
+Result<coord::RateLimitOutcome> Ledger::ratelimit(RateLimitCommand command) {
+  return as<coord::RateLimitOutcome>(run(std::move(command)));
+}
+
+std::optional<Error> Ledger::refuse_lock_early(const LockCommand& c) {
+  if (c.op != coord::LockOp::acquire) return std::nullopt;
+  auto read = store_.coord().get_lock(c.key);
+  if (!read || !read->row) return std::nullopt;  // the batch decides (and reports a failure)
+  const coord::Lock& l = *read->row;
+  if (!coord::is_held(l, read->now_ms) || l.owner == c.owner) return std::nullopt;
+  Error e = Error::make(Code::lock_held, "lock " + c.key + " is held by another owner");
+  e.expires_at_ms = l.expires_at_ms;
+  return e;
+}
+
+Result<coord::RowRead<coord::Lock>> Ledger::get_lock(std::string_view key) {
+  if (auto s = check_id(key, "key"); !s) return s.error();
+  return store_.coord().get_lock(key);
+}
+
+Result<coord::RowRead<coord::IdempotencyKey>> Ledger::get_idempotency_key(std::string_view key) {
+  if (auto s = check_id(key, "key"); !s) return s.error();
+  return store_.coord().get_idempotency_key(key);
+}
+
+Result<coord::PruneOutcome> Ledger::prune_once() {
+  auto r = as<coord::PruneOutcome>(
+      run(PruneCoordCommand{options_.idempotency_retention_ms, limits::kIdempotencyPruneBatchMax}));
+  if (r) {
+    keys_pruned_.fetch_add(static_cast<std::uint64_t>(r->pruned_keys), std::memory_order_relaxed);
+    rates_pruned_.fetch_add(static_cast<std::uint64_t>(r->pruned_rates), std::memory_order_relaxed);
+  }
+  return r;
+}
+
 void Ledger::reaper_loop() {
   std::unique_lock lock(reaper_mu_);
   while (!reaper_stopping_) {
     lock.unlock();
     if (auto r = reap_once(); !r) {
       log("error", "reaper: " + r.error().detail);
+    }
+    const std::int64_t now = clock_.now_ms();
+    if (options_.coord_prune_interval_ms > 0 && now - last_prune_ms_ >= options_.coord_prune_interval_ms) {
+      last_prune_ms_ = now;
+      if (auto r = prune_once(); !r) log("error", "prune: " + r.error().detail);
     }
     lock.lock();
     reaper_wake_.wait_for(lock, std::chrono::milliseconds(options_.reaper_interval_ms),

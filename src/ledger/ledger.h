@@ -50,6 +50,11 @@ struct LedgerOptions {
   // often: how soon a write of another instance on a shared database is seen.
   std::int64_t events_poll_interval_ms = limits::kEventsPollIntervalMsDefault;
   std::size_t event_waiters_max = limits::kEventWaitersMax;
+  // Finished idempotency keys are deleted this long after they finished (coord/coord.h).
+  std::int64_t idempotency_retention_ms = limits::kIdempotencyRetentionMsDefault;
+  // The reaper's thread runs a bounded prune pass (finished idempotency keys past their retention,
+  // idle shared rate-limit rows) this often; 0: never (tests call prune_once()).
+  std::int64_t coord_prune_interval_ms = 60'000;
 };
 
 // Checks options against each other; invalid_request names the bad one.
@@ -83,6 +88,24 @@ class Ledger {
   Result<JobOutcome> submit_job(SubmitJobCommand command);
   Result<JobOutcome> claim_job(ClaimJobCommand command);
   Result<JobOutcome> end_job(EndJobCommand command);
+  // Coordination (coord/coord.h): locks, idempotency keys, shared rate limits — through the same
+  // batches. lock() answers an acquire of a lock plainly held by another owner from a read, without
+  // a write (refuse_lock_early): on PostgreSQL a refusal decided in a batch still locks the row
+  // and waits for a flush.
+  Result<coord::LockOutcome> lock(LockCommand command);
+  Result<coord::IdempotencyOutcome> idempotency(IdempotencyCommand command);
+  Result<coord::RateLimitOutcome> ratelimit(RateLimitCommand command);
+  // lock_held when an acquire would plainly be refused (read on the store's clock), else nullopt:
+  // then the command must go through a batch. Reads only; a stale read can only make it answer
+  // nullopt or a refusal that was true when read.
+  std::optional<Error> refuse_lock_early(const LockCommand& command);
+  Result<coord::RowRead<coord::Lock>> get_lock(std::string_view key);
+  Result<coord::RowRead<coord::IdempotencyKey>> get_idempotency_key(std::string_view key);
+  // One prune pass (at most limits::kIdempotencyPruneBatchMax rows of each kind).
+  Result<coord::PruneOutcome> prune_once();
+  std::uint64_t idempotency_keys_pruned() const { return keys_pruned_.load(std::memory_order_relaxed); }
+  std::uint64_t rate_rows_pruned() const { return rates_pruned_.load(std::memory_order_relaxed); }
+
   // The reads of jobs (jobs/job_store.h); ids are checked here.
   Result<jobs::Job> get_job(std::string_view client_request_id);
   Result<Page<jobs::Job>> list_jobs(const jobs::JobQuery& query, const PageRequest& page);
@@ -172,6 +195,8 @@ class Ledger {
   std::string sample_cursor_;  // the last account sampled; protected by sample_mu_
   std::atomic<std::uint64_t> sampled_accounts_{0}, sampled_violations_{0};
   std::atomic<std::uint64_t> audit_violations_{0};
+  std::atomic<std::uint64_t> keys_pruned_{0}, rates_pruned_{0};
+  std::int64_t last_prune_ms_ = 0;  // the reaper thread's own
 
   std::once_flag stopped_;
   std::thread reaper_;  // last: started when everything above exists

@@ -348,6 +348,11 @@ CommandResult execute(Transaction& tx, const Command& command, std::int64_t now_
                       std::is_same_v<T, EndJobCommand>) {
           return Error::make(Code::internal, "the per-statement path does not run jobs");
         }
+        // Coordination rows are decided by the batch engine only (coord conformance suite).
+        if constexpr (std::is_same_v<T, LockCommand> || std::is_same_v<T, IdempotencyCommand> ||
+                      std::is_same_v<T, RateLimitCommand> || std::is_same_v<T, PruneCoordCommand>) {
+          return Error::make(Code::internal, "the per-statement path does not run coordination commands");
+        }
       },
       command);
 }

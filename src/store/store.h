@@ -36,6 +36,7 @@
 #include "core/model.h"
 #include "core/result.h"
 #include "store/lists.h"
+#include "coord/coord_reads.h"
 #include "jobs/job_store.h"
 
 namespace tollgate {
@@ -105,6 +106,8 @@ class Store {
   virtual ListReads& lists() = 0;
   // The reads of jobs (jobs/job_store.h), a role of the same store: valid as long as it.
   virtual jobs::JobReads& jobs() = 0;
+  // The reads of lock and idempotency-key rows (coord/coord_reads.h), a role of the same store.
+  virtual coord::CoordReads& coord() = 0;
 
   virtual Result<LedgerStats> stats() = 0;
   // Account ids greater than `after`, in order, at most `limit` (1..limits::kHoldsPageMax).

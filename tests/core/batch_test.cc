@@ -609,7 +609,10 @@ TEST(BatchDecisionProperties, RandomBatchesKeepEveryInvariantAndEveryRefusalWrit
           using T = std::decay_t<decltype(o)>;
           if constexpr (std::is_same_v<T, ExpireOutcome>) return o.expired == 0;
           else if constexpr (std::is_same_v<T, KeyUseOutcome>) return true;  // writes no event
-          else return !o.created;
+          else if constexpr (std::is_same_v<T, LockOutcome> || std::is_same_v<T, IdempotencyOutcome> ||
+                             std::is_same_v<T, RateLimitOutcome> || std::is_same_v<T, PruneOutcome>) {
+            return true;  // coordination rows write no event
+          } else return !o.created;
         }, r.value());
       });
       if (only_refusals) {

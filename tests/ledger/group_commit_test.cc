@@ -77,6 +77,7 @@ class RecordingStore final : public Store {
   Result<Hold> get_hold(std::string_view) override { return unsupported(); }
   ListReads& lists() override { return no_lists_; }
   jobs::JobReads& jobs() override { return no_jobs_; }
+  coord::CoordReads& coord() override { return no_coord_; }
   Result<EventPage> read_events(std::string_view, std::int64_t, std::int64_t) override { return unsupported(); }
   Result<EventPage> read_feed(std::int64_t, std::int64_t) override { return unsupported(); }
   Result<std::int64_t> last_event_id() override { return unsupported(); }
@@ -106,6 +107,12 @@ class RecordingStore final : public Store {
     Result<std::vector<jobs::Job>> jobs_to_recover(std::int64_t) override { return unsupported(); }
     Result<jobs::UnendedJobs> count_unended() override { return unsupported(); }
   } no_jobs_;
+  struct NoCoord final : coord::CoordReads {
+    Result<coord::RowRead<coord::Lock>> get_lock(std::string_view) override { return unsupported(); }
+    Result<coord::RowRead<coord::IdempotencyKey>> get_idempotency_key(std::string_view) override {
+      return unsupported();
+    }
+  } no_coord_;
   std::mutex mu_;
   std::uint64_t seq_ = 0;
   std::vector<Batch> batches_;

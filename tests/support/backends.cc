@@ -38,6 +38,7 @@ class OwningStore final : public Store {
   Result<Hold> get_hold(std::string_view id) override { return store_->get_hold(id); }
   ListReads& lists() override { return store_->lists(); }
   jobs::JobReads& jobs() override { return store_->jobs(); }
+  coord::CoordReads& coord() override { return store_->coord(); }
   Result<EventPage> read_events(std::string_view id, std::int64_t after, std::int64_t limit) override {
     return store_->read_events(id, after, limit);
   }

@@ -4,6 +4,7 @@
 #include <unordered_set>
 
 #include "core/hold_id.h"
+#include "store/postgres/pg_coord.h"
 #include "store/postgres/pg_rows.h"
 #include "store/postgres/pg_write.h"
 
@@ -193,6 +194,7 @@ batch::Snapshot PgBatchIo::begin_and_load(const batch::Keys& keys) {
   const std::size_t keys_at = keys.key_ids.empty() ? kNone : add(kKeys, Params(text_array(keys.key_ids)));
   const std::size_t jobs_at = keys.job_ids.empty() ? kNone : add(kJobs, Params(text_array(keys.job_ids)));
   const std::size_t new_seqs_at = keys.new_holds_max > 0 ? add(kNewSeqs, Params(keys.new_holds_max)) : kNone;
+  const CoordLoads coord_at = add_coord_loads(keys.coord, st);
   std::size_t failed = 0;
   const std::vector<Rows> r = db.pipeline(st, failed);
 
@@ -248,6 +250,7 @@ batch::Snapshot PgBatchIo::begin_and_load(const batch::Keys& keys) {
     for (int i = 0; i < r[new_seqs_at].size(); ++i) s.new_hold_seqs.push_back(r[new_seqs_at].int64(i, 0));
     std::sort(s.new_hold_seqs.begin(), s.new_hold_seqs.end());
   }
+  take_coord(coord_at, r, s.coord);
   if (!reaper_accounts.empty()) {
     // Read after the accounts were locked (a statement of its own: a fresh snapshot).
     take_holds(db.query(kReaperHolds, text_array(reaper_accounts), keys.reaper_load_max(overdue_loaded)));
@@ -420,6 +423,7 @@ std::vector<std::int64_t> PgBatchIo::write_and_commit(const batch::Effects& e) {
   } else {
     TG_ASSERT(e.transfers.empty());
   }
+  add_coord_writes(e.coord, st);
   st.push_back({&kNoTimeout, Params()});
   const std::size_t commit_at = st.size();
   st.push_back({&kCommit, Params()});

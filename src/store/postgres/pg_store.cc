@@ -197,6 +197,45 @@ CREATE INDEX job_history_by_job ON job_history(client_request_id, entry_id);
 CREATE TRIGGER job_history_is_append_only BEFORE UPDATE OR DELETE ON job_history
   FOR EACH ROW EXECUTE FUNCTION events_are_append_only();
 )sql",
+    // 7: locks, idempotency keys and shared rate limits (coord/coord.h), written through the batches
+    R"sql(
+CREATE TABLE locks (
+  key           text COLLATE "C" PRIMARY KEY,
+  owner         text,
+  fence         bigint NOT NULL CHECK (fence >= 1),
+  expires_at_ms bigint,
+  cancelled     boolean NOT NULL,
+  updated_at_ms bigint NOT NULL,
+  CHECK ((owner IS NULL) = (expires_at_ms IS NULL)),
+  CHECK (NOT cancelled OR owner IS NOT NULL)
+);
+CREATE FUNCTION locks_keep_their_fence() RETURNS trigger LANGUAGE plpgsql AS $$
+BEGIN
+  IF TG_OP = 'DELETE' THEN RAISE EXCEPTION 'a lock row keeps its fence: it is never deleted'; END IF;
+  IF NEW.fence < OLD.fence THEN RAISE EXCEPTION 'a lock fence never decreases'; END IF;
+  RETURN NEW;
+END $$;
+CREATE TRIGGER locks_keep_their_fence BEFORE UPDATE OR DELETE ON locks
+  FOR EACH ROW EXECUTE FUNCTION locks_keep_their_fence();
+CREATE TABLE idempotency_keys (
+  key            text COLLATE "C" PRIMARY KEY,
+  fingerprint    text NOT NULL,
+  state          text NOT NULL CHECK (state IN ('started', 'finished')),
+  response       text,
+  created_at_ms  bigint NOT NULL,
+  expires_at_ms  bigint NOT NULL,
+  finished_at_ms bigint,
+  CHECK ((state = 'finished') = (response IS NOT NULL AND finished_at_ms IS NOT NULL))
+);
+CREATE INDEX idempotency_keys_finished ON idempotency_keys(finished_at_ms) WHERE state = 'finished';
+CREATE TABLE ratelimits (
+  policy text COLLATE "C" NOT NULL,
+  key    text COLLATE "C" NOT NULL,
+  tat_ns bigint NOT NULL,
+  PRIMARY KEY (policy, key)
+);
+CREATE INDEX ratelimits_by_tat ON ratelimits(tat_ns);
+)sql",
 };
 constexpr int kMigrationCount = static_cast<int>(std::size(kMigrations));
 static_assert(kMigrationCount == PgStore::kSchemaVersion);
@@ -239,7 +278,8 @@ PgStore::PgStore(PgOptions options)
           },
           [](const Conn& conn) { return conn.healthy(); }),
       lists_(readers_, options_.clock),
-      jobs_(readers_, options_.clock) {}
+      jobs_(readers_, options_.clock),
+      coord_(readers_, options_.clock) {}
 PgStore::~PgStore() = default;
 
 Result<std::unique_ptr<PgStore>> PgStore::open(const PgOptions& options) {

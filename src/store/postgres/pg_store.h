@@ -49,6 +49,7 @@
 #include "core/clock.h"
 #include "store/batch_runner.h"
 #include "store/conn_pool.h"
+#include "store/postgres/pg_coord.h"
 #include "store/postgres/pg_jobs.h"
 #include "store/postgres/pg_lists.h"
 #include "store/store.h"
@@ -78,7 +79,7 @@ struct PgOptions {
 
 class PgStore final : public Store {
  public:
-  static constexpr int kSchemaVersion = 6;
+  static constexpr int kSchemaVersion = 7;
 
   // Connects, migrates the schema (under an advisory lock) and returns the store.
   static Result<std::unique_ptr<PgStore>> open(const PgOptions& options);
@@ -96,6 +97,7 @@ class PgStore final : public Store {
   Result<AuditPage> audit_range(std::string_view after, std::int64_t limit) override;
   ListReads& lists() override { return lists_; }
   jobs::JobReads& jobs() override { return jobs_; }
+  coord::CoordReads& coord() override { return coord_; }
   Result<LedgerStats> stats() override;
   Result<std::vector<std::string>> list_account_ids(std::string_view after, std::int64_t limit) override;
   Result<std::optional<ApiKey>> find_key(std::string_view secret_sha256) override;
@@ -117,6 +119,7 @@ class PgStore final : public Store {
   ConnPool<pg::Conn> readers_;  // a broken connection is dropped, not given back
   pg::PgLists lists_;           // reads through readers_
   pg::PgJobs jobs_;             // reads through readers_
+  pg::PgCoordReads coord_;      // reads through readers_
   BatchRunCounters counters_;
 };
 

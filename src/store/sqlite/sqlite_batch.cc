@@ -6,6 +6,7 @@
 #include <unordered_set>
 
 #include "core/hold_id.h"
+#include "store/sqlite/sqlite_coord.h"
 #include "store/sqlite/sqlite_rows.h"
 #include "store/sqlite/sqlite_write.h"
 
@@ -166,6 +167,7 @@ batch::Snapshot SqliteBatchIo::begin_and_load(const batch::Keys& keys) {
   for (const std::string& id : keys.job_ids) {
     if (auto j = job_row(db_, id)) s.jobs.push_back(std::move(*j));
   }
+  load_coord(db_, keys.coord, s.now_ms, s.coord);
   if (keys.new_holds_max > 0) {
     // The one writer: the next sequence numbers are the ones after the largest (one B-tree descent).
     Query q(db_.stmt("SELECT coalesce(max(seq), 0) FROM holds"));
@@ -317,6 +319,7 @@ std::vector<std::int64_t> SqliteBatchIo::write_and_commit(const batch::Effects& 
                 s.bind(i + 3, entry.attempt ? std::optional<std::int64_t>(*entry.attempt) : std::nullopt);
                 s.bind(i + 4, entry.detail);
               });
+  write_coord(db_, e.coord);
   db_.exec("COMMIT");  // durable once the store's sync() returns (synchronous=NORMAL)
   if (!ids.empty()) last_event_id_ = std::max(last_event_id_, ids.back());
   return ids;

@@ -176,6 +176,41 @@ CREATE TRIGGER job_history_is_never_updated BEFORE UPDATE ON job_history
 CREATE TRIGGER job_history_is_never_deleted BEFORE DELETE ON job_history
   BEGIN SELECT RAISE(ABORT, 'job_history is append-only'); END;
 )sql",
+    // 6: locks, idempotency keys and shared rate limits (coord/coord.h), written through the batches
+    R"sql(
+CREATE TABLE locks (
+  key           TEXT    PRIMARY KEY,
+  owner         TEXT,
+  fence         INTEGER NOT NULL CHECK (fence >= 1),
+  expires_at_ms INTEGER,
+  cancelled     INTEGER NOT NULL CHECK (cancelled IN (0, 1)),
+  updated_at_ms INTEGER NOT NULL,
+  CHECK ((owner IS NULL) = (expires_at_ms IS NULL)),
+  CHECK (cancelled = 0 OR owner IS NOT NULL)
+) WITHOUT ROWID;
+CREATE TRIGGER locks_are_never_deleted BEFORE DELETE ON locks
+  BEGIN SELECT RAISE(ABORT, 'a lock row keeps its fence: it is never deleted'); END;
+CREATE TRIGGER lock_fences_never_decrease BEFORE UPDATE OF fence ON locks WHEN NEW.fence < OLD.fence
+  BEGIN SELECT RAISE(ABORT, 'a lock fence never decreases'); END;
+CREATE TABLE idempotency_keys (
+  key            TEXT    PRIMARY KEY,
+  fingerprint    TEXT    NOT NULL,
+  state          TEXT    NOT NULL CHECK (state IN ('started', 'finished')),
+  response       TEXT,
+  created_at_ms  INTEGER NOT NULL,
+  expires_at_ms  INTEGER NOT NULL,
+  finished_at_ms INTEGER,
+  CHECK ((state = 'finished') = (response IS NOT NULL AND finished_at_ms IS NOT NULL))
+) WITHOUT ROWID;
+CREATE INDEX idempotency_keys_finished ON idempotency_keys(finished_at_ms) WHERE state = 'finished';
+CREATE TABLE ratelimits (
+  policy TEXT    NOT NULL,
+  key    TEXT    NOT NULL,
+  tat_ns INTEGER NOT NULL,
+  PRIMARY KEY (policy, key)
+) WITHOUT ROWID;
+CREATE INDEX ratelimits_by_tat ON ratelimits(tat_ns);
+)sql",
 };
 constexpr int kMigrationCount = static_cast<int>(std::size(kMigrations));
 static_assert(kMigrationCount == SqliteStore::kSchemaVersion);
@@ -236,7 +271,8 @@ SqliteStore::SqliteStore(SqliteOptions options, const Clock& clock, FileLock loc
         return std::make_unique<Conn>(options_.path, open);
       }),
       lists_(readers_, clock),
-      jobs_(readers_, clock) {
+      jobs_(readers_, clock),
+      coord_(readers_, clock) {
   if (options_.checkpoint_interval_ms > 0) checkpointer_ = std::thread([this] { checkpoint_loop(); });
 }
 

@@ -54,6 +54,7 @@
 #include "core/clock.h"
 #include "store/batch_runner.h"
 #include "store/conn_pool.h"
+#include "store/sqlite/sqlite_coord.h"
 #include "store/sqlite/sqlite_jobs.h"
 #include "store/sqlite/sqlite_lists.h"
 #include "store/store.h"
@@ -112,7 +113,7 @@ struct SqliteOptions {
 class SqliteStore final : public Store {
  public:
   // The schema version this binary writes and expects.
-  static constexpr int kSchemaVersion = 5;
+  static constexpr int kSchemaVersion = 6;
 
   // Opens or creates the database and migrates its schema. `clock` must outlive the store.
   static Result<std::unique_ptr<SqliteStore>> open(const SqliteOptions& options, const Clock& clock);
@@ -130,6 +131,7 @@ class SqliteStore final : public Store {
   Result<AuditPage> audit_range(std::string_view after, std::int64_t limit) override;
   ListReads& lists() override { return lists_; }
   jobs::JobReads& jobs() override { return jobs_; }
+  coord::CoordReads& coord() override { return coord_; }
   Result<LedgerStats> stats() override;
   Result<std::vector<std::string>> list_account_ids(std::string_view after, std::int64_t limit) override;
   Result<std::optional<ApiKey>> find_key(std::string_view secret_sha256) override;
@@ -171,6 +173,7 @@ class SqliteStore final : public Store {
   ConnPool<sqlite::Conn> readers_;
   sqlite::SqliteLists lists_;  // reads through readers_
   sqlite::SqliteJobs jobs_;    // reads through readers_
+  sqlite::SqliteCoordReads coord_;  // reads through readers_
   // Background checkpointer.
   std::mutex checkpoint_mu_;
   std::condition_variable checkpoint_cv_;

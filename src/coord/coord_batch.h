@@ -1,0 +1,98 @@
+// tollgate coordination: the part of a write batch (core/batch.h) that decides lock,
+// idempotency-key and shared rate-limit commands — which rows it reads, what it decides, what it
+// writes. Pure: no I/O, no clock, no threads.
+//
+// The rows are keyed on their own (a lock's key, an idempotency key, a policy's key): they touch
+// no account, so the batch loads them by key — locked FOR UPDATE on PostgreSQL, in a fixed order
+// (locks, idempotency keys, rate limits; each by key) so two batches cannot deadlock on them — and
+// decides each command in order on the rows as the commands before it left them.
+//
+// Thread safety: plain values; a CoordState is used by one thread.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <optional>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "coord/coord.h"
+#include "core/result.h"
+
+namespace tollgate::coord {
+
+using RateKey = std::pair<std::string, std::string>;  // (policy, key)
+
+// The rows a batch's coordination commands read. Sorted, free of duplicates.
+struct CoordKeys {
+  std::vector<std::string> locks;
+  std::vector<std::string> idempotency;
+  std::vector<RateKey> rates;
+  std::int64_t prune_max = 0;          // finished idempotency keys and idle rate rows to load for pruning, at most (each)
+  std::int64_t prune_retention_ms = 0;  // the longest retention of the batch's prune commands
+
+  bool empty() const { return locks.empty() && idempotency.empty() && rates.empty() && prune_max == 0; }
+};
+
+// The rows the backend loaded (only those that exist).
+struct CoordSnapshot {
+  std::vector<Lock> locks;
+  std::vector<IdempotencyKey> idempotency;
+  std::vector<RateLimitRow> rates;
+  // Finished idempotency keys with finished_at_ms < now − prune_retention_ms, oldest first, at most
+  // prune_max (on PostgreSQL: locked, SKIP LOCKED — another batch's rows are pruned next time).
+  std::vector<IdempotencyKey> prunable;
+  // Rate-limit rows with tat_ns ≤ now·1000 (idle), at most prune_max, likewise.
+  std::vector<RateLimitRow> idle_rates;
+};
+
+template <typename Row>
+struct RowChange {
+  std::optional<Row> before;  // unset: a new row
+  std::optional<Row> after;   // unset: the row is deleted
+};
+
+// What the batch writes: each changed row once, with the row it replaces (writes are guarded by
+// `before`, so a row changed behind the batch's lock is a failure, never a lost update). In key order.
+struct CoordEffects {
+  std::vector<RowChange<Lock>> locks;
+  std::vector<RowChange<IdempotencyKey>> idempotency;
+  std::vector<RowChange<RateLimitRow>> rates;
+
+  bool empty() const { return locks.empty() && idempotency.empty() && rates.empty(); }
+};
+
+class CoordState {
+ public:
+  CoordState(CoordSnapshot snapshot, std::int64_t now_ms);
+
+  Result<LockOutcome> lock(const LockCommand& c);
+  Result<IdempotencyOutcome> idempotency(const IdempotencyCommand& c);
+  Result<RateLimitOutcome> rate(const RateLimitCommand& c);
+  Result<PruneOutcome> prune(const PruneCoordCommand& c);
+
+  CoordEffects effects() &&;
+
+ private:
+  template <typename Row>
+  struct Slot {  // before: as loaded (unset: no row); now: as the batch left it (unset: none/deleted)
+    std::optional<Row> before;
+    std::optional<Row> now;
+  };
+  std::int64_t now_ms_;
+  std::map<std::string, Slot<Lock>> locks_;
+  std::map<std::string, Slot<IdempotencyKey>> idempotency_;
+  std::map<RateKey, Slot<RateLimitRow>> rates_;
+  std::vector<IdempotencyKey> prunable_;  // oldest first
+  std::vector<RateLimitRow> idle_rates_;
+};
+
+// The keys of one command (core/batch.cc calls these from its keys_of).
+void add_keys(const LockCommand& c, CoordKeys& k);
+void add_keys(const IdempotencyCommand& c, CoordKeys& k);
+void add_keys(const RateLimitCommand& c, CoordKeys& k);
+void add_keys(const PruneCoordCommand& c, CoordKeys& k);
+void finish_keys(CoordKeys& k);  // sorts and removes duplicates
+
+}  // namespace tollgate::coord

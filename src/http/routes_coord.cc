@@ -1,0 +1,287 @@
+// Routes of coordination (api.md: Locks, Idempotency keys, Rate limits) — admin calls.
+//
+// Locks and idempotency keys are rows in the store, changed through the ledger's batches (durable
+// before the answer). An acquire reads first (on the reader executor) and answers lock_held without
+// a write when the lock is plainly held by another owner. A rate-limit check of a `shared` policy
+// is a batch command too; a `local` one is decided in this instance's memory, on the I/O thread.
+#include <string>
+
+#include "core/checked.h"
+#include "core/limits.h"
+#include "http/routes.h"
+
+namespace tollgate::http {
+namespace {
+
+void append_lock(std::string& out, const coord::Lock& l, std::int64_t now_ms) {
+  out += "{\"key\":";
+  append_json_string(out, l.key);
+  out += ",\"owner\":";
+  if (l.owner) {
+    append_json_string(out, *l.owner);
+  } else {
+    out += "null";
+  }
+  out += ",\"fence\":";
+  append_json_int(out, l.fence);
+  out += ",\"expires_at\":";
+  if (l.expires_at_ms) {
+    append_json_time(out, *l.expires_at_ms);
+  } else {
+    out += "null";
+  }
+  out += ",\"held\":";
+  out += coord::is_held(l, now_ms) ? "true" : "false";
+  out += ",\"cancelled\":";
+  out += l.cancelled ? "true" : "false";
+  out += '}';
+}
+
+CoordCounters* counters(Context& ctx) { return ctx.options.coord_counters; }
+
+void count_lock(Context& ctx, const CommandResult& r) {
+  CoordCounters* c = counters(ctx);
+  if (c == nullptr) return;
+  if (r) return c->count_lock(coord::lock_decision_name(outcome<coord::LockOutcome>(r).decision));
+  switch (r.code()) {
+    case Code::lock_held: return c->count_lock("held");
+    case Code::lock_lost: return c->count_lock("lost");
+    case Code::not_found: return c->count_lock("not_found");
+    default: return;
+  }
+}
+
+// Submits a lock command; the answer is the lock as it is now (a renew of a cancelled lock: 409
+// lock_cancelled, after the lock was freed).
+void submit_lock(Context& ctx, Call& call, coord::LockCommand command) {
+  ctx.ledger.submit(std::move(command), [&ctx, reply = std::move(call.reply), dispatch = call.dispatch](
+                                            CommandResult r) mutable {
+    count_lock(ctx, r);
+    dispatch([reply = std::move(reply), r = std::move(r)]() mutable {
+      if (!r) return reply(problem(r.error()));
+      const auto& o = outcome<coord::LockOutcome>(r);
+      if (o.decision == coord::LockDecision::stopped) {
+        return reply(problem(Error::make(Code::lock_cancelled, "lock " + o.lock.key +
+                                                                   " was cancelled: stop the work; the lock is free now")));
+      }
+      reply(written_response(200, [&](std::string& out) { append_lock(out, o.lock, o.now_ms); }));
+    });
+  });
+}
+
+Result<coord::LockCommand> lock_command(Context&, Call& call, coord::LockOp op) {
+  if (auto s = check_id(call.params[0], "key"); !s) return s.error();
+  auto body = body_object(call);
+  if (!body) return body.error();
+  FieldReader f(*body);
+  coord::LockCommand c;
+  c.op = op;
+  c.key = call.params[0];
+  if (op != coord::LockOp::cancel) {
+    auto owner = f.id("owner");
+    if (!owner) return owner.error();
+    c.owner = *owner;
+  }
+  if (op == coord::LockOp::acquire || op == coord::LockOp::renew) {
+    auto ttl = f.required_integer("ttl_ms", 1, limits::kLockTtlMsMax);
+    if (!ttl) return ttl.error();
+    c.ttl_ms = *ttl;
+  }
+  if (op == coord::LockOp::renew || op == coord::LockOp::release) {
+    auto fence = f.integer("fence", 1, std::numeric_limits<std::int64_t>::max());
+    if (!fence) return fence.error();
+    c.fence = *fence;
+  }
+  if (auto s = f.finish(); !s) return s.error();
+  return c;
+}
+
+template <coord::LockOp kOp>
+void lock_route(Context& ctx, Call& call) {
+  auto c = lock_command(ctx, call, kOp);
+  TG_REPLY_IF_ERROR(c);
+  if constexpr (kOp == coord::LockOp::acquire) {  // on the reader executor: a read may answer it
+    if (auto refused = ctx.ledger.refuse_lock_early(*c)) {
+      count_lock(ctx, *refused);
+      return call.reply(problem(*refused));
+    }
+  }
+  submit_lock(ctx, call, std::move(*c));
+}
+
+// --- idempotency keys ---------------------------------------------------------------------------
+
+void append_idempotency(std::string& out, const coord::IdempotencyKey& k) {
+  out += "{\"key\":";
+  append_json_string(out, k.key);
+  out += ",\"state\":\"";
+  out += coord::idem_state_name(k.state);
+  out += '"';
+  if (k.state == coord::IdemState::started) {
+    out += ",\"expires_at\":";
+    append_json_time(out, k.expires_at_ms);
+  } else {
+    out += ",\"response\":";
+    out += k.response_json.value_or("null");  // stored as a serialized JSON value
+    out += ",\"finished_at\":";
+    append_json_time(out, k.finished_at_ms.value_or(k.expires_at_ms));
+  }
+  out += '}';
+}
+
+template <coord::IdemOp kOp>
+void idempotency_route(Context& ctx, Call& call) {
+  TG_REPLY_IF_ERROR(check_id(call.params[0], "key"));
+  auto body = body_object(call);
+  TG_REPLY_IF_ERROR(body);
+  FieldReader f(*body);
+  coord::IdempotencyCommand c;
+  c.op = kOp;
+  c.key = call.params[0];
+  auto fingerprint = f.required_string("fingerprint", limits::kFingerprintLengthMax);
+  TG_REPLY_IF_ERROR(fingerprint);
+  c.fingerprint = *fingerprint;
+  if constexpr (kOp == coord::IdemOp::begin) {
+    auto ttl = f.required_integer("ttl_ms", 1, limits::kIdempotencyTtlMsMax);
+    TG_REPLY_IF_ERROR(ttl);
+    c.ttl_ms = *ttl;
+  }
+  if constexpr (kOp == coord::IdemOp::finish) {
+    auto response = f.any("response", limits::kIdempotencyResponseBytesMax);
+    TG_REPLY_IF_ERROR(response);
+    if (!*response) return call.reply(problem(invalid("response is required: the JSON value to replay")));
+    c.response_json = **response;
+  }
+  TG_REPLY_IF_ERROR(f.finish());
+  ctx.ledger.submit(std::move(c), [&ctx, key = call.params[0], reply = std::move(call.reply),
+                                   dispatch = call.dispatch](CommandResult r) mutable {
+    if (CoordCounters* n = counters(ctx)) {
+      if (r) {
+        const auto& o = outcome<coord::IdempotencyOutcome>(r);
+        n->count_idempotency(coord::idem_decision_name(o.decision));
+      } else if (r.code() == Code::in_progress) {
+        n->count_idempotency("in_progress");
+      } else if (r.code() == Code::idempotency_mismatch) {
+        n->count_idempotency("mismatch");
+      }
+    }
+    dispatch([key = std::move(key), reply = std::move(reply), r = std::move(r)]() mutable {
+      if (!r) return reply(problem(r.error()));
+      const auto& o = outcome<coord::IdempotencyOutcome>(r);
+      if (o.decision == coord::IdemDecision::abandoned) {
+        return reply(written_response(200, [&](std::string& out) {
+          out += "{\"key\":";
+          append_json_string(out, key);
+          out += ",\"state\":\"abandoned\"}";
+        }));
+      }
+      const unsigned status = o.decision == coord::IdemDecision::started ? 201 : 200;
+      reply(written_response(status, [&](std::string& out) { append_idempotency(out, *o.row); }));
+    });
+  });
+}
+
+// --- rate limits --------------------------------------------------------------------------------
+
+Error rate_limited(const coord::GcraDecision& d, const std::string& policy) {
+  Error e = Error::make(Code::rate_limited, "rate limit " + policy + " refused the attempt: retry in " +
+                                                std::to_string(d.retry_after_ms) + " ms");
+  e.retry_after_ms = d.retry_after_ms;
+  return e;
+}
+
+Response rate_answer(const coord::GcraDecision& d, const coord::RatePolicy& p) {
+  return written_response(200, [&](std::string& out) {
+    out += "{\"allowed\":true,\"remaining\":";
+    append_json_int(out, d.remaining);
+    out += ",\"reset_after_ms\":";
+    append_json_int(out, d.reset_after_ms);
+    out += ",\"limit\":";
+    append_json_int(out, p.gcra.limit);
+    out += ",\"period_ms\":";
+    append_json_int(out, p.gcra.period_ms);
+    out += '}';
+  });
+}
+
+Result<coord::RatePolicy*> find_policy(Context& ctx, const std::string& name) {
+  if (auto s = check_id(name, "policy"); !s) return s.error();
+  coord::RatePolicy* p = ctx.options.ratelimits ? ctx.options.ratelimits->find(name) : nullptr;
+  if (p == nullptr) {
+    return Error::make(Code::not_found, "rate-limit policy " + name +
+                                            " is not configured (see [ratelimits.NAME] in the configuration)");
+  }
+  return p;
+}
+
+}  // namespace
+
+void acquire_lock(Context& ctx, Call& call) { lock_route<coord::LockOp::acquire>(ctx, call); }
+void renew_lock(Context& ctx, Call& call) { lock_route<coord::LockOp::renew>(ctx, call); }
+void release_lock(Context& ctx, Call& call) { lock_route<coord::LockOp::release>(ctx, call); }
+void cancel_lock(Context& ctx, Call& call) { lock_route<coord::LockOp::cancel>(ctx, call); }
+
+void get_lock(Context& ctx, Call& call) {
+  auto read = ctx.ledger.get_lock(call.params[0]);
+  TG_REPLY_IF_ERROR(read);
+  if (!read->row) return call.reply(problem(not_found("lock " + call.params[0])));
+  call.reply(written_response(200, [&](std::string& out) { append_lock(out, *read->row, read->now_ms); }));
+}
+
+void begin_idempotency(Context& ctx, Call& call) { idempotency_route<coord::IdemOp::begin>(ctx, call); }
+void finish_idempotency(Context& ctx, Call& call) { idempotency_route<coord::IdemOp::finish>(ctx, call); }
+void abandon_idempotency(Context& ctx, Call& call) { idempotency_route<coord::IdemOp::abandon>(ctx, call); }
+
+void check_ratelimit(Context& ctx, Call& call) {
+  auto policy = find_policy(ctx, call.params[0]);
+  TG_REPLY_IF_ERROR(policy);
+  coord::RatePolicy& p = **policy;
+  auto body = body_object(call);
+  TG_REPLY_IF_ERROR(body);
+  FieldReader f(*body);
+  auto key = f.id("key");
+  TG_REPLY_IF_ERROR(key);
+  auto cost = f.integer("cost", 1, p.gcra.limit);
+  TG_REPLY_IF_ERROR(cost);
+  TG_REPLY_IF_ERROR(f.finish());
+  if (!p.shared) {
+    const coord::GcraDecision d = p.local->check(*key, cost->value_or(1), ctx.clock.now_ms());
+    (d.allowed ? p.allowed : p.limited).fetch_add(1, std::memory_order_relaxed);
+    return call.reply(d.allowed ? rate_answer(d, p) : problem(rate_limited(d, p.name)));
+  }
+  coord::RateLimitCommand c{coord::RateOp::check, p.name, p.gcra, *key, cost->value_or(1)};
+  submit(ctx, call, std::move(c), [&p](const CommandResult& r) {
+    const coord::GcraDecision& d = outcome<coord::RateLimitOutcome>(r).decision;
+    (d.allowed ? p.allowed : p.limited).fetch_add(1, std::memory_order_relaxed);
+    return d.allowed ? rate_answer(d, p) : problem(rate_limited(d, p.name));
+  });
+}
+
+void reset_ratelimit(Context& ctx, Call& call) {
+  auto policy = find_policy(ctx, call.params[0]);
+  TG_REPLY_IF_ERROR(policy);
+  coord::RatePolicy& p = **policy;
+  auto body = body_object(call);
+  TG_REPLY_IF_ERROR(body);
+  FieldReader f(*body);
+  auto key = f.id("key");
+  TG_REPLY_IF_ERROR(key);
+  TG_REPLY_IF_ERROR(f.finish());
+  const auto answer = [name = p.name, key = *key] {
+    return written_response(200, [&](std::string& out) {
+      out += "{\"policy\":";
+      append_json_string(out, name);
+      out += ",\"key\":";
+      append_json_string(out, key);
+      out += ",\"reset\":true}";
+    });
+  };
+  if (!p.shared) {
+    p.local->reset(*key);
+    return call.reply(answer());
+  }
+  submit(ctx, call, coord::RateLimitCommand{coord::RateOp::reset, p.name, p.gcra, *key, 1},
+         [answer](const CommandResult&) { return answer(); });
+}
+
+}  // namespace tollgate::http
