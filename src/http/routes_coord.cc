@@ -39,8 +39,9 @@ void append_lock(std::string& out, const coord::Lock& l, std::int64_t now_ms) {
 
 CoordCounters* counters(Context& ctx) { return ctx.options.coord_counters; }
 
-void count_lock(Context& ctx, const CommandResult& r) {
-  CoordCounters* c = counters(ctx);
+// `c` may be null (not counted). Callbacks of the ledger run after the request's Context is gone:
+// they capture this pointer (into the Api's options, which outlive every request), never the Context.
+void count_lock(CoordCounters* c, const CommandResult& r) {
   if (c == nullptr) return;
   if (r) return c->count_lock(coord::lock_decision_name(outcome<coord::LockOutcome>(r).decision));
   switch (r.code()) {
@@ -54,9 +55,9 @@ void count_lock(Context& ctx, const CommandResult& r) {
 // Submits a lock command; the answer is the lock as it is now (a renew of a cancelled lock: 409
 // lock_cancelled, after the lock was freed).
 void submit_lock(Context& ctx, Call& call, coord::LockCommand command) {
-  ctx.ledger.submit(std::move(command), [&ctx, reply = std::move(call.reply), dispatch = call.dispatch](
-                                            CommandResult r) mutable {
-    count_lock(ctx, r);
+  ctx.ledger.submit(std::move(command), [counted = counters(ctx), reply = std::move(call.reply),
+                                         dispatch = call.dispatch](CommandResult r) mutable {
+    count_lock(counted, r);
     dispatch([reply = std::move(reply), r = std::move(r)]() mutable {
       if (!r) return reply(problem(r.error()));
       const auto& o = outcome<coord::LockOutcome>(r);
@@ -102,7 +103,7 @@ void lock_route(Context& ctx, Call& call) {
   TG_REPLY_IF_ERROR(c);
   if constexpr (kOp == coord::LockOp::acquire) {  // on the reader executor: a read may answer it
     if (auto refused = ctx.ledger.refuse_lock_early(*c)) {
-      count_lock(ctx, *refused);
+      count_lock(counters(ctx), *refused);
       return call.reply(problem(*refused));
     }
   }
@@ -153,9 +154,9 @@ void idempotency_route(Context& ctx, Call& call) {
     c.response_json = **response;
   }
   TG_REPLY_IF_ERROR(f.finish());
-  ctx.ledger.submit(std::move(c), [&ctx, key = call.params[0], reply = std::move(call.reply),
+  ctx.ledger.submit(std::move(c), [n = counters(ctx), key = call.params[0], reply = std::move(call.reply),
                                    dispatch = call.dispatch](CommandResult r) mutable {
-    if (CoordCounters* n = counters(ctx)) {
+    if (n != nullptr) {
       if (r) {
         const auto& o = outcome<coord::IdempotencyOutcome>(r);
         n->count_idempotency(coord::idem_decision_name(o.decision));

@@ -3,8 +3,12 @@
 // busy ones, and one budget per key however many threads check it.
 #include <gtest/gtest.h>
 
+#include <unistd.h>
+
 #include <atomic>
+#include <fstream>
 #include <cstdint>
+#include <cstdio>
 #include <map>
 #include <optional>
 #include <random>
@@ -14,6 +18,7 @@
 
 #include "coord/coord.h"
 #include "coord/local_limiter.h"
+#include "core/limits.h"
 
 namespace tollgate::coord {
 namespace {
@@ -235,6 +240,50 @@ TEST(LocalLimiter, FourThreadsOnManyKeysKeepEveryKeysBudgetAndTheBound) {
   for (int k = 0; k < 32; ++k) EXPECT_EQ(admitted[k].load(), p.limit) << k;
   EXPECT_EQ(limiter.size(), 32u);
   EXPECT_EQ(limiter.evictions(), 0u);
+}
+
+// The resident memory of this process, read from the kernel (not estimated from the table).
+std::int64_t resident_bytes() {
+  std::ifstream statm("/proc/self/statm");
+  std::int64_t size_pages = 0, resident_pages = 0;
+  statm >> size_pages >> resident_pages;
+  return resident_pages * ::sysconf(_SC_PAGESIZE);
+}
+
+// An attacker's distinct keys: the table keeps at most its bound, and a second million keys do not
+// grow the process at all once the first million filled the table. Measured RSS; under
+// AddressSanitizer (whose quarantine keeps freed memory resident by design) only the bound is
+// checked — the normal build of the same test measures the memory.
+TEST(LocalLimiter, AMillionDistinctKeysKeepTheTableAtItsBoundAndTheMemoryFlat) {
+  constexpr std::size_t kBound = limits::kLocalRateKeysMaxDefault;
+  LocalLimiter limiter(GcraPolicy{5, 900'000}, kBound);  // every key stays busy: evictions, not idle drops
+  const std::int64_t before = resident_bytes();
+  std::int64_t now = kStart;
+  const auto flood = [&](int first, int count) {
+    for (int i = first; i < first + count; ++i) {
+      ASSERT_TRUE(limiter.check("attacker-key-" + std::to_string(i), 1, now).allowed);
+      if (i % 1000 == 0) ++now;
+    }
+  };
+  flood(0, 1'000'000);
+  ASSERT_EQ(limiter.size(), kBound);
+  EXPECT_EQ(limiter.evictions(), 1'000'000 - kBound);
+  const std::int64_t after_first = resident_bytes();
+  flood(1'000'000, 1'000'000);
+  ASSERT_EQ(limiter.size(), kBound);
+  const std::int64_t after_second = resident_bytes();
+  std::printf("[ memory ] local limiter, %zu keys kept of 2,000,000: RSS +%.1f MiB after the first million, "
+              "+%.1f MiB more after the second\n",
+              kBound, static_cast<double>(after_first - before) / (1 << 20),
+              static_cast<double>(after_second - after_first) / (1 << 20));
+#if defined(__SANITIZE_ADDRESS__)
+  GTEST_LOG_(INFO) << "AddressSanitizer build: the table's bound is checked, its memory in the normal build";
+#else
+  // 100,000 keys of ~20 bytes with a map node and a list node each: well under 64 MiB.
+  EXPECT_LT(after_first - before, 64LL << 20);
+  // The second million reuses the memory of the keys it evicts: a few MiB of allocator slack at most.
+  EXPECT_LT(after_second - after_first, 8LL << 20);
+#endif
 }
 
 }  // namespace

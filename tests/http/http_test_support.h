@@ -421,7 +421,8 @@ inline ::testing::AssertionResult is_problem(const HttpResponse& r, unsigned sta
       {403, "Forbidden"},          {404, "Not Found"},
       {405, "Method Not Allowed"}, {409, "Conflict"},
       {413, "Content Too Large"},  {415, "Unsupported Media Type"},
-      {422, "Unprocessable Content"}, {431, "Request Header Fields Too Large"},
+      {422, "Unprocessable Content"}, {429, "Too Many Requests"},
+      {431, "Request Header Fields Too Large"},
       {500, "Internal Server Error"}, {503, "Service Unavailable"}};
   auto fail = [&](const std::string& why) { return ::testing::AssertionFailure() << why << "; answer: " << r.describe(); };
   if (r.status != status) return fail("status is not " + std::to_string(status));
