@@ -17,8 +17,14 @@
 #
 # The server needs the two policies (short periods here, so the demonstration takes seconds; in
 # production e.g. login_account 5 per 900000 ms, login_ip 50 per 900000 ms):
-#   [ratelimits.login_account]  limit = 5   period_ms = 10000  store = "shared"
-#   [ratelimits.login_ip]       limit = 10  period_ms = 10000  store = "shared"
+#   [ratelimits.login_account]
+#   limit = 5
+#   period_ms = 15000
+#   store = "shared"
+#   [ratelimits.login_ip]
+#   limit = 10
+#   period_ms = 10000
+#   store = "shared"
 #
 # It exits non-zero if an attempt beyond a budget is let through, if Retry-After is not enough to
 # be let in again, or if a good login does not reset the account. Needs bash, curl, jq.
