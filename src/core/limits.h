@@ -162,5 +162,6 @@ inline constexpr std::size_t kLocalRateKeysMaxDefault = 100'000;              //
 inline constexpr std::int64_t kIdempotencyRetentionMsDefault = 24LL * 3600 * 1000;
 inline constexpr std::int64_t kIdempotencyRetentionMsMax = 366LL * 24 * 3600 * 1000;
 inline constexpr std::int64_t kIdempotencyPruneBatchMax = 1'000;              // rows per prune pass
+inline constexpr int kCoordPrunePassesMax = 20;                               // passes per prune interval
 
 }  // namespace tollgate::limits

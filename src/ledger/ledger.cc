@@ -351,7 +351,16 @@ void Ledger::reaper_loop() {
     const std::int64_t now = clock_.now_ms();
     if (options_.coord_prune_interval_ms > 0 && now - last_prune_ms_ >= options_.coord_prune_interval_ms) {
       last_prune_ms_ = now;
-      if (auto r = prune_once(); !r) log("error", "prune: " + r.error().detail);
+      // Passes of at most kIdempotencyPruneBatchMax rows each, again while a pass found a full
+      // batch, at most kCoordPrunePassesMax times per interval (a bound on the reaper's time).
+      for (int pass = 0; pass < limits::kCoordPrunePassesMax; ++pass) {
+        auto r = prune_once();
+        if (!r) {
+          log("error", "prune: " + r.error().detail);
+          break;
+        }
+        if (r->pruned_keys < limits::kIdempotencyPruneBatchMax && r->pruned_rates < limits::kIdempotencyPruneBatchMax) break;
+      }
     }
     lock.lock();
     reaper_wake_.wait_for(lock, std::chrono::milliseconds(options_.reaper_interval_ms),
