@@ -153,12 +153,18 @@ Result<LockOutcome> decide_lock_at(const std::optional<Lock>& row, const LockCom
 }  // namespace
 
 std::string_view idem_state_name(IdemState s) {
-  return s == IdemState::started ? "started" : "finished";
+  switch (s) {
+    case IdemState::started: return "started";
+    case IdemState::finished: return "finished";
+    case IdemState::abandoned: return "abandoned";
+  }
+  ::tollgate::assert_fail("unreachable", __FILE__, __LINE__);
 }
 
 std::optional<IdemState> parse_idem_state(std::string_view name) {
   if (name == "started") return IdemState::started;
   if (name == "finished") return IdemState::finished;
+  if (name == "abandoned") return IdemState::abandoned;
   return std::nullopt;
 }
 
@@ -178,25 +184,42 @@ Result<IdempotencyOutcome> decide_idempotency(const std::optional<IdempotencyKey
     return Error::make(Code::idempotency_mismatch,
                        "idempotency key " + c.key + " was begun with another fingerprint: a different request");
   }
+  // finish and abandon naming an attempt act only on that attempt's claim.
+  if (row && c.op != IdemOp::begin && c.attempt && *c.attempt != row->attempt) {
+    return Error::make(Code::conflict, "idempotency key " + c.key + ": attempt " + std::to_string(*c.attempt) +
+                                           " is not the current claim (attempt " + std::to_string(row->attempt) +
+                                           "): its claim ran out and was taken over, or was given back");
+  }
   switch (c.op) {
     case IdemOp::begin: {
       if (!row) {
         IdempotencyKey k{c.key, c.fingerprint, IdemState::started, std::nullopt, now_ms, lease_end(now_ms, c.ttl_ms),
-                         std::nullopt};
+                         std::nullopt, 1};
         return IdempotencyOutcome{std::move(k), IdemDecision::started, true, false};
       }
       if (row->state == IdemState::finished) return IdempotencyOutcome{*row, IdemDecision::replayed, false, false};
-      if (row->expires_at_ms > now_ms) {
+      if (row->state == IdemState::started && row->expires_at_ms > now_ms) {
         return with_expiry(Code::in_progress, "idempotency key " + c.key + " is claimed by a request still running",
                            row->expires_at_ms);
       }
-      IdempotencyKey k = *row;  // the earlier claim ran out without finishing: take it over
+      // A new claim: after an abandon (nothing was done), or over a claim that ran out unfinished
+      // (something may have been done: taken_over).
+      const bool taken_over = row->state == IdemState::started;
+      IdempotencyKey k = *row;
+      const auto attempt = checked_add(k.attempt, 1);
+      TG_ASSERT(attempt.has_value());
+      k.attempt = *attempt;
+      k.state = IdemState::started;
+      if (!taken_over) k.created_at_ms = now_ms;
       k.expires_at_ms = lease_end(now_ms, c.ttl_ms);
-      return IdempotencyOutcome{std::move(k), IdemDecision::started, true, true};
+      return IdempotencyOutcome{std::move(k), IdemDecision::started, true, taken_over};
     }
     case IdemOp::finish: {
       if (!row) return Error::make(Code::not_found, "no idempotency key " + c.key + ": begin it first");
       if (row->state == IdemState::finished) return IdempotencyOutcome{*row, IdemDecision::finished, false, false};
+      if (row->state == IdemState::abandoned) {
+        return Error::make(Code::conflict, "idempotency key " + c.key + " was abandoned: begin it again first");
+      }
       IdempotencyKey k = *row;
       k.state = IdemState::finished;
       k.response_json = c.response_json;
@@ -205,12 +228,16 @@ Result<IdempotencyOutcome> decide_idempotency(const std::optional<IdempotencyKey
       return IdempotencyOutcome{std::move(k), IdemDecision::finished, true, false};
     }
     case IdemOp::abandon: {
-      if (!row) return IdempotencyOutcome{std::nullopt, IdemDecision::abandoned, false, false};  // given back already
+      if (!row) return IdempotencyOutcome{std::nullopt, IdemDecision::abandoned, false, false};  // never begun
       if (row->state == IdemState::finished) {
         return Error::make(Code::conflict, "idempotency key " + c.key +
                                                " is finished: its response is replayed and cannot be abandoned");
       }
-      return IdempotencyOutcome{std::nullopt, IdemDecision::abandoned, true, false};
+      if (row->state == IdemState::abandoned) return IdempotencyOutcome{*row, IdemDecision::abandoned, false, false};
+      IdempotencyKey k = *row;
+      k.state = IdemState::abandoned;
+      k.expires_at_ms = now_ms;
+      return IdempotencyOutcome{std::move(k), IdemDecision::abandoned, true, false};
     }
   }
   ::tollgate::assert_fail("unreachable", __FILE__, __LINE__);

@@ -77,7 +77,10 @@ Result<LockOutcome> decide_lock(const std::optional<Lock>& row, const LockComman
 
 // --- idempotency keys ---------------------------------------------------------------------------
 
-enum class IdemState : std::uint8_t { started, finished };
+// A key's row: started (claimed by an attempt, until expires_at_ms), finished (its response is
+// replayed), or abandoned (given back; the next begin starts a new attempt). The row is kept after
+// an abandon so that `attempt` keeps increasing: an attempt number names one claim, ever.
+enum class IdemState : std::uint8_t { started, finished, abandoned };
 std::string_view idem_state_name(IdemState s);
 std::optional<IdemState> parse_idem_state(std::string_view name);
 
@@ -87,8 +90,13 @@ struct IdempotencyKey {
   IdemState state = IdemState::started;
   std::optional<std::string> response_json;  // finished: the response to replay (a JSON value)
   std::int64_t created_at_ms = 0;
-  std::int64_t expires_at_ms = 0;            // started: the claim's lease; finished: when it was finished
+  // started: the claim's lease; finished: when it was finished; abandoned: when it was abandoned.
+  std::int64_t expires_at_ms = 0;
   std::optional<std::int64_t> finished_at_ms;
+  // The claim's number: 1 for the first begin, one more for every later claim (a take-over of an
+  // expired claim, a begin after an abandon). finish and abandon that name another attempt are
+  // refused: an attempt whose claim was taken over can no longer finish or give back its successor's.
+  std::int64_t attempt = 1;
 
   bool operator==(const IdempotencyKey&) const = default;
 };
@@ -101,27 +109,30 @@ struct IdempotencyCommand {
   std::string fingerprint;
   std::int64_t ttl_ms = 0;                  // begin: the claim runs until now + ttl_ms
   std::string response_json;                // finish
+  std::optional<std::int64_t> attempt;      // finish, abandon: when given, must be the current claim's
 };
 
 enum class IdemDecision : std::uint8_t {
   started,      // begin: the key is claimed (new, abandoned before, or the earlier claim expired)
   replayed,     // begin: finished before — the stored response
   finished,     // finish: stored
-  abandoned,    // abandon: the claim is given back (the row is deleted)
+  abandoned,    // abandon: the claim is given back
 };
 std::string_view idem_decision_name(IdemDecision d);
 
 struct IdempotencyOutcome {
-  std::optional<IdempotencyKey> row;  // as it is now (unset after an abandon)
+  std::optional<IdempotencyKey> row;  // as it is now (unset: an abandon of a key never begun)
   IdemDecision decision = IdemDecision::started;
   bool changed = false;
-  bool taken_over = false;  // begin took over an expired claim
+  // begin took over a claim that expired unfinished: the earlier attempt may have done the side
+  // effect, so the new one should ask downstream (with the same key) before doing it again.
+  bool taken_over = false;
 };
 
 // Decides `c` on the key's row. Refusals: idempotency_mismatch (another fingerprint), in_progress
-// (begin while a claim is live; expires_at_ms set), not_found (finish/abandon of an unknown key),
-// conflict (abandon of a finished key; finish of a key whose claim expired and was taken over is
-// not distinguishable by fingerprint, so it finishes — see the README).
+// (begin while a claim is live; expires_at_ms set), not_found (finish of an unknown key), conflict
+// (abandon of a finished key; finish of an abandoned key; finish or abandon naming an attempt that
+// is not the current claim's). Without `attempt`, finish and abandon act on whatever claim is current.
 Result<IdempotencyOutcome> decide_idempotency(const std::optional<IdempotencyKey>& row, const IdempotencyCommand& c,
                                               std::int64_t now_ms);
 

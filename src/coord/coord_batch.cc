@@ -85,8 +85,7 @@ Result<PruneOutcome> CoordState::prune(const PruneCoordCommand& c) {
     const IdempotencyKey& row = prunable_[i];
     Slot<IdempotencyKey>& slot = idempotency_.try_emplace(row.key, Slot<IdempotencyKey>{row, row}).first->second;
     // A row an earlier command of this batch changed is decided on as it is now.
-    if (!slot.now || slot.now->state != IdemState::finished || !slot.now->finished_at_ms ||
-        *slot.now->finished_at_ms >= *cutoff) {
+    if (!slot.now || slot.now->expires_at_ms >= *cutoff) {
       continue;
     }
     slot.now.reset();

@@ -40,7 +40,8 @@ struct CoordSnapshot {
   std::vector<Lock> locks;
   std::vector<IdempotencyKey> idempotency;
   std::vector<RateLimitRow> rates;
-  // Finished idempotency keys with finished_at_ms < now − prune_retention_ms, oldest first, at most
+  // Idempotency keys that ended (finished, abandoned, or a claim that ran out) more than
+  // prune_retention_ms ago — expires_at_ms < now − prune_retention_ms —, oldest first, at most
   // prune_max (on PostgreSQL: locked, SKIP LOCKED — another batch's rows are pruned next time).
   std::vector<IdempotencyKey> prunable;
   // Rate-limit rows with tat_ns ≤ now·1000 (idle), at most prune_max, likewise.

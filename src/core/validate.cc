@@ -178,6 +178,7 @@ Status check(const IdempotencyCommand& c, const ValidationLimits&) {
   TG_TRY(check_id(c.key, "key"));
   if (c.fingerprint.empty()) return invalid("fingerprint must not be empty");
   TG_TRY(check_text(c.fingerprint, limits::kFingerprintLengthMax, "fingerprint"));
+  if (c.attempt && *c.attempt < 1) return invalid("attempt must be at least 1, got " + std::to_string(*c.attempt));
   if (c.op == coord::IdemOp::begin) return check_coord_ttl(c.ttl_ms, limits::kIdempotencyTtlMsMax, "ttl_ms");
   if (c.op == coord::IdemOp::finish) {
     if (c.response_json.empty()) return invalid("response must be a JSON value");

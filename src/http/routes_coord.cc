@@ -4,6 +4,7 @@
 // before the answer). An acquire reads first (on the reader executor) and answers lock_held without
 // a write when the lock is plainly held by another owner. A rate-limit check of a `shared` policy
 // is a batch command too; a `local` one is decided in this instance's memory, on the I/O thread.
+#include <limits>
 #include <string>
 
 #include "core/checked.h"
@@ -112,16 +113,20 @@ void lock_route(Context& ctx, Call& call) {
 
 // --- idempotency keys ---------------------------------------------------------------------------
 
-void append_idempotency(std::string& out, const coord::IdempotencyKey& k) {
+// `taken_over`: a begin that took over a claim which ran out unfinished (answered as "resumed").
+void append_idempotency(std::string& out, const coord::IdempotencyKey& k, bool taken_over) {
   out += "{\"key\":";
   append_json_string(out, k.key);
   out += ",\"state\":\"";
   out += coord::idem_state_name(k.state);
-  out += '"';
+  out += "\",\"attempt\":";
+  append_json_int(out, k.attempt);
   if (k.state == coord::IdemState::started) {
+    out += ",\"resumed\":";
+    out += taken_over ? "true" : "false";
     out += ",\"expires_at\":";
     append_json_time(out, k.expires_at_ms);
-  } else {
+  } else if (k.state == coord::IdemState::finished) {
     out += ",\"response\":";
     out += k.response_json.value_or("null");  // stored as a serialized JSON value
     out += ",\"finished_at\":";
@@ -153,6 +158,11 @@ void idempotency_route(Context& ctx, Call& call) {
     if (!*response) return call.reply(problem(invalid("response is required: the JSON value to replay")));
     c.response_json = **response;
   }
+  if constexpr (kOp != coord::IdemOp::begin) {
+    auto attempt = f.integer("attempt", 1, std::numeric_limits<std::int64_t>::max());
+    TG_REPLY_IF_ERROR(attempt);
+    c.attempt = *attempt;
+  }
   TG_REPLY_IF_ERROR(f.finish());
   ctx.ledger.submit(std::move(c), [n = counters(ctx), key = call.params[0], reply = std::move(call.reply),
                                    dispatch = call.dispatch](CommandResult r) mutable {
@@ -169,7 +179,7 @@ void idempotency_route(Context& ctx, Call& call) {
     dispatch([key = std::move(key), reply = std::move(reply), r = std::move(r)]() mutable {
       if (!r) return reply(problem(r.error()));
       const auto& o = outcome<coord::IdempotencyOutcome>(r);
-      if (o.decision == coord::IdemDecision::abandoned) {
+      if (!o.row) {  // an abandon of a key never begun: nothing to give back
         return reply(written_response(200, [&](std::string& out) {
           out += "{\"key\":";
           append_json_string(out, key);
@@ -177,7 +187,7 @@ void idempotency_route(Context& ctx, Call& call) {
         }));
       }
       const unsigned status = o.decision == coord::IdemDecision::started ? 201 : 200;
-      reply(written_response(status, [&](std::string& out) { append_idempotency(out, *o.row); }));
+      reply(written_response(status, [&](std::string& out) { append_idempotency(out, *o.row, o.taken_over); }));
     });
   });
 }

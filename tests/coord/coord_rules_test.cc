@@ -389,6 +389,7 @@ TEST(IdempotencyRules, BeginningANewKeyClaimsIt) {
   EXPECT_EQ(out->row->created_at_ms, kStart);
   EXPECT_EQ(out->row->expires_at_ms, kStart + kTtl);
   EXPECT_FALSE(out->row->finished_at_ms.has_value());
+  EXPECT_EQ(out->row->attempt, 1);
 }
 
 TEST(IdempotencyRules, BeginningAgainWhileTheClaimIsLiveIsInProgressWithItsEnd) {
@@ -413,6 +414,44 @@ TEST(IdempotencyRules, BeginningAfterTheClaimRanOutTakesItOver) {
     EXPECT_EQ(out->row->state, IdemState::started);
     EXPECT_EQ(out->row->expires_at_ms, now + kTtl);
     EXPECT_EQ(out->row->created_at_ms, kStart);
+    EXPECT_EQ(out->row->attempt, 2);  // a new claim: the first attempt can no longer finish it
+  }
+}
+
+IdempotencyCommand of_attempt(IdempotencyCommand c, std::int64_t attempt) {
+  c.attempt = attempt;
+  return c;
+}
+
+TEST(IdempotencyRules, AnAttemptWhoseClaimWasTakenOverCanNeitherFinishNorAbandonTheNewClaim) {
+  const auto taken = decide_idempotency(begun(), idem(IdemOp::begin), kStart + kTtl);
+  ASSERT_TRUE(taken.ok());
+  const IdempotencyKey row = *taken->row;
+  for (const IdemOp op : {IdemOp::finish, IdemOp::abandon}) {
+    const auto stale = decide_idempotency(row, of_attempt(idem(op, "fp-1", "{}"), 1), kStart + kTtl + 5);
+    ASSERT_FALSE(stale.ok()) << static_cast<int>(op);
+    EXPECT_EQ(stale.code(), Code::conflict);
+  }
+  const auto current = decide_idempotency(row, of_attempt(idem(IdemOp::finish, "fp-1", "{}"), 2), kStart + kTtl + 5);
+  ASSERT_TRUE(current.ok());
+  EXPECT_EQ(current->row->state, IdemState::finished);
+  EXPECT_EQ(current->row->attempt, 2);
+}
+
+TEST(IdempotencyRules, AttemptNumbersKeepIncreasingAcrossAbandons) {
+  std::optional<IdempotencyKey> row = begun();
+  for (std::int64_t attempt = 1; attempt <= 4; ++attempt) {
+    ASSERT_EQ(row->attempt, attempt);
+    const auto abandoned = decide_idempotency(row, of_attempt(idem(IdemOp::abandon), attempt), kStart + attempt * 10);
+    ASSERT_TRUE(abandoned.ok());
+    ASSERT_EQ(abandoned->row->state, IdemState::abandoned);
+    // a finish of the abandoned claim is refused; a stale abandon of an earlier attempt too
+    EXPECT_EQ(decide_idempotency(abandoned->row, idem(IdemOp::finish, "fp-1", "{}"), kStart + attempt * 10 + 1).code(),
+              Code::conflict);
+    const auto again = decide_idempotency(abandoned->row, idem(IdemOp::begin), kStart + attempt * 10 + 2);
+    ASSERT_TRUE(again.ok());
+    EXPECT_FALSE(again->taken_over);  // after an abandon nothing was done: not a resumption
+    row = again->row;
   }
 }
 
@@ -475,7 +514,9 @@ TEST(IdempotencyRules, AbandoningAStartedKeyGivesTheClaimBack) {
   ASSERT_TRUE(out.ok());
   EXPECT_EQ(out->decision, IdemDecision::abandoned);
   EXPECT_TRUE(out->changed);
-  EXPECT_FALSE(out->row.has_value());
+  ASSERT_TRUE(out->row.has_value());  // kept, so that attempt numbers keep increasing
+  EXPECT_EQ(out->row->state, IdemState::abandoned);
+  EXPECT_EQ(out->row->expires_at_ms, kStart + 10);
 
   // the key can be begun afresh
   const auto again = decide_idempotency(out->row, idem(IdemOp::begin), kStart + 20);
@@ -483,6 +524,7 @@ TEST(IdempotencyRules, AbandoningAStartedKeyGivesTheClaimBack) {
   EXPECT_EQ(again->decision, IdemDecision::started);
   EXPECT_FALSE(again->taken_over);
   EXPECT_EQ(again->row->created_at_ms, kStart + 20);
+  EXPECT_EQ(again->row->attempt, 2);
 }
 
 TEST(IdempotencyRules, AbandoningAnUnknownKeyIsAbandonedAndWritesNothing) {
@@ -500,7 +542,7 @@ TEST(IdempotencyRules, AbandoningAFinishedKeyIsAConflict) {
 }
 
 TEST(IdempotencyRules, StateNamesRoundTrip) {
-  for (const IdemState s : {IdemState::started, IdemState::finished}) EXPECT_EQ(parse_idem_state(idem_state_name(s)), s);
+  for (const IdemState s : {IdemState::started, IdemState::finished, IdemState::abandoned}) EXPECT_EQ(parse_idem_state(idem_state_name(s)), s);
   EXPECT_FALSE(parse_idem_state("done").has_value());
   EXPECT_FALSE(parse_idem_state("").has_value());
 }

@@ -288,9 +288,11 @@ TEST_P(CoordStoreConformance, AbandonGivesTheKeyBackAndAnExpiredClaimIsTakenOver
   auto abandoned = ledger_->idempotency(idem_cmd(IdemOp::abandon, "k", "f"));
   ASSERT_OK(abandoned);
   EXPECT_EQ(abandoned->decision, IdemDecision::abandoned);
-  EXPECT_FALSE(store_->coord().get_idempotency_key("k")->row.has_value());
-  // Once given back, even another request may claim it.
-  ASSERT_OK(ledger_->idempotency(idem_cmd(IdemOp::begin, "k", "f")));
+  EXPECT_EQ(store_->coord().get_idempotency_key("k")->row->state, IdemState::abandoned);
+  auto second = ledger_->idempotency(idem_cmd(IdemOp::begin, "k", "f"));
+  ASSERT_OK(second);
+  EXPECT_EQ(second->row->attempt, 2);
+  EXPECT_FALSE(second->taken_over);
 
   clock_.advance_ms(kLease + 1);  // the claimer died without finishing
   auto taken = ledger_->idempotency(idem_cmd(IdemOp::begin, "k", "f"));
@@ -298,6 +300,17 @@ TEST_P(CoordStoreConformance, AbandonGivesTheKeyBackAndAnExpiredClaimIsTakenOver
   EXPECT_EQ(taken->decision, IdemDecision::started);
   EXPECT_TRUE(taken->taken_over);
   EXPECT_EQ(taken->row->expires_at_ms, clock_.now_ms() + kLease);
+  EXPECT_EQ(taken->row->attempt, 3);
+  // The attempt whose claim ran out can neither finish nor give back the new one.
+  IdempotencyCommand stale = idem_cmd(IdemOp::finish, "k", "f", R"({"stale":true})");
+  stale.attempt = 2;
+  EXPECT_CODE(ledger_->idempotency(stale), Code::conflict);
+  stale.op = IdemOp::abandon;
+  EXPECT_CODE(ledger_->idempotency(stale), Code::conflict);
+  IdempotencyCommand current = idem_cmd(IdemOp::finish, "k", "f", R"({"ok":true})");
+  current.attempt = 3;
+  ASSERT_OK(ledger_->idempotency(current));
+  EXPECT_EQ(store_->coord().get_idempotency_key("k")->row->response_json, R"({"ok":true})");
   EXPECT_CODE(ledger_->idempotency(idem_cmd(IdemOp::finish, "unknown", "f", "{}")), Code::not_found);
 }
 

@@ -166,6 +166,8 @@ TEST_F(HttpCoord, AnIdempotencyKeyStartsOnceIsInProgressThenReplaysItsStoredResp
   const HttpResponse started = admin().post("/v1/idempotency/" + key + "/begin", begin);
   ASSERT_EQ(started.status, 201u) << started;
   EXPECT_EQ(jstr(started.object(), "state"), "started");
+  EXPECT_EQ(jint(started.object(), "attempt"), 1);
+  EXPECT_FALSE(started.object().at("resumed").as_bool());
 
   const HttpResponse again = admin().post("/v1/idempotency/" + key + "/begin", begin);
   EXPECT_TRUE(is_problem(again, 409, "in_progress"));
@@ -175,8 +177,12 @@ TEST_F(HttpCoord, AnIdempotencyKeyStartsOnceIsInProgressThenReplaysItsStoredResp
   EXPECT_TRUE(is_problem(other, 422, "idempotency_mismatch"));
 
   const json::object charge{{"charge_id", "ch_1"}, {"amount", 300}};
+  EXPECT_TRUE(is_problem(admin().post("/v1/idempotency/" + key + "/finish",
+                                      json::object{{"fingerprint", "plan=pro;user=42"}, {"response", charge}, {"attempt", 2}}),
+                         409, "conflict"))
+      << "attempt 2 never claimed it";
   const HttpResponse finished = admin().post("/v1/idempotency/" + key + "/finish",
-                                             json::object{{"fingerprint", "plan=pro;user=42"}, {"response", charge}});
+                                             json::object{{"fingerprint", "plan=pro;user=42"}, {"response", charge}, {"attempt", 1}});
   ASSERT_EQ(finished.status, 200u) << finished;
   const HttpResponse replay = admin().post("/v1/idempotency/" + key + "/begin", begin);
   ASSERT_EQ(replay.status, 200u) << replay;
@@ -195,7 +201,28 @@ TEST_F(HttpCoord, AbandonGivesAKeyBackAfterAFailureThatChargedNothing) {
       admin().post("/v1/idempotency/" + key + "/abandon", json::object{{"fingerprint", "f"}});
   ASSERT_EQ(abandoned.status, 200u) << abandoned;
   EXPECT_EQ(jstr(abandoned.object(), "state"), "abandoned");
-  EXPECT_EQ(admin().post("/v1/idempotency/" + key + "/begin", begin).status, 201u);
+  const HttpResponse again = admin().post("/v1/idempotency/" + key + "/begin", begin);
+  ASSERT_EQ(again.status, 201u) << again;
+  EXPECT_EQ(jint(again.object(), "attempt"), 2);
+  EXPECT_FALSE(again.object().at("resumed").as_bool());
+}
+
+TEST_F(HttpCoord, ABeginAfterAClaimRanOutIsAResumedNewAttemptAndTheOldOneCannotFinish) {
+  const std::string key = unique("upgrade");
+  ASSERT_EQ(admin().post("/v1/idempotency/" + key + "/begin", json::object{{"fingerprint", "f"}, {"ttl_ms", 100}}).status,
+            201u);
+  std::this_thread::sleep_for(std::chrono::milliseconds(200));
+  const HttpResponse resumed =
+      admin().post("/v1/idempotency/" + key + "/begin", json::object{{"fingerprint", "f"}, {"ttl_ms", 30'000}});
+  ASSERT_EQ(resumed.status, 201u) << resumed;
+  EXPECT_EQ(jint(resumed.object(), "attempt"), 2);
+  EXPECT_TRUE(resumed.object().at("resumed").as_bool()) << "the first attempt may have done the side effect";
+  EXPECT_TRUE(is_problem(admin().post("/v1/idempotency/" + key + "/abandon", json::object{{"fingerprint", "f"}, {"attempt", 1}}),
+                         409, "conflict"));
+  EXPECT_EQ(admin().post("/v1/idempotency/" + key + "/finish",
+                         json::object{{"fingerprint", "f"}, {"response", 1}, {"attempt", 2}})
+                .status,
+            200u);
 }
 
 TEST_F(HttpCoord, ASharedPolicyRefusesPastItsLimitWithRetryAfterAndResetGivesTheBudgetBack) {

@@ -11,7 +11,7 @@ namespace {
 
 #define TG_NOW "current_setting('tollgate.now')::bigint"
 #define TG_LOCK_COLUMNS "key, owner, fence, expires_at_ms, cancelled::int, updated_at_ms"
-#define TG_IDEM_COLUMNS "key, fingerprint, state, response, created_at_ms, expires_at_ms, finished_at_ms"
+#define TG_IDEM_COLUMNS "key, fingerprint, state, response, created_at_ms, expires_at_ms, finished_at_ms, attempt"
 
 const std::string kLoadLocks = "SELECT " TG_LOCK_COLUMNS " FROM locks WHERE key = ANY($1::text[]) ORDER BY key FOR UPDATE";
 const std::string kLoadIdem =
@@ -21,8 +21,8 @@ const std::string kLoadRates =
     "ON r.policy = k.policy AND r.key = k.key ORDER BY r.policy, r.key FOR UPDATE OF r";
 // The prune pass takes what nobody else is working on; the rest is pruned by a later pass.
 const std::string kLoadPrunable = "SELECT " TG_IDEM_COLUMNS
-                                  " FROM idempotency_keys WHERE state = 'finished' AND finished_at_ms < " TG_NOW
-                                  " - $1::bigint ORDER BY finished_at_ms LIMIT $2 FOR UPDATE SKIP LOCKED";
+                                  " FROM idempotency_keys WHERE expires_at_ms < " TG_NOW
+                                  " - $1::bigint ORDER BY expires_at_ms LIMIT $2 FOR UPDATE SKIP LOCKED";
 const std::string kLoadIdleRates = "SELECT policy, key, tat_ns FROM ratelimits WHERE tat_ns <= " TG_NOW
                                    " * 1000000 ORDER BY tat_ns LIMIT $1 FOR UPDATE SKIP LOCKED";
 const std::string kGetLock = "SELECT " TG_LOCK_COLUMNS " FROM locks WHERE key = $1";
@@ -38,10 +38,10 @@ const std::string kUpdateLock =
     "SELECT tollgate_assert(count(*) = 1, 'a lock changed behind the batch''s lock') FROM u";
 const std::string kDeleteIdem =
     "WITH d AS (DELETE FROM idempotency_keys WHERE key = $1 AND state = $2 AND expires_at_ms = $3::bigint "
-    "RETURNING 1) SELECT tollgate_assert(count(*) = 1, 'an idempotency key changed behind the batch''s lock') FROM d";
+    "AND attempt = $4::bigint RETURNING 1) SELECT tollgate_assert(count(*) = 1, 'an idempotency key changed behind the batch''s lock') FROM d";
 const std::string kInsertIdem =
-    "INSERT INTO idempotency_keys (key, fingerprint, state, response, created_at_ms, expires_at_ms, finished_at_ms) "
-    "VALUES ($1, $2, $3, $4, $5::bigint, $6::bigint, $7::bigint)";
+    "INSERT INTO idempotency_keys (key, fingerprint, state, response, created_at_ms, expires_at_ms, finished_at_ms, "
+    "attempt) VALUES ($1, $2, $3, $4, $5::bigint, $6::bigint, $7::bigint, $8::bigint)";
 const std::string kInsertRate = "INSERT INTO ratelimits (policy, key, tat_ns) VALUES ($1, $2, $3::bigint)";
 const std::string kUpdateRate =
     "WITH u AS (UPDATE ratelimits SET tat_ns = $3::bigint WHERE policy = $1 AND key = $2 AND tat_ns = $4::bigint "
@@ -62,8 +62,8 @@ coord::Lock read_lock(const Rows& r, int i) {
 coord::IdempotencyKey read_idem(const Rows& r, int i) {
   const auto state = coord::parse_idem_state(r.text(i, 2));
   if (!state) throw PgError("XX000", false, "idempotency key " + r.text(i, 0) + " has state " + r.text(i, 2));
-  return coord::IdempotencyKey{r.text(i, 0),  r.text(i, 1),  *state, r.optional_text(i, 3), r.int64(i, 4),
-                               r.int64(i, 5), r.optional_int64(i, 6)};
+  return coord::IdempotencyKey{r.text(i, 0),  r.text(i, 1),          *state,       r.optional_text(i, 3),
+                               r.int64(i, 4), r.int64(i, 5), r.optional_int64(i, 6), r.int64(i, 7)};
 }
 
 std::string boolean(bool b) { return b ? "true" : "false"; }
@@ -129,12 +129,12 @@ void add_coord_writes(const coord::CoordEffects& e, std::vector<Conn::Pipelined>
   for (const auto& [before, after] : e.idempotency) {
     if (before) {
       st.push_back({&kDeleteIdem, Params(before->key, std::string(coord::idem_state_name(before->state)),
-                                         before->expires_at_ms)});
+                                         before->expires_at_ms, before->attempt)});
     }
     if (after) {
       st.push_back({&kInsertIdem, Params(after->key, after->fingerprint, std::string(coord::idem_state_name(after->state)),
                                          after->response_json, after->created_at_ms, after->expires_at_ms,
-                                         after->finished_at_ms)});
+                                         after->finished_at_ms, after->attempt)});
     }
   }
   for (const auto& [before, after] : e.rates) {

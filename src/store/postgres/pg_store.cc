@@ -220,14 +220,15 @@ CREATE TRIGGER locks_keep_their_fence BEFORE UPDATE OR DELETE ON locks
 CREATE TABLE idempotency_keys (
   key            text COLLATE "C" PRIMARY KEY,
   fingerprint    text NOT NULL,
-  state          text NOT NULL CHECK (state IN ('started', 'finished')),
+  state          text NOT NULL CHECK (state IN ('started', 'finished', 'abandoned')),
   response       text,
   created_at_ms  bigint NOT NULL,
   expires_at_ms  bigint NOT NULL,
   finished_at_ms bigint,
+  attempt        bigint NOT NULL CHECK (attempt >= 1),
   CHECK ((state = 'finished') = (response IS NOT NULL AND finished_at_ms IS NOT NULL))
 );
-CREATE INDEX idempotency_keys_finished ON idempotency_keys(finished_at_ms) WHERE state = 'finished';
+CREATE INDEX idempotency_keys_by_end ON idempotency_keys(expires_at_ms);  -- the prune pass
 CREATE TABLE ratelimits (
   policy text COLLATE "C" NOT NULL,
   key    text COLLATE "C" NOT NULL,

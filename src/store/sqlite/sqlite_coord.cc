@@ -10,7 +10,7 @@ namespace tollgate::sqlite {
 namespace {
 
 constexpr const char* kLockColumns = "key, owner, fence, expires_at_ms, cancelled, updated_at_ms";
-constexpr const char* kIdemColumns = "key, fingerprint, state, response, created_at_ms, expires_at_ms, finished_at_ms";
+constexpr const char* kIdemColumns = "key, fingerprint, state, response, created_at_ms, expires_at_ms, finished_at_ms, attempt";
 
 coord::Lock read_lock(Stmt& r) {
   return coord::Lock{r.text(0), r.optional_text(1), r.int64(2), r.optional_int64(3), r.int64(4) != 0, r.int64(5)};
@@ -19,8 +19,8 @@ coord::Lock read_lock(Stmt& r) {
 coord::IdempotencyKey read_idem(Stmt& r) {
   const auto state = coord::parse_idem_state(r.text(2));
   if (!state) throw SqlError(SQLITE_CORRUPT, "idempotency key " + r.text(0) + " has state " + r.text(2));
-  return coord::IdempotencyKey{r.text(0), r.text(1), *state, r.optional_text(3), r.int64(4), r.int64(5),
-                               r.optional_int64(6)};
+  return coord::IdempotencyKey{r.text(0), r.text(1),  *state, r.optional_text(3), r.int64(4), r.int64(5),
+                               r.optional_int64(6), r.int64(7)};
 }
 
 std::optional<coord::Lock> lock_row(Conn& db, std::string_view key) {
@@ -56,8 +56,8 @@ void load_coord(Conn& db, const coord::CoordKeys& keys, std::int64_t now_ms, coo
   }
   if (keys.prune_max > 0) {
     static const std::string finished = std::string("SELECT ") + kIdemColumns +
-                                        " FROM idempotency_keys WHERE state = 'finished' AND finished_at_ms < ?1 "
-                                        "ORDER BY finished_at_ms LIMIT ?2";
+                                        " FROM idempotency_keys WHERE expires_at_ms < ?1 "
+                                        "ORDER BY expires_at_ms LIMIT ?2";
     Query q(db.stmt(finished.c_str()), now_ms - keys.prune_retention_ms, keys.prune_max);
     while (q.step()) out.prunable.push_back(read_idem(q.row()));
     Query idle(db.stmt("SELECT policy, key, tat_ns FROM ratelimits WHERE tat_ns <= ?1 ORDER BY tat_ns LIMIT ?2"),
@@ -86,16 +86,16 @@ void write_coord(Conn& db, const coord::CoordEffects& e) {
   }
   for (const auto& [before, after] : e.idempotency) {
     if (before) {
-      Query q(db.stmt("DELETE FROM idempotency_keys WHERE key = ?1 AND state = ?2 AND expires_at_ms = ?3"),
-              before->key, coord::idem_state_name(before->state), before->expires_at_ms);
+      Query q(db.stmt("DELETE FROM idempotency_keys WHERE key = ?1 AND state = ?2 AND expires_at_ms = ?3 AND attempt = ?4"),
+              before->key, coord::idem_state_name(before->state), before->expires_at_ms, before->attempt);
       q.step();
       expect_one_change(db, "idempotency key " + before->key);
     }
     if (after) {
       Query q(db.stmt("INSERT INTO idempotency_keys (key, fingerprint, state, response, created_at_ms, expires_at_ms, "
-                      "finished_at_ms) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)"),
+                      "finished_at_ms, attempt) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)"),
               after->key, after->fingerprint, coord::idem_state_name(after->state), after->response_json,
-              after->created_at_ms, after->expires_at_ms, after->finished_at_ms);
+              after->created_at_ms, after->expires_at_ms, after->finished_at_ms, after->attempt);
       q.step();
     }
   }

@@ -195,14 +195,15 @@ CREATE TRIGGER lock_fences_never_decrease BEFORE UPDATE OF fence ON locks WHEN N
 CREATE TABLE idempotency_keys (
   key            TEXT    PRIMARY KEY,
   fingerprint    TEXT    NOT NULL,
-  state          TEXT    NOT NULL CHECK (state IN ('started', 'finished')),
+  state          TEXT    NOT NULL CHECK (state IN ('started', 'finished', 'abandoned')),
   response       TEXT,
   created_at_ms  INTEGER NOT NULL,
   expires_at_ms  INTEGER NOT NULL,
   finished_at_ms INTEGER,
+  attempt        INTEGER NOT NULL CHECK (attempt >= 1),
   CHECK ((state = 'finished') = (response IS NOT NULL AND finished_at_ms IS NOT NULL))
 ) WITHOUT ROWID;
-CREATE INDEX idempotency_keys_finished ON idempotency_keys(finished_at_ms) WHERE state = 'finished';
+CREATE INDEX idempotency_keys_by_end ON idempotency_keys(expires_at_ms);  -- the prune pass
 CREATE TABLE ratelimits (
   policy TEXT    NOT NULL,
   key    TEXT    NOT NULL,
