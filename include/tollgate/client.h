@@ -37,6 +37,16 @@
 //   - 409 `insufficient_credits` on reserve: asked once more at once (same request_id), then
 //     reported. No back-off: an empty balance does not refill by waiting; the caller decides.
 //   - Every other 4xx (and 500): reported at once — the request must change, not be repeated.
+//   - Coordination calls (locks, idempotency keys, rate limits) are resent like the hold calls
+//     when sending them twice does what sending them once does: acquire_lock (the same owner again:
+//     the same fence), renew_lock, release_lock, cancel_lock, finish_idempotency,
+//     abandon_idempotency, reset_ratelimit and the reads. Two are not, and are sent again only when
+//     they certainly never reached the server (as create_key): begin_idempotency (a second begin
+//     of a claim the first one made answers in_progress — the caller's own claim, mistaken for
+//     another's) and check_ratelimit (every check counts an attempt). A resend after a lost answer
+//     may report the outcome of the first attempt in other words: release_lock answers lock_lost
+//     (the first attempt released it), renew_lock of a cancelled lock answers lock_lost instead of
+//     lock_cancelled (the first one freed it) — either way the caller no longer holds the lock.
 //   - reserve without a request_id: the client makes one ONCE per logical call
 //     (`<request_id_prefix><16 random hex digits>`), so all its attempts reuse it. A caller that
 //     wants to repeat a failed reserve later (e.g. after exit) should pass its own request_id
@@ -94,7 +104,10 @@ struct Problem {
   std::string detail;  // human-readable; for insufficient_credits, showable to a kiosk user as is
   std::optional<std::int64_t> available;       // insufficient_credits
   std::optional<std::int64_t> requested;       // insufficient_credits
-  std::optional<std::int64_t> retry_after_ms;  // from a Retry-After header
+  // rate_limited: the document's exact retry_after_ms (the attempt would be admitted after it);
+  // otherwise the Retry-After header (whole seconds) when the server sent one (e.g. 503).
+  std::optional<std::int64_t> retry_after_ms;
+  std::optional<std::string> expires_at;       // lock_held, in_progress: when the other's lease or claim ends
   boost::json::value body;                     // the whole document as sent (null if not JSON)
 };
 
@@ -137,8 +150,8 @@ class Response {
   const TransportError& transport_error() const;
   // The problem's code, or the transport failure's name; "" when ok().
   std::string code() const;
-  // One line for a person: "code: detail (available A, requested R)" or the transport message;
-  // "" when ok().
+  // One line for a person: "code: detail (available A, requested R)" — or "(expires_at T)",
+  // "(retry_after_ms N)" when the document has them — or the transport message; "" when ok().
   std::string describe() const;
 
   // How many attempts the call took (1 when it succeeded or failed at once).
@@ -205,6 +218,20 @@ struct ListJobsRequest {
   std::optional<std::string> account_id;
   std::optional<std::string> status;  // pending | running | completed | failed | cancelled
   PageRequest page;                   // starting_after: a client_request_id
+};
+
+// Who holds a lock: what to pass to renew_lock and release_lock. Take it from acquire_lock's answer
+// (LockHolder::from), so that the fence goes with every later call: a holder whose lease ran out,
+// and whose lock someone else then took — even under the same owner name, e.g. a restarted worker —
+// gets 409 lock_lost instead of renewing or releasing its successor's lock.
+struct LockHolder {
+  std::string key;
+  std::string owner;
+  std::optional<std::int64_t> fence;  // unset: only the owner name is checked (not recommended)
+
+  // The holder that a 2xx answer of acquire_lock or renew_lock names (key, owner, fence); nullopt
+  // for any other answer (a refusal, a transport error, a lock that nobody holds).
+  static std::optional<LockHolder> from(const Response& answer);
 };
 
 // Whether a call may be sent again after it may already have reached the server.
@@ -278,13 +305,65 @@ class Client {
   // GET /v1/jobs/{id}/history — {entries: [{at, kind, attempt?, detail}]}, oldest first.
   Response job_history(std::string_view client_request_id);
 
+  // --- locks (api.md, Locks; admin key). Every answer of a lock call that succeeds is the lock as
+  // it is now: {key, owner, fence, expires_at, held, cancelled}. `fence` strictly increases each
+  // time the key changes hands; pass it to a downstream that refuses the fences below the highest
+  // it saw.
+  // POST /v1/locks/{key}/acquire — 200 held by `owner` until now + ttl_ms (1 ms to 1 day). Held by
+  // another owner: 409 lock_held (Problem::expires_at: when that lease ends). The same owner again:
+  // 200, the same fence, the lease renewed — unless the lock was cancelled: 409 lock_cancelled,
+  // and the lock is freed.
+  Response acquire_lock(std::string_view key, std::string_view owner, std::int64_t ttl_ms);
+  // POST /v1/locks/{key}/renew — 200 the lease runs until now + ttl_ms. Not the holder any more
+  // (another owner or fence, a lease that ran out, a free lock): 409 lock_lost. Cancelled: 409
+  // lock_cancelled — stop the work; the lock is freed. A key never used: 404.
+  Response renew_lock(const LockHolder& holder, std::int64_t ttl_ms);
+  // POST /v1/locks/{key}/release — 200 the lock is free (its fence is kept: the next holder gets a
+  // higher one). Not the holder: 409 lock_lost. A lease that ran out may still be released as long
+  // as nobody took the lock over.
+  Response release_lock(const LockHolder& holder);
+  // POST /v1/locks/{key}/cancel — 200: the holder is asked to stop (its next renew answers
+  // lock_cancelled, which frees the lock); a lock that is not held is answered as it is
+  // (cancelled: false). A key never used: 404.
+  Response cancel_lock(std::string_view key);
+  // GET /v1/locks/{key} — 200 the lock (held: whether a lease is live now); 404 never used.
+  Response get_lock(std::string_view key);
+
+  // --- idempotency keys for the caller's own side effects (api.md; admin key). `fingerprint`
+  // (1–256 bytes) names the request: the same key with another fingerprint is 422
+  // idempotency_mismatch, for every call.
+  // POST /v1/idempotency/{key}/begin — 201 {key, state: "started", expires_at}: go ahead, then
+  // finish (or abandon) before ttl_ms (1 ms to 1 day) runs out — after that another begin takes
+  // the claim over. 200 {state: "finished", response, finished_at}: done before — use `response`,
+  // do not do it again. Claimed and not expired: 409 in_progress (Problem::expires_at). Not resent
+  // once it may have reached the server (see the retry policy).
+  Response begin_idempotency(std::string_view key, std::string_view fingerprint, std::int64_t ttl_ms);
+  // POST /v1/idempotency/{key}/finish — 200 {state: "finished", response}: `response` (any JSON
+  // value but null, at most 32 KiB serialized) is stored and replayed to every later begin. A key
+  // already finished keeps its first response. Never begun (or abandoned): 404.
+  Response finish_idempotency(std::string_view key, std::string_view fingerprint, const boost::json::value& response);
+  // POST /v1/idempotency/{key}/abandon — 200 {key, state: "abandoned"}: the claim is given back
+  // (after a failure that did nothing), so a later begin starts afresh; a key not claimed is
+  // answered the same. Finished: 409 conflict (its response is replayed and stays).
+  Response abandon_idempotency(std::string_view key, std::string_view fingerprint);
+
+  // --- rate limits (api.md; admin key). `policy` is named in the server's configuration
+  // ([ratelimits.NAME]; another name: 404); `key` is what is limited (a user, an address…).
+  // POST /v1/ratelimits/{policy}/check — 200 {allowed: true, remaining, reset_after_ms, limit,
+  // period_ms}; refused: 429 rate_limited with Problem::retry_after_ms (exact, from the document).
+  // `cost` (server default 1) is 1 to the policy's limit. Not resent once it may have reached the
+  // server (every check counts).
+  Response check_ratelimit(std::string_view policy, std::string_view key, std::optional<std::int64_t> cost = {});
+  // POST /v1/ratelimits/{policy}/reset — 200 {policy, key, reset: true}: the key has its full
+  // budget again (e.g. after a good login).
+  Response reset_ratelimit(std::string_view policy, std::string_view key);
+
   // --- operations
   Response audit(std::optional<std::string> account_id = {});  // admin key
   Response healthz();
 
-  // Any other call of the API (jobs, locks, idempotency keys, rate limits…), with the same
-  // connection, time-outs and retry policy. `target` is the path and query, already encoded;
-  // `body` (may be null) is sent as application/json.
+  // Any other call of the API, with the same connection, time-outs and retry policy. `target` is
+  // the path and query, already encoded; `body` (may be null) is sent as application/json.
   Response call(std::string_view method, std::string_view target, const boost::json::value* body,
                 Resend resend = Resend::safe);
 

@@ -1,5 +1,6 @@
-// tollgate app: the command-line client — `tollgate account|key|hold|job|events|audit …` — a client of a
-// running server through tollgate::client (include/tollgate/client.h), never of the database.
+// tollgate app: the command-line client — `tollgate account|key|hold|job|lock|idem|ratelimit|events|
+// audit …` — a client of a running server through tollgate::client (include/tollgate/client.h), never
+// of the database.
 //
 // Every client command takes --url (default $TOLLGATE_URL, else http://127.0.0.1:8080), --key
 // (default $TOLLGATE_KEY) and --json (print the server's JSON, one document per line, instead of
@@ -9,7 +10,12 @@
 //   main() map every parse error to 2) · 3 the server could not be reached, timed out or was
 //   unavailable (5xx), after the client's bounded retries · 4 `audit` found violations ·
 //   `job wait` only: 5 the job failed · 6 the job was cancelled · 7 it had not ended within
-//   --timeout-ms (a job that completed exits 0).
+//   --timeout-ms (a job that completed exits 0) · coordination refusals a script branches on (with
+//   --json their problem document is printed on stdout as well): 8 lock_held (`lock acquire`) ·
+//   9 lock_lost (`lock renew|release`) · 10 lock_cancelled (`lock renew`, or `acquire` by the
+//   holder: stop, the lock is freed) · 11 `idem begin` found the key finished (the stored response
+//   is printed: do not do it again; 0 means "started, go ahead") · 12 in_progress (`idem begin`) ·
+//   13 rate_limited (`ratelimit check`; retry_after_ms on stderr).
 //
 // Thread safety: registration and the commands run on main()'s thread only.
 #pragma once
@@ -31,6 +37,13 @@ inline constexpr int kExitAuditViolations = 4;
 inline constexpr int kExitJobFailed = 5;
 inline constexpr int kExitJobCancelled = 6;
 inline constexpr int kExitJobNotEnded = 7;
+// Coordination: refusals (and one answer) that say what to do next, each its own code.
+inline constexpr int kExitLockHeld = 8;       // lock acquire: another owner holds it
+inline constexpr int kExitLockLost = 9;       // lock renew, release: not the holder any more
+inline constexpr int kExitLockCancelled = 10;  // lock renew (acquire by the holder): stop; the lock is freed
+inline constexpr int kExitReplayed = 11;      // idem begin: finished before; its response is printed
+inline constexpr int kExitInProgress = 12;    // idem begin: claimed by a request still running
+inline constexpr int kExitRateLimited = 13;   // ratelimit check: refused
 
 // Adds the client subcommands to `app`. The command that runs stores its exit code in `exit_code`,
 // which must outlive app.parse(). Argument errors are thrown as CLI::ParseError (exit 2).

@@ -67,6 +67,8 @@ Problem to_problem(const bhttp::response<bhttp::string_body>& answer) {
     p.detail = as_string(o.if_contains("detail"));
     p.available = as_int64(o.if_contains("available"));
     p.requested = as_int64(o.if_contains("requested"));
+    p.retry_after_ms = as_int64(o.if_contains("retry_after_ms"));
+    if (const json::value* at = o.if_contains("expires_at"); at && at->is_string()) p.expires_at = as_string(at);
     p.body = std::move(body);
   }
   if (p.code.empty()) p.code = "http_" + std::to_string(p.status);
@@ -77,8 +79,9 @@ Problem to_problem(const bhttp::response<bhttp::string_body>& answer) {
     std::replace(text.begin(), text.end(), '\n', ' ');
     p.detail = text.empty() ? std::string(answer.reason()) : text;
   }
+  // The document's retry_after_ms is exact; the header only counts whole seconds.
   const auto retry_after = answer.find(bhttp::field::retry_after);
-  if (retry_after != answer.end()) {
+  if (!p.retry_after_ms && retry_after != answer.end()) {
     const std::string_view s = retry_after->value();
     std::int64_t seconds = 0;
     bool digits = !s.empty() && s.size() <= 6;
@@ -170,6 +173,10 @@ std::string Response::describe() const {
       if (p->requested) out += "requested " + std::to_string(*p->requested);
       out += ")";
     }
+    if (p->expires_at) out += " (expires_at " + *p->expires_at + ")";
+    // Only the document's: a 503's Retry-After is the client's business (it waits and resends).
+    const bool in_document = p->body.is_object() && p->body.get_object().contains("retry_after_ms");
+    if (p->retry_after_ms && in_document) out += " (retry_after_ms " + std::to_string(*p->retry_after_ms) + ")";
     return out;
   }
   if (const auto* t = std::get_if<TransportError>(&value_)) return t->message;
@@ -565,6 +572,90 @@ Response Client::list_jobs(const ListJobsRequest& r) {
 Response Client::job_history(std::string_view client_request_id) {
   return impl_->perform(bhttp::verb::get, "/v1/jobs/" + encode_component(client_request_id) + "/history", nullptr,
                         Resend::safe, false);
+}
+
+std::optional<LockHolder> LockHolder::from(const Response& answer) {
+  if (!answer.ok() || !answer.json().is_object()) return std::nullopt;
+  const json::object& lock = answer.json().get_object();
+  const json::value* key = lock.if_contains("key");
+  const json::value* owner = lock.if_contains("owner");
+  const std::optional<std::int64_t> fence = as_int64(lock.if_contains("fence"));
+  if (key == nullptr || !key->is_string() || owner == nullptr || !owner->is_string() || !fence) return std::nullopt;
+  return LockHolder{as_string(key), as_string(owner), fence};
+}
+
+namespace {
+
+std::string lock_path(std::string_view key, std::string_view action) {
+  std::string path = "/v1/locks/" + Client::encode_component(key);
+  if (!action.empty()) path += "/" + std::string(action);
+  return path;
+}
+
+std::string idempotency_path(std::string_view key, std::string_view action) {
+  return "/v1/idempotency/" + Client::encode_component(key) + "/" + std::string(action);
+}
+
+std::string ratelimit_path(std::string_view policy, std::string_view action) {
+  return "/v1/ratelimits/" + Client::encode_component(policy) + "/" + std::string(action);
+}
+
+}  // namespace
+
+// The same owner acquiring again gets the same fence: safe to resend.
+Response Client::acquire_lock(std::string_view key, std::string_view owner, std::int64_t ttl_ms) {
+  json::value body = json::object{{"owner", owner}, {"ttl_ms", ttl_ms}};
+  return impl_->perform(bhttp::verb::post, lock_path(key, "acquire"), &body, Resend::safe, false);
+}
+
+Response Client::renew_lock(const LockHolder& holder, std::int64_t ttl_ms) {
+  json::value body = json::object{{"owner", holder.owner}, {"ttl_ms", ttl_ms}};
+  if (holder.fence) body.as_object()["fence"] = *holder.fence;
+  return impl_->perform(bhttp::verb::post, lock_path(holder.key, "renew"), &body, Resend::safe, false);
+}
+
+Response Client::release_lock(const LockHolder& holder) {
+  json::value body = json::object{{"owner", holder.owner}};
+  if (holder.fence) body.as_object()["fence"] = *holder.fence;
+  return impl_->perform(bhttp::verb::post, lock_path(holder.key, "release"), &body, Resend::safe, false);
+}
+
+Response Client::cancel_lock(std::string_view key) {
+  json::value body = json::object{};
+  return impl_->perform(bhttp::verb::post, lock_path(key, "cancel"), &body, Resend::safe, false);
+}
+
+Response Client::get_lock(std::string_view key) {
+  return impl_->perform(bhttp::verb::get, lock_path(key, ""), nullptr, Resend::safe, false);
+}
+
+// Resent only when unsent: a second begin of the claim the first one made answers in_progress.
+Response Client::begin_idempotency(std::string_view key, std::string_view fingerprint, std::int64_t ttl_ms) {
+  json::value body = json::object{{"fingerprint", fingerprint}, {"ttl_ms", ttl_ms}};
+  return impl_->perform(bhttp::verb::post, idempotency_path(key, "begin"), &body, Resend::only_if_unsent, false);
+}
+
+Response Client::finish_idempotency(std::string_view key, std::string_view fingerprint,
+                                    const boost::json::value& response) {
+  json::value body = json::object{{"fingerprint", fingerprint}, {"response", response}};
+  return impl_->perform(bhttp::verb::post, idempotency_path(key, "finish"), &body, Resend::safe, false);
+}
+
+Response Client::abandon_idempotency(std::string_view key, std::string_view fingerprint) {
+  json::value body = json::object{{"fingerprint", fingerprint}};
+  return impl_->perform(bhttp::verb::post, idempotency_path(key, "abandon"), &body, Resend::safe, false);
+}
+
+// Resent only when unsent: every check that reaches the server counts an attempt.
+Response Client::check_ratelimit(std::string_view policy, std::string_view key, std::optional<std::int64_t> cost) {
+  json::value body = json::object{{"key", key}};
+  if (cost) body.as_object()["cost"] = *cost;
+  return impl_->perform(bhttp::verb::post, ratelimit_path(policy, "check"), &body, Resend::only_if_unsent, false);
+}
+
+Response Client::reset_ratelimit(std::string_view policy, std::string_view key) {
+  json::value body = json::object{{"key", key}};
+  return impl_->perform(bhttp::verb::post, ratelimit_path(policy, "reset"), &body, Resend::safe, false);
 }
 
 Response Client::list_accounts(const PageRequest& page) {

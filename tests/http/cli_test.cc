@@ -22,6 +22,7 @@
 #include <csignal>
 #include <cstring>
 #include <deque>
+#include <fstream>
 #include <mutex>
 #include <sstream>
 #include <stdexcept>
@@ -729,9 +730,9 @@ TEST(CliUsage, AnUnknownOrMissingCommandNamesTheCommandsThatExistAndTheClosest) 
   const std::vector<Case> cases{
       {{"acount", "create", "a"},
        "tollgate: unknown command 'acount' (did you mean account?); the commands are: account, audit, demo, events, "
-       "fake-provider, hold, job, key, serve, transfer, version\n"},
+       "fake-provider, hold, idem, job, key, lock, ratelimit, serve, transfer, version\n"},
       {{"frobnicate"}, "tollgate: unknown command 'frobnicate'; the commands are: account, audit, demo, events, "
-                       "fake-provider, hold, job, key, serve, transfer, version\n"},
+                       "fake-provider, hold, idem, job, key, lock, ratelimit, serve, transfer, version\n"},
       {{"account", "crate", "a", "--url", "http://127.0.0.1:1"},
        "tollgate: unknown command 'account crate' (did you mean create?); the account commands are: create, credit, "
        "debit, list, show, update\n"},
@@ -740,6 +741,10 @@ TEST(CliUsage, AnUnknownOrMissingCommandNamesTheCommandsThatExistAndTheClosest) 
        "release, reserve, show\n"},
       {{"key", "revok", "k"}, "tollgate: unknown command 'key revok' (did you mean revoke?); the key commands are: "
                               "create, list, revoke\n"},
+      {{"lock", "aquire", "k"}, "tollgate: unknown command 'lock aquire' (did you mean acquire?); the lock commands are: "
+                                "acquire, cancel, release, renew, show\n"},
+      {{"idem", "begn", "k"}, "tollgate: unknown command 'idem begn' (did you mean begin?); the idem commands are: "
+                              "abandon, begin, finish\n"},
   };
   for (const Case& c : cases) {
     const ProcessResult r = run_tollgate(c.args);
@@ -754,8 +759,11 @@ TEST(CliUsage, AnUnknownOrMissingCommandNamesTheCommandsThatExistAndTheClosest) 
                    "reserve, show\n");
   r = run_tollgate({});
   EXPECT_EQ(r.exit_code, 2);
-  EXPECT_EQ(r.err, "tollgate: a command is missing; the commands are: account, audit, demo, events, fake-provider, hold, job, key, "
-                   "serve, transfer, version\n");
+  EXPECT_EQ(r.err, "tollgate: a command is missing; the commands are: account, audit, demo, events, fake-provider, hold, idem, "
+                   "job, key, lock, ratelimit, serve, transfer, version\n");
+  r = run_tollgate({"ratelimit"});
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_EQ(r.err, "tollgate: a command is missing after 'ratelimit'; the ratelimit commands are: check, reset\n");
   // Other usage errors keep CLI11's own message (a command's arguments are not commands).
   const ProcessResult extra = run_tollgate({"events", "a", "b"});
   EXPECT_EQ(extra.exit_code, 2);
@@ -913,6 +921,82 @@ TEST(ClientRetry, NothingListeningGivesUpAfterAttemptsMax) {
   EXPECT_EQ(r.transport_error().failure, client::TransportFailure::connect);
   EXPECT_EQ(r.attempts(), 4);
   EXPECT_LT(Clock::now() - started, milliseconds(2000));
+}
+
+
+// Coordination calls (issue 11) through a proxy that loses the first answer: the calls for which
+// a second send does what the first did are resent (and end as if sent once); begin_idempotency and
+// check_ratelimit are not (the lost attempt acted: a resent begin would meet its own claim, a
+// resent check would count twice). Each dropped call uses a fresh client: the stale-connection
+// resend (a kept-alive connection closed before any answer) is a different rule.
+TEST(ClientRetry, CoordinationCallsAreResentOnlyWhenASecondSendDoesWhatTheFirstDid) {
+  testing::TempDir dir;
+  const std::string config = dir.file("tollgate.toml");
+  std::ofstream(config) << "[ratelimits.login]\nlimit = 5\nperiod_ms = 60000\nstore = \"shared\"\n";
+  testing::ServerOptions options;
+  options.extra_args = {"--config", config};
+  ServerProcess server(options);
+  FaultProxy proxy(server.port());
+  client::Client direct(fast_options(server.url(), server.admin_key()));
+  const auto through_proxy = [&] { return client::Client(fast_options(proxy.url(), server.admin_key())); };
+  const auto dropped = [&](auto call) {
+    proxy.inject(FaultProxy::Fault::drop_answer);
+    const std::size_t before = proxy.requests().size();
+    client::Client c = through_proxy();
+    client::Response r = call(c);
+    return std::make_pair(std::move(r), proxy.requests().size() - before);
+  };
+
+  // begin: not resent; the lost attempt's claim is there (a resend would have met it: in_progress).
+  auto [begun, begin_sends] = dropped([](client::Client& c) { return c.begin_idempotency("charge-1", "fp", 60'000); });
+  ASSERT_TRUE(begun.is_transport_error()) << begun.describe();
+  EXPECT_EQ(begun.attempts(), 1);
+  EXPECT_EQ(begin_sends, 1u);
+  const client::Response again = direct.begin_idempotency("charge-1", "fp", 60'000);
+  ASSERT_TRUE(again.is_problem()) << again.describe();
+  EXPECT_EQ(again.problem().code, "in_progress");
+
+  // finish: resent; the second send answers the finished key.
+  auto [finished, finish_sends] =
+      dropped([](client::Client& c) { return c.finish_idempotency("charge-1", "fp", json::value{{"charge", "ch_1"}}); });
+  ASSERT_TRUE(finished.ok()) << finished.describe();
+  EXPECT_EQ(finished.attempts(), 2);
+  EXPECT_EQ(finish_sends, 2u);
+  EXPECT_EQ(finished.json().at("state"), "finished");
+
+  // check: not resent; the lost attempt counted once (5 - 1 lost - 1 now = 3 remaining).
+  auto [checked, check_sends] = dropped([](client::Client& c) { return c.check_ratelimit("login", "u1"); });
+  ASSERT_TRUE(checked.is_transport_error()) << checked.describe();
+  EXPECT_EQ(checked.attempts(), 1);
+  EXPECT_EQ(check_sends, 1u);
+  const client::Response counted = direct.check_ratelimit("login", "u1");
+  ASSERT_TRUE(counted.ok()) << counted.describe();
+  EXPECT_EQ(counted.json().at("remaining"), 3);
+
+  // acquire and renew: resent; the same owner again keeps the fence.
+  auto [acquired, acquire_sends] = dropped([](client::Client& c) { return c.acquire_lock("nightly", "w1", 60'000); });
+  ASSERT_TRUE(acquired.ok()) << acquired.describe();
+  EXPECT_EQ(acquired.attempts(), 2);
+  EXPECT_EQ(acquire_sends, 2u);
+  const std::optional<client::LockHolder> holder = client::LockHolder::from(acquired);
+  ASSERT_TRUE(holder.has_value());
+  EXPECT_EQ(holder->fence, 1);
+  auto [renewed, renew_sends] = dropped([&](client::Client& c) { return c.renew_lock(*holder, 60'000); });
+  ASSERT_TRUE(renewed.ok()) << renewed.describe();
+  EXPECT_EQ(renewed.attempts(), 2);
+  EXPECT_EQ(renew_sends, 2u);
+  EXPECT_EQ(renewed.json().at("fence"), 1);
+
+  // release: resent, and the second send reports lock_lost — the first one released it (client.h).
+  auto [released, release_sends] = dropped([&](client::Client& c) { return c.release_lock(*holder); });
+  ASSERT_TRUE(released.is_problem()) << released.describe();
+  EXPECT_EQ(released.problem().code, "lock_lost");
+  EXPECT_EQ(released.attempts(), 2);
+  EXPECT_EQ(release_sends, 2u);
+  const client::Response lock = direct.get_lock("nightly");
+  ASSERT_TRUE(lock.ok()) << lock.describe();
+  EXPECT_EQ(lock.json().at("held"), false);
+  EXPECT_TRUE(lock.json().at("owner").is_null());
 }
 
 }  // namespace
