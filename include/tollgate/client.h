@@ -332,7 +332,8 @@ class Client {
   // --- idempotency keys for the caller's own side effects (api.md; admin key). `fingerprint`
   // (1–256 bytes) names the request: the same key with another fingerprint is 422
   // idempotency_mismatch, for every call.
-  // POST /v1/idempotency/{key}/begin — 201 {key, state: "started", expires_at}: go ahead, then
+  // POST /v1/idempotency/{key}/begin — 201 {key, state: "started", attempt, resumed, expires_at}: go
+  // ahead (resumed: this claim took over one that ran out unfinished — ask downstream first), then
   // finish (or abandon) before ttl_ms (1 ms to 1 day) runs out — after that another begin takes
   // the claim over. 200 {state: "finished", response, finished_at}: done before — use `response`,
   // do not do it again. Claimed and not expired: 409 in_progress (Problem::expires_at). Not resent
@@ -340,12 +341,16 @@ class Client {
   Response begin_idempotency(std::string_view key, std::string_view fingerprint, std::int64_t ttl_ms);
   // POST /v1/idempotency/{key}/finish — 200 {state: "finished", response}: `response` (any JSON
   // value but null, at most 32 KiB serialized) is stored and replayed to every later begin. A key
-  // already finished keeps its first response. Never begun (or abandoned): 404.
-  Response finish_idempotency(std::string_view key, std::string_view fingerprint, const boost::json::value& response);
+  // already finished keeps its first response. Never begun: 404; abandoned: 409 conflict. With
+  // `attempt` (the begin's), only that claim is finished: a claim taken over since is 409 conflict.
+  Response finish_idempotency(std::string_view key, std::string_view fingerprint, const boost::json::value& response,
+                              std::optional<std::int64_t> attempt = std::nullopt);
   // POST /v1/idempotency/{key}/abandon — 200 {key, state: "abandoned"}: the claim is given back
   // (after a failure that did nothing), so a later begin starts afresh; a key not claimed is
-  // answered the same. Finished: 409 conflict (its response is replayed and stays).
-  Response abandon_idempotency(std::string_view key, std::string_view fingerprint);
+  // answered the same. Finished: 409 conflict (its response is replayed and stays). With `attempt`,
+  // only that claim is given back (409 conflict if another attempt holds the key now).
+  Response abandon_idempotency(std::string_view key, std::string_view fingerprint,
+                               std::optional<std::int64_t> attempt = std::nullopt);
 
   // --- rate limits (api.md; admin key). `policy` is named in the server's configuration
   // ([ratelimits.NAME]; another name: 404); `key` is what is limited (a user, an address…).

@@ -636,13 +636,16 @@ Response Client::begin_idempotency(std::string_view key, std::string_view finger
 }
 
 Response Client::finish_idempotency(std::string_view key, std::string_view fingerprint,
-                                    const boost::json::value& response) {
+                                    const boost::json::value& response, std::optional<std::int64_t> attempt) {
   json::value body = json::object{{"fingerprint", fingerprint}, {"response", response}};
+  if (attempt) body.as_object()["attempt"] = *attempt;
   return impl_->perform(bhttp::verb::post, idempotency_path(key, "finish"), &body, Resend::safe, false);
 }
 
-Response Client::abandon_idempotency(std::string_view key, std::string_view fingerprint) {
+Response Client::abandon_idempotency(std::string_view key, std::string_view fingerprint,
+                                     std::optional<std::int64_t> attempt) {
   json::value body = json::object{{"fingerprint", fingerprint}};
+  if (attempt) body.as_object()["attempt"] = *attempt;
   return impl_->perform(bhttp::verb::post, idempotency_path(key, "abandon"), &body, Resend::safe, false);
 }
 

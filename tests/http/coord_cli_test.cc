@@ -444,6 +444,14 @@ TEST_F(CoordCliTest, ClientIdempotencyCallsStartFinishReplayAndAbandon) {
   r = c.begin_idempotency("charge-8", "sha:def", 60'000);
   ASSERT_TRUE(r.ok()) << r.describe();
   EXPECT_EQ(r.status(), 201u);
+  EXPECT_EQ(r.json().at("attempt"), 2);  // a new claim after the abandon
+  // The first attempt's claim was given back: naming it finishes nothing; the current one finishes.
+  r = c.finish_idempotency("charge-8", "sha:def", json::value(1), 1);
+  ASSERT_TRUE(r.is_problem()) << r.describe();
+  EXPECT_EQ(r.problem().code, "conflict");
+  r = c.finish_idempotency("charge-8", "sha:def", json::value(2), 2);
+  ASSERT_TRUE(r.ok()) << r.describe();
+  EXPECT_EQ(r.json().at("response"), 2);
 
   r = c.finish_idempotency("never-begun", "x", json::value(1));
   ASSERT_TRUE(r.is_problem()) << r.describe();
