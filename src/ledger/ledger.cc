@@ -314,11 +314,10 @@ std::optional<Error> Ledger::refuse_lock_early(const LockCommand& c) {
   if (c.op != coord::LockOp::acquire) return std::nullopt;
   auto read = store_.coord().get_lock(c.key);
   if (!read || !read->row) return std::nullopt;  // the batch decides (and reports a failure)
-  const coord::Lock& l = *read->row;
-  if (!coord::is_held(l, read->now_ms) || l.owner == c.owner) return std::nullopt;
-  Error e = Error::make(Code::lock_held, "lock " + c.key + " is held by another owner");
-  e.expires_at_ms = l.expires_at_ms;
-  return e;
+  // The batch's own rule on the row as read: only its lock_held refusal is answered from a read.
+  auto decided = coord::decide_lock(read->row, c, read->now_ms);
+  if (decided.ok() || decided.code() != Code::lock_held) return std::nullopt;
+  return decided.error();
 }
 
 Result<coord::RowRead<coord::Lock>> Ledger::get_lock(std::string_view key) {
