@@ -30,6 +30,7 @@
 #include <thread>
 #include <vector>
 
+#include "support/cli_output.h"
 #include "support/server_process.h"
 #include "tollgate/client.h"
 
@@ -38,6 +39,8 @@ namespace {
 
 namespace json = boost::json;
 using testing::ProcessResult;
+using testing::describe;
+using testing::one_document;
 using testing::ServerProcess;
 using testing::run_tollgate;
 
@@ -52,18 +55,7 @@ std::vector<std::string> lines_of(const std::string& text) {
 }
 
 // Parses the only JSON document of `text` (one line); fails the test if it is not one.
-json::value one_document(const ProcessResult& r) {
-  const auto lines = lines_of(r.out);
-  EXPECT_EQ(lines.size(), 1u) << r.out;
-  boost::system::error_code ec;
-  json::value v = json::parse(lines.empty() ? std::string() : lines.front(), ec);
-  EXPECT_FALSE(ec) << "not JSON: " << r.out;
-  return v;
-}
 
-std::string describe(const ProcessResult& r) {
-  return "exit " + std::to_string(r.exit_code) + "\n--- stdout\n" + r.out + "--- stderr\n" + r.err;
-}
 
 // What `events --follow --json` printed, run with `args` until `run_for` ends it (SIGKILL — it
 // runs until interrupted) while `meanwhile` runs: the references of the events, in the order

@@ -15,6 +15,7 @@
 
 #include "jobs/fake_provider.h"
 #include "support/backends.h"
+#include "support/cli_output.h"
 #include "support/server_process.h"
 #include "tollgate/client.h"
 
@@ -23,26 +24,14 @@ namespace {
 
 namespace json = boost::json;
 using testing::ProcessResult;
+using testing::describe;
+using testing::one_document;
 using testing::ServerOptions;
 using testing::ServerProcess;
 using testing::run_tollgate;
 using std::chrono::milliseconds;
 
-std::string describe(const ProcessResult& r) {
-  return "exit " + std::to_string(r.exit_code) + "\n--- stdout\n" + r.out + "--- stderr\n" + r.err;
-}
 
-// The only JSON document that `r` printed (one line).
-json::value one_document(const ProcessResult& r) {
-  std::istringstream in(r.out);
-  std::vector<std::string> lines;
-  for (std::string line; std::getline(in, line);) lines.push_back(line);
-  EXPECT_EQ(lines.size(), 1u) << r.out;
-  boost::system::error_code ec;
-  json::value v = json::parse(lines.empty() ? std::string() : lines.front(), ec);
-  EXPECT_FALSE(ec) << "not JSON: " << r.out;
-  return v;
-}
 
 jobs::FakeProviderOptions fake_options(std::int64_t min_ms, std::int64_t max_ms, double fail_rate = 0) {
   jobs::FakeProviderOptions o;

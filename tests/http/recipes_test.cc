@@ -10,12 +10,14 @@
 #include <string>
 
 #include "support/backends.h"
+#include "support/cli_output.h"
 #include "support/server_process.h"
 
 namespace tollgate {
 namespace {
 
 using testing::ProcessResult;
+using testing::describe;
 using testing::ServerOptions;
 using testing::ServerProcess;
 
@@ -31,10 +33,6 @@ period_ms = 10000
 store = "shared"
 )";
 
-std::string describe(const ProcessResult& r) {
-  return "exit " + std::to_string(r.exit_code) + (r.timed_out ? " (timed out)" : "") + "\n--- stdout\n" + r.out +
-         "--- stderr\n" + r.err;
-}
 
 ProcessResult run_recipe(const std::string& name, const std::string& url, const std::string& key) {
   const std::string script = std::string(TOLLGATE_SOURCE_DIR) + "/examples/" + name;
