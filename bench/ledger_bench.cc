@@ -87,11 +87,14 @@
 #include "store/postgres/pg_conn.h"
 #include "store/postgres/pg_store.h"
 #include "store/sqlite/sqlite_store.h"
+#include "bench_pg.h"
 
 namespace {
 
 using Clock = std::chrono::steady_clock;
 namespace fs = std::filesystem;
+using tollgate::bench::BenchSchema;
+using tollgate::bench::redact_uri;
 
 // --- options ------------------------------------------------------------------------------------
 struct Options {
@@ -770,54 +773,6 @@ class TimedStore final : public tollgate::Store {
  private:
   std::unique_ptr<tollgate::Store> inner_;
   std::atomic<std::uint64_t> calls_{0}, ns_{0}, singles_{0}, max_batch_{0};
-};
-
-// `uri` with search_path set to `schema` (libpq's options parameter, as tests/support does).
-std::string uri_with_schema(const std::string& uri, const std::string& schema) {
-  return uri + (uri.find('?') == std::string::npos ? "?" : "&") + "options=-csearch_path%3D" + schema;
-}
-
-// The URI without its password, for printing.
-std::string redact_uri(const std::string& uri) {
-  const auto scheme = uri.find("://");
-  if (scheme == std::string::npos) return uri;
-  const auto host_end = uri.find_first_of("/?", scheme + 3);
-  const auto at = uri.rfind('@', host_end == std::string::npos ? std::string::npos : host_end);
-  if (at == std::string::npos || at < scheme + 3) return uri;
-  const auto colon = uri.find(':', scheme + 3);
-  if (colon == std::string::npos || colon > at) return uri;
-  return uri.substr(0, colon + 1) + "***" + uri.substr(at);
-}
-
-// A fresh schema on the server of `server_uri` for one cell; dropped (CASCADE) when this object
-// goes, unless `keep`. The constructor throws pg::PgError when the server refuses.
-class BenchSchema {
- public:
-  BenchSchema(std::string server_uri, std::string name, bool keep)
-      : server_uri_(std::move(server_uri)), name_(std::move(name)), keep_(keep) {
-    auto conn = tollgate::pg::Conn::connect(server_uri_, tollgate::pg::ConnectOptions{});
-    conn->exec("DROP SCHEMA IF EXISTS " + tollgate::pg::quote_identifier(name_) + " CASCADE; CREATE SCHEMA " +
-               tollgate::pg::quote_identifier(name_));
-  }
-  ~BenchSchema() {
-    if (keep_) {
-      std::fprintf(stderr, "ledger_bench: kept schema %s\n", name_.c_str());
-      return;
-    }
-    try {
-      auto conn = tollgate::pg::Conn::connect(server_uri_, tollgate::pg::ConnectOptions{});
-      conn->exec("DROP SCHEMA " + tollgate::pg::quote_identifier(name_) + " CASCADE");
-    } catch (const std::exception& e) {
-      std::fprintf(stderr, "ledger_bench: warning: could not drop schema %s: %s\n", name_.c_str(), e.what());
-    }
-  }
-  BenchSchema(const BenchSchema&) = delete;
-  BenchSchema& operator=(const BenchSchema&) = delete;
-  std::string uri() const { return uri_with_schema(server_uri_, name_); }
-
- private:
-  std::string server_uri_, name_;
-  bool keep_;
 };
 
 Cell run_tollgate_pg(const Options& o, bool hot, int callers, int cell_no) {

@@ -82,64 +82,19 @@ done
 (( accounts >= 2 && accounts <= 99999 )) || { echo "http_bench: --accounts must be from 2 to 99999" >&2; exit 2; }
 (( threads >= 1 && connections >= threads )) || { echo "http_bench: need 1 ≤ threads ≤ connections" >&2; exit 2; }
 
-log() { echo "http_bench: $*" >&2; }
-die() { echo "http_bench: $*" >&2; exit 1; }
+bench_name=http_bench
+source "$here/lib.sh"
 
-# --- tools: installed if missing, like scripts/setup ------------------------------------------------
-need_packages() {
-  local missing=() p
-  for p in "$@"; do
-    dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
-  done
-  if [[ ${#missing[@]} -gt 0 ]]; then
-    log "installing ${missing[*]}"
-    local sudo=""
-    [[ "$(id -u)" -eq 0 ]] || sudo="sudo"
-    $sudo env DEBIAN_FRONTEND=noninteractive apt-get update -q >&2
-    $sudo env DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends "${missing[@]}" >&2
-  fi
-}
 need_packages wrk redis-server redis-tools curl
 (( perf_seconds == 0 )) || command -v perf >/dev/null || die "--perf needs perf (Debian: linux-perf)"
 [[ -x "$bin" ]] || die "no tollgate binary at $bin (scripts/bench http builds it)"
 
-# --- the folder: on a real disk --------------------------------------------------------------------
-fs_type() { stat -f -c %T "$1" 2>/dev/null || echo unknown; }
-is_memory_fs() { case "$(fs_type "$1")" in tmpfs|ramfs) return 0 ;; *) return 1 ;; esac; }
-created_dir=0
-if [[ -n "$dir" ]]; then
-  probe="$dir"
-  while [[ ! -e "$probe" ]]; do probe="$(dirname "$probe")"; done
-  if is_memory_fs "$probe" && (( ! allow_tmpfs )); then
-    echo "http_bench: $dir is on $(fs_type "$probe"): commits would not be durable; pass another --dir" >&2
-    exit 2
-  fi
-  mkdir -p "$dir"
-  dir="$(cd "$dir" && pwd)"
-else
-  for base in "${TMPDIR:-}" /var/tmp /tmp "$root"; do
-    [[ -n "$base" && -d "$base" && -w "$base" ]] || continue
-    is_memory_fs "$base" && continue
-    dir="$(mktemp -d "$base/tollgate-http-bench-XXXXXX")" && created_dir=1 && break
-  done
-  [[ -n "$dir" ]] || { echo "http_bench: no writable folder on a real disk; pass --dir" >&2; exit 2; }
-fi
-fs="$(fs_type "$dir")"
-chmod 700 "$dir"
+pick_dir "$dir" "$allow_tmpfs"
 
 # --- processes: stopped on exit --------------------------------------------------------------------
-tollgate_pid=""
-redis_pid=""
 cleanup() {
   local rc=$?
-  if [[ -n "$tollgate_pid" ]] && kill -0 "$tollgate_pid" 2>/dev/null; then
-    kill -TERM "$tollgate_pid" 2>/dev/null || true
-    wait "$tollgate_pid" 2>/dev/null || true
-  fi
-  if [[ -n "$redis_pid" ]] && kill -0 "$redis_pid" 2>/dev/null; then
-    kill -TERM "$redis_pid" 2>/dev/null || true
-    wait "$redis_pid" 2>/dev/null || true
-  fi
+  stop_servers
   if (( keep )); then
     log "kept $dir"
   elif (( created_dir )); then
@@ -154,162 +109,16 @@ trap cleanup EXIT
 trap 'exit 130' INT
 trap 'exit 143' TERM
 
-port_in_use() { (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null; }
-
-# redis-server: private port, no persistence.
-start_redis() {
-  local attempt port
-  for attempt in 1 2 3 4 5; do
-    port=$(( 20000 + RANDOM % 40000 ))
-    port_in_use "$port" && continue
-    redis-server --port "$port" --bind 127.0.0.1 --save '' --appendonly no --dir "$dir" \
-      --logfile "$dir/redis.log" --daemonize no --protected-mode yes >/dev/null 2>&1 &
-    redis_pid=$!
-    local i
-    for i in $(seq 50); do
-      if [[ "$(redis-cli -h 127.0.0.1 -p "$port" ping 2>/dev/null)" == "PONG" ]]; then
-        redis_port=$port
-        return 0
-      fi
-      kill -0 "$redis_pid" 2>/dev/null || break
-      sleep 0.1
-    done
-    kill "$redis_pid" 2>/dev/null || true
-    wait "$redis_pid" 2>/dev/null || true
-    redis_pid=""
-  done
-  die "redis-server did not start (see $dir/redis.log)"
-}
-
-# tollgate: port 0 (the kernel picks a free one; the server logs it), a fresh database.
-admin_key="bench-$(od -An -tx1 -N16 /dev/urandom | tr -d ' \n')"
-export TOLLGATE_BENCH_KEY="$admin_key"  # read by the Lua scripts
-start_tollgate() {
-  TOLLGATE_ADMIN_KEY="$admin_key" "$bin" serve --listen 127.0.0.1:0 --database "sqlite:$dir/t.db" \
-    >"$dir/tollgate.stdout" 2>"$dir/tollgate.log" &
-  tollgate_pid=$!
-  local i
-  for i in $(seq 100); do
-    tollgate_port="$(grep -m1 -o 'listening on 127\.0\.0\.1:[0-9]*' "$dir/tollgate.log" 2>/dev/null | sed 's/.*://' || true)"
-    if [[ -n "$tollgate_port" ]]; then
-      base_url="http://127.0.0.1:$tollgate_port"
-      curl -fsS "$base_url/healthz" >/dev/null && return 0
-    fi
-    kill -0 "$tollgate_pid" 2>/dev/null || break
-    sleep 0.1
-  done
-  head -5 "$dir/tollgate.log" >&2 || true
-  die "tollgate did not start"
-}
-
-api() {  # api METHOD PATH [BODY] → the body on stdout; fails on non-2xx
-  local method=$1 path=$2 body=${3:-}
-  local args=(-sS -X "$method" -H "Authorization: Bearer $admin_key" -w '\n%{http_code}')
-  [[ -n "$body" ]] && args+=(-H 'Content-Type: application/json' --data-binary "$body")
-  local out code
-  out="$(curl "${args[@]}" "$base_url$path")" || die "$method $path: curl failed"
-  code="${out##*$'\n'}"
-  out="${out%$'\n'*}"
-  [[ "$code" == 2?? ]] || die "$method $path answered $code: $out"
-  printf '%s' "$out"
-}
-
-json_int() {  # json_int KEY < JSON → the integer value of "KEY" (first occurrence)
-  grep -o "\"$1\":-\?[0-9]*" | head -1 | sed 's/.*://'
-}
-
-# Many admin calls in parallel over keep-alive (curl --parallel); every answer must be 201.
-# bulk NAME: reads "PATH<TAB>BODY" lines on stdin.
-bulk() {
-  local name=$1 cfg="$dir/$1.curl"
-  : >"$cfg"
-  chmod 600 "$cfg"
-  local path body sep=""
-  while IFS=$'\t' read -r path body; do
-    # "next" separates transfers; a trailing one would be an empty transfer that aborts them all.
-    printf '%surl = "%s%s"\nheader = "Authorization: Bearer %s"\nheader = "Content-Type: application/json"\ndata-binary = "%s"\noutput = "/dev/null"\nwrite-out = "%%{http_code}\\n"\n' \
-      "$sep" "$base_url" "$path" "$admin_key" "${body//\"/\\\"}" >>"$cfg"
-    sep=$'next\n'
-  done
-  curl -sS --no-progress-meter --parallel --parallel-immediate --parallel-max "$connections" -K "$cfg" >"$dir/$name.codes" \
-    || die "$name: curl failed"
-  local total bad
-  total=$(wc -l <"$dir/$name.codes")
-  bad=$(grep -vc '^201$' "$dir/$name.codes" || true)
-  (( bad == 0 )) || die "$name: $bad of $total answers were not 201: $(sort "$dir/$name.codes" | uniq -c | tr '\n' ' ')"
-  echo "$total"
-}
-
-# --- server-side counters (/metrics) -----------------------------------------------------------------
-metrics_snapshot() { curl -fsS "$base_url/metrics" >"$1" || die "GET /metrics failed"; }
-# server_count FILE ROUTE CLASS — requests answered for ROUTE with a status in CLASS (2xx | non2xx | any)
-server_count() {
-  awk -v route="$2" -v class="$3" '
-    /^tollgate_http_requests_total\{/ {
-      match($0, /route="[^"]*"/); r = substr($0, RSTART + 7, RLENGTH - 8)
-      match($0, /status="[0-9]*"/); s = substr($0, RSTART + 8, RLENGTH - 9) + 0
-      if (r != route) next
-      if (class == "2xx" && (s < 200 || s > 299)) next
-      if (class == "non2xx" && s >= 200 && s <= 299) next
-      n += $NF
-    }
-    END { printf "%d\n", n }' "$1"
-}
-metric_value() { awk -v name="$2" '$1 == name { printf "%d\n", $2; found = 1 } END { if (!found) print 0 }' "$1"; }
-# Everything answered so far, except /metrics itself.
-server_total() { awk '/^tollgate_http_requests_total\{/ && !/route="GET \/metrics"/ { n += $NF } END { printf "%d\n", n }' "$1"; }
-
-# CPU: a process's user+system time in microseconds; the machine's busy and total jiffies.
-clk_tck=$(getconf CLK_TCK 2>/dev/null || echo 100)
-proc_cpu_us() { awk -v hz="$clk_tck" '{ printf "%.0f\n", ($14 + $15) * 1e6 / hz }' "/proc/$1/stat"; }
-machine_jiffies() { awk '/^cpu / { idle = $5 + $6; total = 0; for (i = 2; i <= NF; i++) total += $i; print total - idle, total; exit }' /proc/stat; }
-busy_percent() {  # busy_percent "BUSY0 TOTAL0" "BUSY1 TOTAL1"
-  awk -v a="$1" -v b="$2" 'BEGIN { split(a, x, " "); split(b, y, " "); t = y[2] - x[2]; printf "%.0f\n", (t > 0 ? 100 * (y[1] - x[1]) / t : 0) }'
-}
-
-# After wrk stops, the requests it had in flight are still answered (and written): wait for that.
-wait_quiescent() {
-  local prev=-1 now i
-  for i in $(seq 100); do
-    metrics_snapshot "$dir/metrics.q"
-    now=$(server_total "$dir/metrics.q")
-    if (( now == prev )) && (( $(metric_value "$dir/metrics.q" tollgate_write_queue_depth) == 0 )); then return 0; fi
-    prev=$now
-    sleep 0.1
-  done
-  die "the server did not settle after a run"
-}
-
 # --- workloads -----------------------------------------------------------------------------------
-declare -A R       # R[workload.key] = value
-order=()           # workloads in the order run
-failures=()
-
 R_HOLDS="POST /v1/holds"
 R_COMMIT="POST /v1/holds/{hold_id}/commit"
 R_HEALTHZ="GET /healthz"
 
-# run_wrk NAME LABEL SCRIPT DURATION [script args...]
+# run_wrk NAME LABEL SCRIPT DURATION [script args...] — wrk_measure (lib.sh), then this bench's
+# figures and checks: answers by route on the server's side, lifecycles and reservations per second.
 run_wrk() {
-  local name=$1 label=$2 script=$3 duration=$4
-  shift 4
-  [[ $name == *_perf ]] || order+=("$name")
-  R[$name.label]=$label
-  wait_quiescent
-  cp "$dir/metrics.q" "$dir/metrics.before"
-  log "$label: wrk -t$threads -c$connections -d${duration}s"
-  local cpu0 jiffies0
-  cpu0=$(proc_cpu_us "$tollgate_pid")
-  jiffies0=$(machine_jiffies)
-  wrk -t"$threads" -c"$connections" -d"${duration}s" --timeout 10s -s "$here/$script" "$base_url" -- "$@" \
-    >"$dir/$name.wrk.txt" 2>&1 || die "$label: wrk failed: $(tail -3 "$dir/$name.wrk.txt")"
-  R[$name.machine_busy_pct]=$(busy_percent "$jiffies0" "$(machine_jiffies)")
-  R[$name.server_cpu_us]=$(( $(proc_cpu_us "$tollgate_pid") - cpu0 ))
-  local line kv
-  line="$(grep -m1 '^TOLLGATE_WRK ' "$dir/$name.wrk.txt")" || die "$label: no result line from wrk: $(tail -5 "$dir/$name.wrk.txt")"
-  for kv in ${line#TOLLGATE_WRK }; do R[$name.${kv%%=*}]=${kv#*=}; done
-  wait_quiescent
-  cp "$dir/metrics.q" "$dir/metrics.after"
+  local name=$1 label=$2 script=$3
+  wrk_measure "$@"
   local route
   for route in holds commit healthz; do
     local rname
@@ -317,14 +126,9 @@ run_wrk() {
     R[$name.server_${route}_ok]=$(( $(server_count "$dir/metrics.after" "$rname" 2xx) - $(server_count "$dir/metrics.before" "$rname" 2xx) ))
     R[$name.server_${route}_non2xx]=$(( $(server_count "$dir/metrics.after" "$rname" non2xx) - $(server_count "$dir/metrics.before" "$rname" non2xx) ))
   done
-  # Derived figures.
   local d=${R[$name.duration_us]}
-  R[$name.rps]=$(awk -v n="${R[$name.requests]}" -v d="$d" 'BEGIN { printf "%.1f", n / (d / 1e6) }')
   R[$name.lifecycles_ps]=$(awk -v n="${R[$name.commit_ok]}" -v d="$d" 'BEGIN { printf "%.1f", n / (d / 1e6) }')
   R[$name.reserves_ps]=$(awk -v n="${R[$name.reserve_ok]}" -v d="$d" 'BEGIN { printf "%.1f", n / (d / 1e6) }')
-  local answered=$(( R[$name.server_holds_ok] + R[$name.server_holds_non2xx] + R[$name.server_commit_ok] + R[$name.server_commit_non2xx] + R[$name.server_healthz_ok] + R[$name.server_healthz_non2xx] ))
-  R[$name.cpu_us_per_req]=$(awk -v c="${R[$name.server_cpu_us]}" -v n="$answered" 'BEGIN { printf "%.1f", (n > 0 ? c / n : 0) }')
-  R[$name.server_cores]=$(awk -v c="${R[$name.server_cpu_us]}" -v d="${R[$name.duration_us]}" 'BEGIN { printf "%.2f", c / d }')
   R[$name.errors]=$(( R[$name.non2xx] + R[$name.sock_connect] + R[$name.sock_read] + R[$name.sock_write] + R[$name.sock_timeout] ))
   # Checks: nothing but 2xx, on either side; the server saw what wrk saw, plus at most what was in flight.
   if (( R[$name.errors] != 0 )); then
@@ -354,19 +158,11 @@ cpus=$(nproc 2>/dev/null || echo "?")
 load_before="$(cut -d' ' -f1-3 /proc/loadavg)"
 log "folder $dir ($fs); $cpus CPUs shared by wrk, redis-benchmark, redis-server and tollgate; load average $load_before"
 
-# The disk's flush latency, where the database goes: each durable answer waits for at least one
-# flush, so 64 connections that each wait for their answer (a closed loop) can get at most
-# 64 / flush-latency durable answers per second, whatever the server does.
-probe_writes=$(( quick ? 20 : 100 ))
-probe_s=$(LC_ALL=C dd if=/dev/zero of="$dir/fsync.probe" bs=4k count="$probe_writes" oflag=dsync 2>&1 \
-  | awk '/copied/ { for (i = 1; i <= NF; i++) if ($i ~ /^s,?$/) print $(i - 1) }' | tail -1)
-rm -f "$dir/fsync.probe"
-fsync_ms=$(awk -v s="${probe_s:-0}" -v n="$probe_writes" 'BEGIN { printf "%.2f", 1000 * s / n }')
-closed_loop_bound=$(awk -v ms="$fsync_ms" -v c="$connections" 'BEGIN { printf "%.0f", (ms > 0 ? c * 1000 / ms : 0) }')
+probe_fsync
 log "disk: one 4 KiB O_DSYNC write takes $fsync_ms ms → a closed loop of $connections connections gets at most ~$closed_loop_bound durable answers/s"
 
 start_redis
-start_tollgate
+start_tollgate tollgate --database "sqlite:$dir/t.db"
 log "tollgate $("$bin" version 2>/dev/null | head -1) on $base_url (pid $tollgate_pid), redis on port $redis_port (pid $redis_pid)"
 
 # Accounts: hot (10^12 credits) and the spread ones (10^9 each).
@@ -383,35 +179,8 @@ log "setup: 1 hot account + $accounts accounts created and credited in ${setup_s
 
 run_wrk healthz "healthz (HTTP floor)" healthz.lua "$seconds"
 
-# Redis INCR: a short pilot sizes -n so the measured run lasts about --seconds.
-log "redis INCR: pilot"
-pilot_n=$(( quick ? 5000 : 50000 ))
-pilot="$(redis-benchmark -h 127.0.0.1 -p "$redis_port" -t incr -c "$connections" -n "$pilot_n" --csv 2>/dev/null | grep '^"INCR"')" \
-  || die "redis-benchmark pilot failed"
-pilot_rps=$(echo "$pilot" | cut -d, -f2 | tr -d '"')
-redis_n=$(awk -v r="$pilot_rps" -v s="$seconds" 'BEGIN { n = int(r * s); if (n < 10000) n = 10000; print n }')
-log "redis INCR: redis-benchmark -t incr -c $connections -n $redis_n"
-redis_started=$(date +%s.%N)
-redis_cpu0=$(proc_cpu_us "$redis_pid")
-redis_jiffies0=$(machine_jiffies)
-redis-benchmark -h 127.0.0.1 -p "$redis_port" -t incr -c "$connections" -n "$redis_n" --csv >"$dir/redis.csv" 2>/dev/null \
-  || die "redis-benchmark failed"
-redis_wall=$(awk -v a="$redis_started" -v b="$(date +%s.%N)" 'BEGIN { printf "%.1f", b - a }')
-R[redis.machine_busy_pct]=$(busy_percent "$redis_jiffies0" "$(machine_jiffies)")
-R[redis.server_cpu_us]=$(( $(proc_cpu_us "$redis_pid") - redis_cpu0 ))
-R[redis.cpu_us_per_req]=$(awk -v c="${R[redis.server_cpu_us]}" -v n="$redis_n" 'BEGIN { printf "%.1f", c / n }')
-R[redis.server_cores]=$(awk -v c="${R[redis.server_cpu_us]}" -v w="$redis_wall" 'BEGIN { printf "%.2f", c / (w * 1e6) }')
-line="$(grep '^"INCR"' "$dir/redis.csv")" || die "redis-benchmark printed no INCR line"
-IFS=, read -r _ redis_rps _ _ redis_p50 _ redis_p99 _ <<<"$(echo "$line" | tr -d '"')"
-redis_counter=$(redis-cli -h 127.0.0.1 -p "$redis_port" get 'counter:__rand_int__')
-(( redis_counter == pilot_n + redis_n )) || failures+=("redis: the counter is $redis_counter, expected $((pilot_n + redis_n))")
-order+=(redis)
-R[redis.label]="redis INCR (non-durable)"
-R[redis.rps]=$redis_rps
-R[redis.requests]=$redis_n
-R[redis.p50_us]=$(awk -v v="$redis_p50" 'BEGIN { printf "%d", v * 1000 }')
-R[redis.p99_us]=$(awk -v v="$redis_p99" 'BEGIN { printf "%d", v * 1000 }')
-R[redis.errors]=0
+redis_incr redis
+redis_rps=${R[redis.rps]}
 
 run_wrk reserve_hot "reservations hot" reserve.lua "$seconds" rh 1
 run_wrk reserve_spread "reservations spread" reserve.lua "$seconds" rs "$accounts" 7
@@ -479,8 +248,6 @@ grep -q '"violations":\[\]' <<<"$audit_json" || failures+=("audit: violations: $
 load_after="$(cut -d' ' -f1-3 /proc/loadavg)"
 
 # --- report ------------------------------------------------------------------------------------------
-ms() { awk -v us="$1" 'BEGIN { printf "%.2f", us / 1000 }'; }
-thousands() { LC_ALL=C printf "%'.0f" "$1" 2>/dev/null || printf "%.0f" "$1"; }
 {
   echo
   echo "tollgate HTTP benchmark — wrk -t$threads -c$connections -d${seconds}s (keep-alive), redis-benchmark -c $connections"
