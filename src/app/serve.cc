@@ -349,7 +349,8 @@ int serve(const ServerConfig& config, const std::function<void(std::uint16_t)>& 
   api_options.jobs = &runner;
   std::vector<coord::RatePolicySpec> policy_specs;
   for (const auto& [name, rl] : config.ratelimits) {
-    policy_specs.push_back({name, coord::GcraPolicy{rl.limit, rl.period_ms}, rl.store == RateLimitStore::shared, 0});
+    policy_specs.push_back({name, coord::GcraPolicy{rl.limit, rl.period_ms}, rl.store == RateLimitStore::shared,
+                            static_cast<std::size_t>(rl.keys_max)});
   }
   const coord::RatePolicies policies(policy_specs);
   http::CoordCounters coord_counters;

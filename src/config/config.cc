@@ -299,6 +299,8 @@ Result<ServerConfig> parse_config(std::string_view text, std::string_view source
     r.integer("period_ms", rl.period_ms, 1, limits::kRateLimitPeriodMsMax);
     std::optional<std::string> store;
     r.string("store", store);
+    const bool has_keys_max = t.contains("keys_max");
+    r.integer("keys_max", rl.keys_max, 1, static_cast<std::int64_t>(limits::kLocalRateKeysMax));
     if (auto s = r.finish(); !s) return s;
     if (rl.limit > rl.period_ms * 1000) {
       return invalid(r.where("limit") + "ratelimits." + name + ".limit (" + std::to_string(rl.limit) +
@@ -309,6 +311,11 @@ Result<ServerConfig> parse_config(std::string_view text, std::string_view source
       if (*store == "shared") rl.store = RateLimitStore::shared;
       else if (*store == "local") rl.store = RateLimitStore::local;
       else return invalid(r.where("store") + "ratelimits." + name + ".store must be shared or local");
+    }
+    if (has_keys_max && rl.store != RateLimitStore::local) {
+      return invalid(r.where("keys_max") + "ratelimits." + name +
+                     ".keys_max bounds a local policy's table in memory; a shared policy keeps its keys in the "
+                     "database (set store = \"local\" or remove keys_max)");
     }
     c.ratelimits.emplace(name, rl);
     return ok_status();

@@ -33,6 +33,9 @@ struct RateLimitConfig {
   std::int64_t limit = 0;
   std::int64_t period_ms = 0;
   RateLimitStore store = RateLimitStore::shared;
+  // local only: the most keys the instance's table keeps (idle ones are evicted first); 0: the
+  // default, limits::kLocalRateKeysMaxDefault.
+  std::int64_t keys_max = 0;
 };
 
 struct ServerConfig {

@@ -30,14 +30,14 @@ GcraDecision LocalLimiter::check(std::string_view key, std::int64_t cost, std::i
   return d;
 }
 
-void LocalLimiter::make_room(std::int64_t now_us) {
+void LocalLimiter::make_room(std::int64_t now_ns) {
   // Idle keys first, from the least recently checked end, looking at a bounded number of them.
   constexpr std::size_t kScanMax = 8;  // a flood of new keys costs each check at most 8 look-ups
   std::size_t scanned = 0;
   for (auto r = recency_.end(); r != recency_.begin() && scanned < kScanMax; ++scanned) {
     --r;
     auto e = entries_.find(*r);
-    if (e->second.tat_ns <= now_us) {
+    if (e->second.tat_ns <= now_ns) {
       entries_.erase(e);
       r = recency_.erase(r);
       return;

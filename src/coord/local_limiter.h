@@ -39,7 +39,7 @@ class LocalLimiter {
     std::int64_t tat_ns = 0;
     std::list<std::string>::iterator recency;  // in recency_, most recent first
   };
-  void make_room(std::int64_t now_us);  // under mu_
+  void make_room(std::int64_t now_ns);  // under mu_
 
   const GcraPolicy policy_;
   const std::size_t max_keys_;

@@ -159,6 +159,7 @@ inline constexpr std::size_t kFingerprintLengthMax = 256;
 inline constexpr std::size_t kIdempotencyResponseBytesMax = 32 * 1024;       // a stored response
 inline constexpr std::size_t kRatePoliciesMax = 1'000;
 inline constexpr std::size_t kLocalRateKeysMaxDefault = 100'000;              // per local policy
+inline constexpr std::size_t kLocalRateKeysMax = 10'000'000;                  // what `keys_max` may be
 inline constexpr std::int64_t kIdempotencyRetentionMsDefault = 24LL * 3600 * 1000;
 inline constexpr std::int64_t kIdempotencyRetentionMsMax = 366LL * 24 * 3600 * 1000;
 inline constexpr std::int64_t kIdempotencyPruneBatchMax = 1'000;              // rows per prune pass

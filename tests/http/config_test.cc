@@ -61,6 +61,16 @@ TEST(Config, TheFullExampleOfTheSpecParses) {
   EXPECT_TRUE(validate_config(c).ok());
 }
 
+TEST(Config, ALocalPolicyMayBoundItsTableOfKeys) {
+  auto parsed = parse_config("[ratelimits.cheap]\nlimit = 5\nperiod_ms = 1000\nstore = \"local\"\nkeys_max = 50\n",
+                             "tollgate.toml");
+  ASSERT_TRUE(parsed.ok()) << parsed.error().detail;
+  EXPECT_EQ(parsed->ratelimits.at("cheap").keys_max, 50);
+  auto unset = parse_config("[ratelimits.cheap]\nlimit = 5\nperiod_ms = 1000\nstore = \"local\"\n", "tollgate.toml");
+  ASSERT_TRUE(unset.ok()) << unset.error().detail;
+  EXPECT_EQ(unset->ratelimits.at("cheap").keys_max, 0) << "0: the default bound (limits::kLocalRateKeysMaxDefault)";
+}
+
 TEST(Config, AnEmptyFileGivesTheDefaults) {
   auto parsed = parse_config("", "empty.toml");
   ASSERT_TRUE(parsed.ok()) << parsed.error().detail;
@@ -147,6 +157,9 @@ std::vector<InvalidConfig> invalid_configs() {
        5, {"hold_ttl_ms", "expected_duration_ms"}},
       {"ProviderWithoutUrl", "[providers.imagegen]\ntimeout_ms = 60000\n", 1, {"url"}},
       {"RateLimitStoreOther", "[ratelimits.login]\nlimit = 5\nperiod_ms = 1000\nstore = \"redis\"\n", 4, {"store"}},
+      {"KeysMaxOfASharedPolicy", "[ratelimits.login]\nlimit = 5\nperiod_ms = 1000\nkeys_max = 10\n", 4,
+       {"keys_max", "shared policy"}},
+      {"KeysMaxZero", "[ratelimits.cheap]\nlimit = 5\nperiod_ms = 1000\nstore = \"local\"\nkeys_max = 0\n", 5, {"keys_max"}},
       {"ListenWithoutPort", "\n\nlisten = \"127.0.0.1\"\n", 3, {"listen"}},
       {"ListenPortOutOfRange", "listen = \"127.0.0.1:65536\"\n", 1, {"listen"}},
       {"ListenPortNotANumber", "listen = \"127.0.0.1:http\"\n", 1, {"listen"}},

@@ -32,6 +32,12 @@ store = "shared"
 limit = 3
 period_ms = 60000
 store = "local"
+
+[ratelimits.small_table]
+limit = 3
+period_ms = 60000
+store = "local"
+keys_max = 4
 )";
 
 std::string write_config(const testing::TempDir& dir) {
@@ -259,6 +265,26 @@ TEST_F(HttpCoord, ALocalPolicyCountsInTheInstancesMemoryWithTheSameAnswers) {
   ASSERT_EQ(admin().post("/v1/ratelimits/cheap/reset", json::object{{"key", key}}).status, 200u);
   EXPECT_EQ(admin().post("/v1/ratelimits/cheap/check", json::object{{"key", key}, {"cost", 3}}).status, 200u);
   EXPECT_TRUE(is_problem(admin().post("/v1/ratelimits/nope/check", json::object{{"key", key}}), 404, "not_found"));
+}
+
+TEST_F(HttpCoord, ALocalPolicyKeepsAtMostKeysMaxKeysForgettingTheLeastRecentlyChecked) {
+  auto check = [&](const std::string& key) {
+    return admin().post("/v1/ratelimits/small_table/check", json::object{{"key", key}}).status;
+  };
+  auto table_size = [&]() -> double {
+    const HttpResponse m = admin().get("/metrics");
+    const std::string series = R"(tollgate_ratelimit_local_keys{policy="small_table"} )";
+    const auto at = m.body.find(series);
+    return at == std::string::npos ? -1 : std::stod(m.body.substr(at + series.size()));
+  };
+  const std::string spent = unique("spent");
+  for (int i = 0; i < 3; ++i) ASSERT_EQ(check(spent), 200u);
+  for (int i = 0; i < 3; ++i) ASSERT_EQ(check(unique("other")), 200u);  // four keys: the table's bound
+  EXPECT_EQ(check(spent), 429u) << "within keys_max the spent budget is remembered";
+  EXPECT_EQ(table_size(), 4);
+  for (int i = 0; i < 20; ++i) ASSERT_EQ(check(unique("flood")), 200u);
+  EXPECT_EQ(table_size(), 4) << "twenty more keys: the table stays at keys_max";
+  EXPECT_EQ(check(spent), 200u) << "the least recently checked key was forgotten: the price of a bounded table";
 }
 
 TEST_F(HttpCoord, BadInputIsRefusedByNameAndChangesNothing) {
