@@ -8,7 +8,7 @@
 --           thread holds (with its fence) if there is one, else acquires a free key of its pool
 --           (ttl 60 s). A release answered 200 is one pair.
 --   held    every request acquires the key ARG, which the bench holds for the whole run with
---           another owner: each answer must be 409 lock_held (answered from a read, no batch).
+--           another owner: each answer must be 409 lock_held (refused in a batch).
 --   stolen  every request renews the key ARG as an owner that does not hold it: each answer must be
 --           409 lock_lost, decided in a batch (what a refused acquire would cost without the read).
 --   check   POST /v1/ratelimits/ARG/check {key} on a key picked at random among 10,000

@@ -9,11 +9,11 @@
 #   healthz        GET /healthz — the server's HTTP floor (no auth, no JSON, no database)
 #   redis INCR     redis-benchmark -t incr -c 64 — a non-durable counter, on a private redis-server
 #   lock pairs     acquire + release of a lock, each wrk thread on its own pool of keys (a pair = a
-#                  durable acquire and a durable release; an acquire first reads the lock)
-#   lock held      acquire of a lock the bench holds with another owner: 409 lock_held, answered
-#                  from a read (Ledger::refuse_lock_early) — no batch, no write, no flush
-#   lock stolen    renew of that lock by an owner that does not hold it: 409 lock_lost, decided in a
-#                  batch — what a refused acquire costs when it is not answered from the read
+#                  durable acquire and a durable release)
+#   lock held      acquire of a lock the bench holds with another owner: 409 lock_held, refused in
+#                  a batch (the batch writes nothing for it and shares its flush; answering it from a
+#                  read first was measured slower — build/lock_bench)
+#   lock stolen    renew of that lock by an owner that does not hold it: 409 lock_lost, refused in a batch
 #   shared check   POST /v1/ratelimits/bench_shared/check on one of 10,000 keys: a batch command,
 #                  flushed before it answers (group-committed)
 #   local check    the same on bench_local: decided in the instance's memory on the I/O thread
@@ -214,15 +214,14 @@ measure_store() {
   redis_incr "${store}_redis"
   R[${store}_redis.store]=$store
   run "$store" pairs "lock acquire+release" pairs
-  run "$store" held "acquire, held (read)" held bench-held
-  run "$store" stolen "renew, lost (batch)" stolen bench-held
+  run "$store" held "acquire, held (refused)" held bench-held
+  run "$store" stolen "renew, lost (refused)" stolen bench-held
   run "$store" shared "shared check" check bench_shared
   run "$store" local "local check" check bench_local
   verify_locks "$store"
 
   R[$store.local_cpu_ratio]=$(awk -v a="${R[${store}_local.cpu_us_per_req]}" -v b="${R[${store}_healthz.cpu_us_per_req]}" 'BEGIN { printf "%.2f", (b > 0 ? a / b : 0) }')
   R[$store.shared_redis_ratio]=$(awk -v a="${R[${store}_shared.rps]}" -v b="${R[${store}_redis.rps]}" 'BEGIN { printf "%.3f", (b > 0 ? a / b : 0) }')
-  R[$store.held_stolen_ratio]=$(awk -v a="${R[${store}_held.rps]}" -v b="${R[${store}_stolen.rps]}" 'BEGIN { printf "%.2f", (b > 0 ? a / b : 0) }')
   stop_pid "$tollgate_pid"
   tollgate_pid=""
 }
@@ -265,7 +264,6 @@ load_after="$(cut -d' ' -f1-3 /proc/loadavg)"
     done
     echo "  local check CPU per request / healthz's: ${R[$s.local_cpu_ratio]} (aim ≤ 1.5)"
     echo "  shared checks/s / Redis INCR/s:          ${R[$s.shared_redis_ratio]} (aim ≥ 0.5)"
-    echo "  refused acquires answered from the read / refusals decided in a batch (requests/s): ${R[$s.held_stolen_ratio]}"
     echo "  verified: pool fences add up to ${R[${s}_pairs.fences_sum]} = acquisitions answered 200; ${R[${s}_pairs.left_held]} locks left held (≤ $connections); counters agree"
   done
   echo
@@ -287,7 +285,7 @@ for s in ${stores//,/ }; do
     [[ $n == *_pairs ]] && e+=",\"pairs_per_s\":${R[$n.pairs_per_s]}"
     ws+="${ws:+,}$e}"
   done
-  json+="${json:+,}\"$s\":{\"lock_pairs_per_s\":${R[${s}_pairs.pairs_per_s]},\"shared_checks_per_s\":${R[${s}_shared.rps]},\"local_checks_per_s\":${R[${s}_local.rps]},\"healthz_per_s\":${R[${s}_healthz.rps]},\"redis_incr_per_s\":${R[${s}_redis.rps]},\"local_cpu_ratio_vs_healthz\":${R[$s.local_cpu_ratio]},\"shared_ratio_vs_redis\":${R[$s.shared_redis_ratio]},\"held_read_vs_batch_refusal\":${R[$s.held_stolen_ratio]},\"workloads\":[$ws]}"
+  json+="${json:+,}\"$s\":{\"lock_pairs_per_s\":${R[${s}_pairs.pairs_per_s]},\"shared_checks_per_s\":${R[${s}_shared.rps]},\"local_checks_per_s\":${R[${s}_local.rps]},\"healthz_per_s\":${R[${s}_healthz.rps]},\"redis_incr_per_s\":${R[${s}_redis.rps]},\"local_cpu_ratio_vs_healthz\":${R[$s.local_cpu_ratio]},\"shared_ratio_vs_redis\":${R[$s.shared_redis_ratio]},\"workloads\":[$ws]}"
 done
 ok=$([[ ${#failures[@]} -eq 0 ]] && echo true || echo false)
 printf '{"bench":"coord","ok":%s,%s,"seconds":%s,"connections":%s,"wrk_threads":%s,"cpus":%s,"shared_machine":true,"loadavg_before":"%s","loadavg_after":"%s","fsync_ms":%s,"errors":%s}\n' \

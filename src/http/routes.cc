@@ -42,7 +42,7 @@ constexpr std::array kRoutes{
     Route{"GET", "/v1/jobs/{client_request_id}", Access::account, Runs::reader, &get_job},
     Route{"POST", "/v1/jobs/{client_request_id}/cancel", Access::account, Runs::reader, &cancel_job},
     Route{"GET", "/v1/jobs/{client_request_id}/history", Access::account, Runs::reader, &job_history},
-    Route{"POST", "/v1/locks/{key}/acquire", Access::admin, Runs::reader, &acquire_lock},
+    Route{"POST", "/v1/locks/{key}/acquire", Access::admin, Runs::io, &acquire_lock},
     Route{"POST", "/v1/locks/{key}/renew", Access::admin, Runs::io, &renew_lock},
     Route{"POST", "/v1/locks/{key}/release", Access::admin, Runs::io, &release_lock},
     Route{"POST", "/v1/locks/{key}/cancel", Access::admin, Runs::io, &cancel_lock},

@@ -102,12 +102,6 @@ template <coord::LockOp kOp>
 void lock_route(Context& ctx, Call& call) {
   auto c = lock_command(ctx, call, kOp);
   TG_REPLY_IF_ERROR(c);
-  if constexpr (kOp == coord::LockOp::acquire) {  // on the reader executor: a read may answer it
-    if (auto refused = ctx.ledger.refuse_lock_early(*c)) {
-      count_lock(counters(ctx), *refused);
-      return call.reply(problem(*refused));
-    }
-  }
   submit_lock(ctx, call, std::move(*c));
 }
 

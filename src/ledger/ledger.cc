@@ -297,8 +297,6 @@ void Ledger::sampler_loop() {
 }
 
 Result<coord::LockOutcome> Ledger::lock(LockCommand command) {
-  if (auto s = validate(Command{command}, validation_); !s) return s.error();
-  if (auto refused = refuse_lock_early(command)) return *refused;
   return as<coord::LockOutcome>(run(std::move(command)));
 }
 
@@ -308,16 +306,6 @@ Result<coord::IdempotencyOutcome> Ledger::idempotency(IdempotencyCommand command
 
 Result<coord::RateLimitOutcome> Ledger::ratelimit(RateLimitCommand command) {
   return as<coord::RateLimitOutcome>(run(std::move(command)));
-}
-
-std::optional<Error> Ledger::refuse_lock_early(const LockCommand& c) {
-  if (c.op != coord::LockOp::acquire) return std::nullopt;
-  auto read = store_.coord().get_lock(c.key);
-  if (!read || !read->row) return std::nullopt;  // the batch decides (and reports a failure)
-  // The batch's own rule on the row as read: only its lock_held refusal is answered from a read.
-  auto decided = coord::decide_lock(read->row, c, read->now_ms);
-  if (decided.ok() || decided.code() != Code::lock_held) return std::nullopt;
-  return decided.error();
 }
 
 Result<coord::RowRead<coord::Lock>> Ledger::get_lock(std::string_view key) {
