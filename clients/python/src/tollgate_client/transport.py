@@ -106,9 +106,11 @@ def parse_base_url(base_url: str) -> Endpoint:
     if not parts.hostname:
         raise bad("the host is missing")
     try:
-        port = parts.port or 80
+        port = 80 if parts.port is None else parts.port
     except ValueError as e:
         raise bad(f"the port must be 1-65535 ({e})") from e
+    if port == 0:
+        raise bad("the port must be 1-65535")
     return Endpoint(parts.hostname, port, parts.netloc)
 
 
