@@ -4,6 +4,7 @@ configured rate limit): typed results, the server's answers and refusals as exce
 from __future__ import annotations
 
 import socket
+import time
 import unittest
 from typing import ClassVar
 
@@ -49,6 +50,12 @@ store = "shared"
     def test_operations(self) -> None:
         self.assertEqual(self.admin.healthz(), "ok")
         ready = self.admin.readyz()
+        for _ in range(50):  # ready once the reaper has run (within its 1 s interval of the start)
+            if ready.ready:
+                break
+            self.assertEqual(ready.status, "not ready")
+            time.sleep(0.1)
+            ready = self.admin.readyz()
         self.assertTrue(ready.ready)
         self.assertEqual((ready.status, ready.database), ("ready", "ok"))
         self.assertIn("tollgate_", self.admin.metrics())
@@ -266,7 +273,7 @@ store = "shared"
         with self.assertRaises(NotFoundError):
             self.admin.revoke_key("..")
 
-    def test_a_wrong_key_is_unauthorized_and_no_key_reaches_only_healthz(self) -> None:
+    def test_without_a_key_only_healthz_answers(self) -> None:
         with fast_client(self.server.url, None) as anonymous:
             self.assertEqual(anonymous.healthz(), "ok")
             with self.assertRaises(ProblemError) as caught:

@@ -10,35 +10,39 @@ from __future__ import annotations
 
 import dataclasses
 from dataclasses import dataclass, field
-from typing import Any, TypeVar
+from typing import Any, ClassVar, Self
 
 from .errors import TransportError
 
-T = TypeVar("T")
 
+class Model:
+    """Base of the result types: ``from_json`` keeps the fields the class names, and builds the
+    nested results its ``NESTED`` map names (a field holding a list gets a list of them)."""
 
-def build(cls: type[T], obj: Any, **nested: Any) -> T:
-    """Makes a ``cls`` from the fields of ``obj`` that it names; ``nested`` overrides fields."""
-    if not isinstance(obj, dict):
-        raise TransportError("bad_response", f"expected a JSON object for {cls.__name__}, got {obj!r:.200}", 1)
-    names = {f.name for f in dataclasses.fields(cls)}
-    kwargs = {k: v for k, v in obj.items() if k in names}
-    kwargs.update(nested)
-    try:
-        return cls(**kwargs)
-    except TypeError as e:
-        raise TransportError("bad_response", f"{cls.__name__}: {e}", 1) from e
+    NESTED: ClassVar[dict[str, type[Model]]] = {}
 
-
-def items(obj: Any, key: str) -> list[Any]:
-    value = obj.get(key) if isinstance(obj, dict) else None
-    if not isinstance(value, list):
-        raise TransportError("bad_response", f"expected a list under {key!r}", 1)
-    return value
+    @classmethod
+    def from_json(cls, obj: Any, **fixed: Any) -> Self:
+        """Makes one from the server's JSON object; ``fixed`` sets fields the JSON does not hold."""
+        if not isinstance(obj, dict):
+            raise TransportError("bad_response", f"expected a JSON object for {cls.__name__}, got {obj!r:.200}", 1)
+        names = {f.name for f in dataclasses.fields(cls)}
+        kwargs = {k: v for k, v in obj.items() if k in names}
+        for name, model in cls.NESTED.items():
+            value = obj.get(name)
+            if isinstance(value, list):
+                kwargs[name] = [model.from_json(item) for item in value]
+            elif value is not None:
+                kwargs[name] = model.from_json(value)
+        kwargs.update(fixed)
+        try:
+            return cls(**kwargs)
+        except TypeError as e:
+            raise TransportError("bad_response", f"{cls.__name__}: {e}", 1) from e
 
 
 @dataclass(frozen=True)
-class Account:
+class Account(Model):
     """An account and its balances; ``available + reserved + used == purchased`` always holds."""
 
     account_id: str
@@ -53,13 +57,9 @@ class Account:
     max_active_holds: int | None = None
     oldest_active_hold_age_ms: int | None = None
 
-    @classmethod
-    def from_json(cls, obj: Any) -> Account:
-        return build(cls, obj)
-
 
 @dataclass(frozen=True)
-class Hold:
+class Hold(Model):
     """A reservation; ``status`` is ``active``, ``committed``, ``released`` or ``expired``."""
 
     hold_id: str
@@ -75,13 +75,9 @@ class Hold:
     late_outcome: str | None = None  # "charged" | "forgiven": a commit after expiry
     release_reason: str | None = None
 
-    @classmethod
-    def from_json(cls, obj: Any) -> Hold:
-        return build(cls, obj)
-
 
 @dataclass(frozen=True)
-class Event:
+class Event(Model):
     """An entry of the append-only log; ``event_id`` increases strictly with commit order."""
 
     event_id: int
@@ -98,25 +94,19 @@ class Event:
     reason: str | None = None
     settings: dict[str, Any] | None = None  # account_updated: the settings after the change
 
-    @classmethod
-    def from_json(cls, obj: Any) -> Event:
-        return build(cls, obj)
-
 
 @dataclass(frozen=True)
-class Transfer:
+class Transfer(Model):
     """The answer of a credit or a debit: its event and the account after it."""
+
+    NESTED = {"event": Event, "account": Account}
 
     event: Event
     account: Account
 
-    @classmethod
-    def from_json(cls, obj: Any) -> Transfer:
-        return build(cls, obj, event=Event.from_json(obj.get("event")), account=Account.from_json(obj.get("account")))
-
 
 @dataclass(frozen=True)
-class TransferRecord:
+class TransferRecord(Model):
     """The credit or debit recorded under a reference (``kind``: ``credit`` or ``debit``)."""
 
     reference: str
@@ -126,45 +116,35 @@ class TransferRecord:
     event_id: int
     at: str
 
-    @classmethod
-    def from_json(cls, obj: Any) -> TransferRecord:
-        return build(cls, obj)
-
 
 @dataclass(frozen=True)
-class AccountPage:
+class AccountPage(Model):
+    NESTED = {"accounts": Account}
+
     accounts: list[Account]
     has_more: bool
 
-    @classmethod
-    def from_json(cls, obj: Any) -> AccountPage:
-        return build(cls, obj, accounts=[Account.from_json(a) for a in items(obj, "accounts")])
-
 
 @dataclass(frozen=True)
-class HoldPage:
+class HoldPage(Model):
+    NESTED = {"holds": Hold}
+
     holds: list[Hold]
     has_more: bool
 
-    @classmethod
-    def from_json(cls, obj: Any) -> HoldPage:
-        return build(cls, obj, holds=[Hold.from_json(h) for h in items(obj, "holds")])
-
 
 @dataclass(frozen=True)
-class EventPage:
+class EventPage(Model):
     """Events oldest first; pass ``next_after`` as ``after`` to continue."""
+
+    NESTED = {"events": Event}
 
     events: list[Event]
     next_after: int
 
-    @classmethod
-    def from_json(cls, obj: Any) -> EventPage:
-        return build(cls, obj, events=[Event.from_json(e) for e in items(obj, "events")])
-
 
 @dataclass(frozen=True)
-class NewKey:
+class NewKey(Model):
     """A key just made: ``secret`` is shown this once."""
 
     key_id: str
@@ -172,13 +152,9 @@ class NewKey:
     account_id: str | None = None
     created_at: str | None = None
 
-    @classmethod
-    def from_json(cls, obj: Any) -> NewKey:
-        return build(cls, obj)
-
 
 @dataclass(frozen=True)
-class KeySummary:
+class KeySummary(Model):
     """A key as listed: never its secret."""
 
     key_id: str
@@ -189,33 +165,23 @@ class KeySummary:
     last_used_at: str | None = None
     revoked_at: str | None = None
 
-    @classmethod
-    def from_json(cls, obj: Any) -> KeySummary:
-        return build(cls, obj)
-
 
 @dataclass(frozen=True)
-class KeyPage:
+class KeyPage(Model):
+    NESTED = {"keys": KeySummary}
+
     keys: list[KeySummary]
     has_more: bool
 
-    @classmethod
-    def from_json(cls, obj: Any) -> KeyPage:
-        return build(cls, obj, keys=[KeySummary.from_json(k) for k in items(obj, "keys")])
-
 
 @dataclass(frozen=True)
-class RevokedKey:
+class RevokedKey(Model):
     key_id: str
     revoked: bool
 
-    @classmethod
-    def from_json(cls, obj: Any) -> RevokedKey:
-        return build(cls, obj)
-
 
 @dataclass(frozen=True)
-class Job:
+class Job(Model):
     """A paid call tollgate makes; ``status``: pending, running, completed, failed, cancelled."""
 
     client_request_id: str
@@ -231,46 +197,34 @@ class Job:
     result: Any = None
     error: str | None = None
 
-    @classmethod
-    def from_json(cls, obj: Any) -> Job:
-        return build(cls, obj)
-
 
 @dataclass(frozen=True)
-class JobPage:
+class JobPage(Model):
+    NESTED = {"jobs": Job}
+
     jobs: list[Job]
     has_more: bool
 
-    @classmethod
-    def from_json(cls, obj: Any) -> JobPage:
-        return build(cls, obj, jobs=[Job.from_json(j) for j in items(obj, "jobs")])
-
 
 @dataclass(frozen=True)
-class JobHistoryEntry:
+class JobHistoryEntry(Model):
     at: str
     kind: str
     detail: str
     attempt: int | None = None
 
-    @classmethod
-    def from_json(cls, obj: Any) -> JobHistoryEntry:
-        return build(cls, obj)
-
 
 @dataclass(frozen=True)
-class JobHistory:
+class JobHistory(Model):
     """A job's story, oldest first."""
+
+    NESTED = {"entries": JobHistoryEntry}
 
     entries: list[JobHistoryEntry]
 
-    @classmethod
-    def from_json(cls, obj: Any) -> JobHistory:
-        return build(cls, obj, entries=[JobHistoryEntry.from_json(e) for e in items(obj, "entries")])
-
 
 @dataclass(frozen=True)
-class Lock:
+class Lock(Model):
     """A lock as it is now; ``owner`` is None when free. Pass it to renew_lock and release_lock."""
 
     key: str
@@ -280,13 +234,9 @@ class Lock:
     owner: str | None = None
     expires_at: str | None = None
 
-    @classmethod
-    def from_json(cls, obj: Any) -> Lock:
-        return build(cls, obj)
-
 
 @dataclass(frozen=True)
-class IdempotencyKey:
+class IdempotencyKey(Model):
     """``state``: started (go ahead), finished (use ``response``), abandoned."""
 
     key: str
@@ -297,66 +247,44 @@ class IdempotencyKey:
     finished_at: str | None = None
     resumed: bool | None = None
 
-    @classmethod
-    def from_json(cls, obj: Any) -> IdempotencyKey:
-        return build(cls, obj)
-
 
 @dataclass(frozen=True)
-class RateLimitDecision:
+class RateLimitDecision(Model):
     allowed: bool
     remaining: int
     reset_after_ms: int
     limit: int
     period_ms: int
 
-    @classmethod
-    def from_json(cls, obj: Any) -> RateLimitDecision:
-        return build(cls, obj)
-
 
 @dataclass(frozen=True)
-class RateLimitReset:
+class RateLimitReset(Model):
     policy: str
     key: str
     reset: bool
 
-    @classmethod
-    def from_json(cls, obj: Any) -> RateLimitReset:
-        return build(cls, obj)
-
 
 @dataclass(frozen=True)
-class AuditViolation:
+class AuditViolation(Model):
     account_id: str
     message: str
 
-    @classmethod
-    def from_json(cls, obj: Any) -> AuditViolation:
-        return build(cls, obj)
-
 
 @dataclass(frozen=True)
-class Audit:
+class Audit(Model):
     """Balances recomputed from the event log; no violations means they agree."""
+
+    NESTED = {"violations": AuditViolation}
 
     accounts_checked: int
     violations: list[AuditViolation]
 
-    @classmethod
-    def from_json(cls, obj: Any) -> Audit:
-        return build(cls, obj, violations=[AuditViolation.from_json(v) for v in items(obj, "violations")])
-
 
 @dataclass(frozen=True)
-class Readiness:
+class Readiness(Model):
     """GET /readyz: ``ready`` is True on 200; ``database`` and ``reaper`` say what is wrong."""
 
     ready: bool
     status: str
     database: str | None = None
     reaper: str | None = None
-
-    @classmethod
-    def from_json(cls, obj: Any, ready: bool) -> Readiness:
-        return build(cls, obj, ready=ready)
