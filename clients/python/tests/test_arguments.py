@@ -16,6 +16,7 @@ class ArgumentsTest(ServerTestCase):
     def test_s10_bad_arguments_are_refused_before_any_request(self) -> None:
         proxy = self.proxy()
         c = fast_client(proxy.url)
+        self.addCleanup(c.close)
         a = self.account
         too_long = "x" * 129
         calls: list[tuple[str, Callable[[], Any]]] = [

@@ -268,8 +268,11 @@ store = "shared"
             self.admin.check_ratelimit("no-such-policy", user)
 
     def test_a_path_segment_is_encoded_not_interpreted(self) -> None:
-        with self.assertRaises(NotFoundError):
+        # Sent as /v1/holds/..%2Faccounts%2Fx: the holds route refuses the id (no other route ran).
+        with self.assertRaises(ProblemError) as caught:
             self.admin.get_hold("../accounts/x")
+        self.assertEqual((caught.exception.status, caught.exception.code), (400, "invalid_request"))
+        self.assertIn("hold_id", caught.exception.detail)
         with self.assertRaises(NotFoundError):
             self.admin.revoke_key("..")
 

@@ -69,9 +69,9 @@ class RetryTest(ServerTestCase):
             with self.assertRaises(InsufficientCreditsError) as debit:
                 c.debit(self.account, 11, "d-1", "refund")
             self.assertEqual(debit.exception.attempts, 1)
-        once = fast_client(self.server.url, retry=RetryPolicy(retry_insufficient_credits_once=False))
-        with self.assertRaises(InsufficientCreditsError) as caught_once:
-            once.reserve(self.account, 11, request_id="too-much")
+        with fast_client(self.server.url, retry=RetryPolicy(retry_insufficient_credits_once=False)) as once:
+            with self.assertRaises(InsufficientCreditsError) as caught_once:
+                once.reserve(self.account, 11, request_id="too-much")
         self.assertEqual(caught_once.exception.attempts, 1)
         self.assertEqual(self.holds_of(self.account), 0)
         self.assert_balances(self.account, available=10, reserved=0, used=0)
