@@ -2,18 +2,19 @@
 """The client's overhead per reserve+commit, against raw ``http.client`` on the same server in the
 same run.
 
-    python3 clients/python/bench.py [--lifecycles N] [--rounds R]    (env TOLLGATE_BIN)
+    python3 clients/python/bench.py [--lifecycles N]    (env TOLLGATE_BIN)
 
 Starts ``tollgate serve`` on a fresh SQLite file (durable as always: each call answered after its
-WAL flush), then runs R rounds; each round does N sequential lifecycles (reserve 1 credit, commit it)
-with raw ``http.client`` on one kept-alive connection (building and parsing the JSON, nothing else),
-then N with the client (``Client.reserve`` + ``Client.commit``: argument checks, request id, typed
-results). Alternating the two in rounds spreads the disk's and the machine's drift over both.
+WAL flush), then runs N sequential lifecycles (reserve 1 credit, commit it) with each of: raw
+``http.client`` on one kept-alive connection (building and parsing the JSON, nothing else) and the
+client (``Client.reserve`` + ``Client.commit``: argument checks, the retry loop, typed results) —
+one of each in turn, so that the disk's and the machine's drift falls on both alike.
 
-Prints one JSON line: per lifecycle, the wall time of each (µs, the mean over all rounds), the
-client's wall-time overhead, and the CPU time of this process (the client side only; the server is
-another process) — the CPU figure is the steadier one on a shared machine. Checks its results:
-every lifecycle committed exactly one credit (the account's ``used``), and the audit is clean.
+Prints one JSON line: per lifecycle, the median (and mean) wall time of each in µs and the client's
+overhead, and the CPU time of this process (the client side only; the server is another process)
+— the CPU figure is the steadier one: the wall time is mostly the server's durable flushes. Checks
+its results: every lifecycle committed exactly one credit (the account's ``used``), nothing is left
+reserved, and the audit is clean.
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ from __future__ import annotations
 import argparse
 import http.client
 import json
+import statistics
 import sys
 import time
 from collections.abc import Callable
@@ -35,86 +37,100 @@ from tollgate_client import Client  # noqa: E402
 ACCOUNT = "bench"
 
 
-def raw_lifecycles(port: int, count: int, round_index: int) -> None:
-    conn = http.client.HTTPConnection("127.0.0.1", port, timeout=10)
-    headers = {"Authorization": f"Bearer {ADMIN_KEY}", "Content-Type": "application/json"}
-    try:
-        for i in range(count):
-            body = json.dumps({"account_id": ACCOUNT, "amount": 1, "request_id": f"raw-{round_index}-{i}"})
-            conn.request("POST", "/v1/holds", body, headers)
-            answer = conn.getresponse()
-            hold = json.loads(answer.read())
-            if answer.status != 201:
-                raise RuntimeError(f"raw reserve answered {answer.status}: {hold}")
-            conn.request("POST", f"/v1/holds/{hold['hold_id']}/commit", "{}", headers)
-            answer = conn.getresponse()
-            committed = json.loads(answer.read())
-            if answer.status != 200 or committed["status"] != "committed":
-                raise RuntimeError(f"raw commit answered {answer.status}: {committed}")
-    finally:
-        conn.close()
+class Raw:
+    """A reserve+commit with raw http.client on one kept-alive connection: JSON in and out, the
+    status checked, nothing else."""
+
+    def __init__(self, port: int) -> None:
+        self.conn = http.client.HTTPConnection("127.0.0.1", port, timeout=10)
+        self.headers = {"Authorization": f"Bearer {ADMIN_KEY}", "Content-Type": "application/json"}
+
+    def lifecycle(self, request_id: str) -> None:
+        body = json.dumps({"account_id": ACCOUNT, "amount": 1, "request_id": request_id})
+        self.conn.request("POST", "/v1/holds", body, self.headers)
+        answer = self.conn.getresponse()
+        hold = json.loads(answer.read())
+        if answer.status != 201:
+            raise RuntimeError(f"raw reserve answered {answer.status}: {hold}")
+        self.conn.request("POST", f"/v1/holds/{hold['hold_id']}/commit", "{}", self.headers)
+        answer = self.conn.getresponse()
+        committed = json.loads(answer.read())
+        if answer.status != 200 or committed["status"] != "committed":
+            raise RuntimeError(f"raw commit answered {answer.status}: {committed}")
 
 
-def client_lifecycles(url: str, count: int, round_index: int) -> None:
-    with Client(url, ADMIN_KEY) as client:
-        for i in range(count):
-            hold = client.reserve(ACCOUNT, 1, request_id=f"client-{round_index}-{i}")
-            if client.commit(hold.hold_id).status != "committed":
-                raise RuntimeError("client commit did not commit")
+class WithClient:
+    """The same with the client: argument checks, the retry loop, typed results."""
+
+    def __init__(self, url: str) -> None:
+        self.client = Client(url, ADMIN_KEY)
+
+    def lifecycle(self, request_id: str) -> None:
+        hold = self.client.reserve(ACCOUNT, 1, request_id=request_id)
+        if self.client.commit(hold.hold_id).status != "committed":
+            raise RuntimeError("client commit did not commit")
 
 
-def measure(run: Callable[..., None], *args: object) -> tuple[float, float]:
-    """(wall seconds, this process's CPU seconds) of run(*args)."""
+def timed(lifecycle: Callable[[str], None], request_id: str, walls: list[float], cpus: list[float]) -> None:
+    """Runs one lifecycle; appends its wall and this process's CPU time (µs)."""
     wall, cpu = time.perf_counter(), time.process_time()
-    run(*args)
-    return time.perf_counter() - wall, time.process_time() - cpu
+    lifecycle(request_id)
+    walls.append((time.perf_counter() - wall) * 1e6)
+    cpus.append((time.process_time() - cpu) * 1e6)
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description="client vs raw http.client, per reserve+commit")
-    parser.add_argument("--lifecycles", type=int, default=500, help="per implementation and round")
-    parser.add_argument("--rounds", type=int, default=4)
+    parser.add_argument("--lifecycles", type=int, default=2000, help="per implementation")
     args = parser.parse_args()
-    if args.lifecycles < 1 or args.rounds < 1:
-        parser.error("--lifecycles and --rounds must be at least 1")
+    if args.lifecycles < 1:
+        parser.error("--lifecycles must be at least 1")
 
+    n = args.lifecycles
+    warm_up = 20
+    walls: dict[str, list[float]] = {"raw": [], "client": []}
+    cpus: dict[str, list[float]] = {"raw": [], "client": []}
     processes = Processes()
     try:
         server = Server(processes)
         with Client(server.url, ADMIN_KEY) as admin:
-            total = 2 * args.lifecycles * args.rounds
             admin.create_account(ACCOUNT)
-            admin.credit(ACCOUNT, total + 100, "bench-credits")
-            # Warm-up: connections, the server's caches, this interpreter's imports.
-            client_lifecycles(server.url, 20, -1)
-            raw_lifecycles(server.port, 20, -1)
-            sums = {"raw": [0.0, 0.0], "client": [0.0, 0.0]}
-            for r in range(args.rounds):
-                for name, wall_cpu in (("raw", measure(raw_lifecycles, server.port, args.lifecycles, r)),
-                                       ("client", measure(client_lifecycles, server.url, args.lifecycles, r))):
-                    sums[name][0] += wall_cpu[0]
-                    sums[name][1] += wall_cpu[1]
+            admin.credit(ACCOUNT, 2 * (n + warm_up), "bench-credits")
+            raw, with_client = Raw(server.port), WithClient(server.url)
+            for i in range(warm_up):  # connections, the server's caches, this interpreter's imports
+                raw.lifecycle(f"raw-warm-{i}")
+                with_client.lifecycle(f"client-warm-{i}")
+            # One of each in turn (which goes first alternates): drift of the disk and the machine
+            # falls on both alike.
+            for i in range(n):
+                pair = [("raw", raw.lifecycle), ("client", with_client.lifecycle)]
+                for name, lifecycle in pair if i % 2 == 0 else pair[::-1]:
+                    timed(lifecycle, f"{name}-{i}", walls[name], cpus[name])
+            raw.conn.close()
+            with_client.client.close()
             account = admin.get_account(ACCOUNT)
-            if account.used != total + 40 or account.reserved != 0:
-                raise RuntimeError(f"expected {total + 40} used and 0 reserved, the server has {account}")
+            if account.used != 2 * (n + warm_up) or account.reserved != 0 or account.available != 0:
+                raise RuntimeError(f"expected {2 * (n + warm_up)} used, nothing reserved or left: {account}")
             if admin.audit().violations:
                 raise RuntimeError("the audit found violations")
     finally:
         processes.close()
 
-    n = args.lifecycles * args.rounds
-    per = {name: (wall / n * 1e6, cpu / n * 1e6) for name, (wall, cpu) in sums.items()}
+    med = {name: (statistics.median(walls[name]), statistics.median(cpus[name])) for name in walls}
+    mean = {name: (statistics.fmean(walls[name]), statistics.fmean(cpus[name])) for name in walls}
     print(json.dumps({
         "bench": "python_client_overhead",
         "lifecycles_each": n,
-        "raw_us_per_lifecycle": round(per["raw"][0], 1),
-        "client_us_per_lifecycle": round(per["client"][0], 1),
-        "client_overhead_us": round(per["client"][0] - per["raw"][0], 1),
-        "client_over_raw_wall": round(per["client"][0] / per["raw"][0], 3),
-        "raw_cpu_us_per_lifecycle": round(per["raw"][1], 1),
-        "client_cpu_us_per_lifecycle": round(per["client"][1], 1),
-        "client_cpu_overhead_us": round(per["client"][1] - per["raw"][1], 1),
-        "checked": "used == lifecycles, reserved 0, audit clean",
+        "raw_wall_us_median": round(med["raw"][0], 1),
+        "client_wall_us_median": round(med["client"][0], 1),
+        "client_wall_overhead_us_median": round(med["client"][0] - med["raw"][0], 1),
+        "raw_wall_us_mean": round(mean["raw"][0], 1),
+        "client_wall_us_mean": round(mean["client"][0], 1),
+        "raw_cpu_us_median": round(med["raw"][1], 1),
+        "client_cpu_us_median": round(med["client"][1], 1),
+        "client_cpu_overhead_us_median": round(med["client"][1] - med["raw"][1], 1),
+        "client_cpu_overhead_us_mean": round(mean["client"][1] - mean["raw"][1], 1),
+        "checked": "used == every lifecycle, nothing reserved or left, audit clean",
     }), flush=True)
 
 
