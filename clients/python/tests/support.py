@@ -123,9 +123,14 @@ class Proxy:
         self.log_path = processes.folder / f"proxy-{Proxy.count}.log"
         argv = [sys.executable, str(LOSSY_PROXY), "--target", f"127.0.0.1:{target_port}",
                 "--log", str(self.log_path), *args]
-        process, out, _ = processes.spawn(f"proxy-{Proxy.count}", argv)
-        self.port = int(wait_for_line(out, "listening ", process))
+        self.process, out, _ = processes.spawn(f"proxy-{Proxy.count}", argv)
+        self.port = int(wait_for_line(out, "listening ", self.process))
         self.url = f"http://127.0.0.1:{self.port}"
+
+    def kill(self) -> None:
+        """Ends the proxy: its connections break and nothing listens on its port any more."""
+        self.process.kill()
+        self.process.wait()
 
     def requests(self) -> list[dict[str, Any]]:
         """Every request that reached the proxy, in order (seq, method, target, body, fault)."""

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import unittest
 
-from support import ServerTestCase
+from support import ServerTestCase, fast_client
 from tollgate_client import InsufficientCreditsError
 
 
@@ -24,6 +24,21 @@ class HoldContextTest(ServerTestCase):
         self.assertEqual((hold.status, hold.request_id), ("released", f"ctx-1-{self.account}"))
         self.assertEqual(hold.release_reason, "Boom in the hold's with block: the paid call failed")
         self.assert_balances(self.account, available=10, reserved=0, used=0)
+
+    def test_a_release_that_cannot_reach_the_server_leaves_the_exception_with_a_note(self) -> None:
+        proxy = self.proxy()
+        with fast_client(proxy.url) as c:
+            with self.assertRaises(Boom) as caught:
+                with c.hold(self.account, 3, ttl_ms=60_000) as h:
+                    proxy.kill()  # the server is out of reach from here on
+                    raise Boom("the paid call failed")
+        notes = getattr(caught.exception, "__notes__", [])
+        self.assertEqual(len(notes), 1)
+        self.assertIn(f"the hold {h.hold_id} was not released", notes[0])
+        self.assertIn("connect", notes[0])
+        # Nothing was released: the hold stays reserved until it expires.
+        self.assertEqual(self.admin.get_hold(h.hold_id).status, "active")
+        self.assert_balances(self.account, available=7, reserved=3, used=0)
 
     def test_s9_commit_in_the_block_charges_what_was_used(self) -> None:
         with self.admin.hold(self.account, 3, request_id=f"ctx-2-{self.account}") as h:
