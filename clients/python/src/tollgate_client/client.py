@@ -1,0 +1,431 @@
+"""The tollgate client: one method per call of the HTTP API (shared/spec/api.md).
+
+Each method checks its arguments (a bad one raises InvalidArgumentError and nothing is sent),
+sends one logical call with the retry policy of :mod:`tollgate_client.transport`, and answers a
+typed result (:mod:`tollgate_client.models`) or raises a :class:`~tollgate_client.errors.ProblemError`
+(the server's refusal: ``code``, ``status``, ``detail``) or a
+:class:`~tollgate_client.errors.TransportError` (no answer).
+
+Not thread-safe (one kept-alive connection): use one Client per thread. ``with Client(...) as c:``
+closes the connection at the end.
+"""
+
+from __future__ import annotations
+
+import enum
+import re
+import time
+from collections.abc import Callable
+from typing import Any
+
+from . import validate as v
+from .errors import InvalidArgumentError, ProblemError, TransportError
+from .hold import HoldContext
+from .models import (Account, AccountPage, Audit, EventPage, Hold, HoldPage, IdempotencyKey, Job, JobHistory,
+                     JobPage, KeyPage, Lock, NewKey, RateLimitDecision, RateLimitReset, Readiness, RevokedKey,
+                     Transfer, TransferRecord)
+from .transport import CallInfo, Resend, RetryPolicy, Transport, encode_component, new_request_id
+
+REQUEST_ID_PREFIX_PATTERN = re.compile(r"[A-Za-z0-9._:@-]{0,100}")
+
+
+class Unchanged(enum.Enum):
+    """The type of :data:`UNCHANGED`."""
+
+    UNCHANGED = "unchanged"
+
+
+#: ``update_account(max_active_holds=UNCHANGED)``: leave the setting as it is (None removes the limit).
+UNCHANGED = Unchanged.UNCHANGED
+
+
+def target(path: str, **query: str | int | None) -> str:
+    """``path`` with the query parameters that are not None, each value encoded."""
+    pairs = [f"{name}={encode_component(str(value))}" for name, value in query.items() if value is not None]
+    return path + ("?" + "&".join(pairs) if pairs else "")
+
+
+def optional_limit(limit: int | None) -> int | None:
+    return None if limit is None else v.page_limit(limit)
+
+
+def optional_id(name: str, value: str | None) -> str | None:
+    return None if value is None else v.identifier(name, value)
+
+
+class Client:
+    """A client of one tollgate server.
+
+    ``base_url`` is ``http://host:port``; ``key`` an admin or account key (None sends no
+    Authorization header). Time-outs are per attempt (see :mod:`tollgate_client.transport`); the
+    worst case of one call is ``attempts_max × (connect + request time-out)`` plus the waits.
+    ``request_id_prefix`` starts the ids the client makes for reserve and submit_job when the caller
+    gives none (one per logical call: all its attempts reuse it). ``sleep`` is how the client waits
+    between attempts (tests pass their own).
+    """
+
+    def __init__(self, base_url: str = "http://127.0.0.1:8080", key: str | None = None, *,
+                 connect_timeout_ms: int = 2000, request_timeout_ms: int = 10_000,
+                 retry: RetryPolicy = RetryPolicy(), request_id_prefix: str = "client-",
+                 sleep: Callable[[float], None] = time.sleep) -> None:
+        if not isinstance(request_id_prefix, str) or REQUEST_ID_PREFIX_PATTERN.fullmatch(request_id_prefix) is None:
+            raise InvalidArgumentError("request_id_prefix", "must be 0-100 characters of A-Z a-z 0-9 . _ : @ -")
+        self._transport = Transport(base_url, key, connect_timeout_ms=connect_timeout_ms,
+                                    request_timeout_ms=request_timeout_ms, retry=retry, sleep=sleep)
+        self.request_id_prefix = request_id_prefix
+
+    def __enter__(self) -> Client:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def close(self) -> None:
+        """Closes the kept-alive connection (a later call opens a new one)."""
+        self._transport.close()
+
+    @property
+    def last_call(self) -> CallInfo | None:
+        """The final HTTP status (0: no answer) and the attempts of the last call that was sent."""
+        return self._transport.last_call
+
+    def new_request_id(self) -> str:
+        """A fresh id: ``request_id_prefix`` and 16 random hex digits. Keep it to retry later."""
+        return new_request_id(self.request_id_prefix)
+
+    def _get(self, path: str, *, timeout_extra_ms: int = 0, resend: Resend = Resend.SAFE) -> Any:
+        return self._transport.call("GET", path, resend=resend, timeout_extra_ms=timeout_extra_ms)
+
+    def _post(self, path: str, body: dict[str, Any], *, resend: Resend = Resend.SAFE,
+              retry_insufficient_credits: bool = False) -> Any:
+        return self._transport.call("POST", path, body, has_body=True, resend=resend,
+                                    retry_insufficient_credits=retry_insufficient_credits)
+
+    # --- accounts and credits -------------------------------------------------------------------
+
+    def create_account(self, account_id: str, *, overdraft_limit: int | None = None,
+                       max_active_holds: int | None = None) -> Account:
+        """POST /v1/accounts (admin): 201 new, 200 if it exists with the same settings, else 409 conflict."""
+        body: dict[str, Any] = {"account_id": v.identifier("account_id", account_id)}
+        if overdraft_limit is not None:
+            body["overdraft_limit"] = v.integer("overdraft_limit", overdraft_limit, 0, v.AMOUNT_MAX)
+        if max_active_holds is not None:
+            body["max_active_holds"] = v.integer("max_active_holds", max_active_holds, 1, v.MAX_ACTIVE_HOLDS_MAX)
+        return Account.from_json(self._post("/v1/accounts", body))
+
+    def get_account(self, account_id: str) -> Account:
+        """GET /v1/accounts/{account_id} (admin, or that account's key)."""
+        return Account.from_json(self._get("/v1/accounts/" + encode_component(v.identifier("account_id", account_id))))
+
+    def list_accounts(self, *, limit: int | None = None, starting_after: str | None = None) -> AccountPage:
+        """GET /v1/accounts (admin): by account_id ascending; page on with the last one's id."""
+        path = target("/v1/accounts", limit=optional_limit(limit),
+                      starting_after=optional_id("starting_after", starting_after))
+        return AccountPage.from_json(self._get(path))
+
+    def update_account(self, account_id: str, *, overdraft_limit: int | None = None,
+                       max_active_holds: int | None | Unchanged = UNCHANGED,
+                       frozen: bool | None = None) -> Account:
+        """PATCH /v1/accounts/{account_id} (admin): only the settings given change (absolute values,
+        so a resend changes nothing more). ``max_active_holds=None`` removes the limit; a frozen
+        account refuses new holds, jobs and debits (409 account_frozen)."""
+        body: dict[str, Any] = {}
+        if overdraft_limit is not None:
+            body["overdraft_limit"] = v.integer("overdraft_limit", overdraft_limit, 0, v.AMOUNT_MAX)
+        if max_active_holds is None:
+            body["max_active_holds"] = None
+        elif not isinstance(max_active_holds, Unchanged):
+            body["max_active_holds"] = v.integer("max_active_holds", max_active_holds, 1, v.MAX_ACTIVE_HOLDS_MAX)
+        if frozen is not None:
+            body["frozen"] = v.boolean("frozen", frozen)
+        path = "/v1/accounts/" + encode_component(v.identifier("account_id", account_id))
+        return Account.from_json(self._transport.call("PATCH", path, body, has_body=True))
+
+    def credit(self, account_id: str, amount: int, reference: str) -> Transfer:
+        """POST /v1/accounts/{account_id}/credits (admin): the same reference again adds nothing (200)."""
+        body = {"amount": v.amount("amount", amount), "reference": v.identifier("reference", reference)}
+        path = "/v1/accounts/" + encode_component(v.identifier("account_id", account_id)) + "/credits"
+        return Transfer.from_json(self._post(path, body))
+
+    def debit(self, account_id: str, amount: int, reference: str, reason: str) -> Transfer:
+        """POST /v1/accounts/{account_id}/debits (admin): 409 insufficient_credits if not available."""
+        body = {"amount": v.amount("amount", amount), "reference": v.identifier("reference", reference),
+                "reason": v.text("reason", reason)}
+        path = "/v1/accounts/" + encode_component(v.identifier("account_id", account_id)) + "/debits"
+        return Transfer.from_json(self._post(path, body))
+
+    def events(self, account_id: str, *, after: int = 0, limit: int | None = None) -> EventPage:
+        """GET /v1/accounts/{account_id}/events: oldest first; continue with ``next_after``."""
+        path = target("/v1/accounts/" + encode_component(v.identifier("account_id", account_id)) + "/events",
+                      after=v.integer("after", after, 0, 2**63 - 1), limit=optional_limit(limit))
+        return EventPage.from_json(self._get(path))
+
+    def feed(self, *, after: int = 0, limit: int | None = None, wait_ms: int | None = None) -> EventPage:
+        """GET /v1/events (admin): every account's events in commit order. Store ``next_after`` and
+        pass it as ``after`` to miss nothing and see nothing twice. With ``wait_ms`` an empty answer
+        waits until something new is durable (the request time-out is raised by ``wait_ms``)."""
+        wait = None if wait_ms is None else v.integer("wait_ms", wait_ms, 0, v.WAIT_MS_MAX)
+        path = target("/v1/events", after=v.integer("after", after, 0, 2**63 - 1), limit=optional_limit(limit),
+                      wait_ms=wait)
+        return EventPage.from_json(self._get(path, timeout_extra_ms=wait or 0))
+
+    def get_transfer(self, reference: str) -> TransferRecord:
+        """GET /v1/transfers/{reference}: the credit or debit recorded under it (a lost answer: look)."""
+        return TransferRecord.from_json(
+            self._get("/v1/transfers/" + encode_component(v.identifier("reference", reference))))
+
+    # --- keys (admin) ---------------------------------------------------------------------------
+
+    def create_key(self, account_id: str) -> NewKey:
+        """POST /v1/accounts/{account_id}/keys: a new account key; its secret is shown this once.
+        Not idempotent (each call makes a key): sent again only if it certainly never arrived."""
+        path = "/v1/accounts/" + encode_component(v.identifier("account_id", account_id)) + "/keys"
+        return NewKey.from_json(self._post(path, {}, resend=Resend.ONLY_IF_UNSENT))
+
+    def revoke_key(self, key_id: str) -> RevokedKey:
+        """DELETE /v1/keys/{key_id}."""
+        path = "/v1/keys/" + encode_component(v.server_id("key_id", key_id))
+        return RevokedKey.from_json(self._transport.call("DELETE", path))
+
+    def list_keys(self, *, account_id: str | None = None, limit: int | None = None,
+                  starting_after: str | None = None) -> KeyPage:
+        """GET /v1/keys: newest first, never secrets."""
+        after = None if starting_after is None else v.server_id("starting_after", starting_after)
+        path = target("/v1/keys", account_id=optional_id("account_id", account_id), limit=optional_limit(limit),
+                      starting_after=after)
+        return KeyPage.from_json(self._get(path))
+
+    # --- holds ----------------------------------------------------------------------------------
+
+    def reserve_body(self, account_id: str, amount: int, request_id: str | None, ttl_ms: int | None,
+                     metadata: dict[str, Any] | None) -> dict[str, Any]:
+        """Checks a reservation's arguments; makes the request_id if none is given."""
+        body: dict[str, Any] = {
+            "account_id": v.identifier("account_id", account_id),
+            "amount": v.amount("amount", amount),
+            "request_id": self.new_request_id() if request_id is None else v.identifier("request_id", request_id),
+        }
+        if ttl_ms is not None:
+            body["ttl_ms"] = v.integer("ttl_ms", ttl_ms, 1, 2**63 - 1)
+        if metadata is not None:
+            body["metadata"] = v.json_value("metadata", metadata, must_be_object=True)
+        return body
+
+    def reserve(self, account_id: str, amount: int, *, request_id: str | None = None, ttl_ms: int | None = None,
+                metadata: dict[str, Any] | None = None) -> Hold:
+        """POST /v1/holds: move ``amount`` from available to reserved.
+
+        Every attempt sends the same request_id (made once here when none is given), so a resent
+        reservation finds the first one's hold (200) instead of making a second. 409
+        insufficient_credits is asked once more at once, then raised as InsufficientCreditsError;
+        pass your own ``request_id`` (new_request_id()) to repeat the reservation later."""
+        body = self.reserve_body(account_id, amount, request_id, ttl_ms, metadata)
+        return Hold.from_json(self._post("/v1/holds", body, retry_insufficient_credits=True))
+
+    def hold(self, account_id: str, amount: int, *, request_id: str | None = None, ttl_ms: int | None = None,
+             metadata: dict[str, Any] | None = None) -> HoldContext:
+        """A context manager that reserves on entry and, on exit, commits the whole hold when the
+        block ended normally without committing or releasing it, or releases it when the block
+        raised::
+
+            with client.hold("kiosk-1", 3, request_id="gen-1") as h:
+                image = generate()          # an exception here releases the hold
+                h.commit(2)                 # charge what was used; the rest goes back
+
+        The arguments are checked now, before anything is sent; the reservation is made on entry."""
+        body = self.reserve_body(account_id, amount, request_id, ttl_ms, metadata)
+        return HoldContext(self, body)
+
+    def commit(self, hold_id: str, amount: int | None = None) -> Hold:
+        """POST /v1/holds/{hold_id}/commit: ``amount`` (default all) to used, the rest back to available.
+        Committing again with the same amount moves nothing; 409 hold_released if released."""
+        body = {} if amount is None else {"amount": v.amount("amount", amount)}
+        return Hold.from_json(self._post(f"/v1/holds/{encode_component(v.server_id('hold_id', hold_id))}/commit",
+                                         body))
+
+    def release(self, hold_id: str, reason: str | None = None) -> Hold:
+        """POST /v1/holds/{hold_id}/release: the whole hold back to available (again: 200);
+        409 hold_committed if committed."""
+        body = {} if reason is None else {"reason": v.text("reason", reason)}
+        return Hold.from_json(self._post(f"/v1/holds/{encode_component(v.server_id('hold_id', hold_id))}/release",
+                                         body))
+
+    def extend(self, hold_id: str, ttl_ms: int) -> Hold:
+        """POST /v1/holds/{hold_id}/extend: the hold now expires ``ttl_ms`` from now (409 if not active)."""
+        body = {"ttl_ms": v.integer("ttl_ms", ttl_ms, 1, 2**63 - 1)}
+        return Hold.from_json(self._post(f"/v1/holds/{encode_component(v.server_id('hold_id', hold_id))}/extend",
+                                         body))
+
+    def get_hold(self, hold_id: str) -> Hold:
+        """GET /v1/holds/{hold_id}."""
+        return Hold.from_json(self._get("/v1/holds/" + encode_component(v.server_id("hold_id", hold_id))))
+
+    def list_holds(self, *, account_id: str | None = None, status: str | None = None,
+                   request_id: str | None = None, limit: int | None = None,
+                   starting_after: str | None = None) -> HoldPage:
+        """GET /v1/holds: newest first. ``request_id`` finds the hold of a request whose answer was
+        lost (look, do not re-post)."""
+        path = target("/v1/holds", account_id=optional_id("account_id", account_id),
+                      status=None if status is None else v.one_of("status", status, v.HOLD_STATUSES),
+                      request_id=optional_id("request_id", request_id), limit=optional_limit(limit),
+                      starting_after=None if starting_after is None else v.server_id("starting_after", starting_after))
+        return HoldPage.from_json(self._get(path))
+
+    # --- jobs -----------------------------------------------------------------------------------
+
+    def submit_job(self, account_id: str, cost: int, provider: str, input: Any, *,
+                   client_request_id: str | None = None) -> Job:
+        """POST /v1/jobs: reserve ``cost``, then tollgate calls ``provider`` with ``input`` (any JSON
+        value). 202 a new job; 200 the job as it is when the id was submitted before. Without a
+        ``client_request_id`` one is made once here (every attempt reuses it)."""
+        body = {
+            "client_request_id": self.new_request_id() if client_request_id is None
+            else v.identifier("client_request_id", client_request_id),
+            "account_id": v.identifier("account_id", account_id),
+            "cost": v.amount("cost", cost),
+            "provider": v.identifier("provider", provider),
+            "input": v.json_value("input", input),
+        }
+        return Job.from_json(self._post("/v1/jobs", body))
+
+    def get_job(self, client_request_id: str, *, wait_ms: int | None = None) -> Job:
+        """GET /v1/jobs/{id}: with ``wait_ms`` (0-60000) the server answers as soon as the job ends
+        or the wait is over (the request time-out is raised by ``wait_ms``)."""
+        wait = None if wait_ms is None else v.integer("wait_ms", wait_ms, 0, v.WAIT_MS_MAX)
+        path = target("/v1/jobs/" + encode_component(v.identifier("client_request_id", client_request_id)),
+                      wait_ms=wait)
+        return Job.from_json(self._get(path, timeout_extra_ms=wait or 0))
+
+    def cancel_job(self, client_request_id: str) -> Job:
+        """POST /v1/jobs/{id}/cancel: cancelled (its hold released), or its end state if it had ended."""
+        path = "/v1/jobs/" + encode_component(v.identifier("client_request_id", client_request_id)) + "/cancel"
+        return Job.from_json(self._post(path, {}))
+
+    def list_jobs(self, *, account_id: str | None = None, status: str | None = None, limit: int | None = None,
+                  starting_after: str | None = None) -> JobPage:
+        """GET /v1/jobs: newest first."""
+        path = target("/v1/jobs", account_id=optional_id("account_id", account_id),
+                      status=None if status is None else v.one_of("status", status, v.JOB_STATUSES),
+                      limit=optional_limit(limit), starting_after=optional_id("starting_after", starting_after))
+        return JobPage.from_json(self._get(path))
+
+    def job_history(self, client_request_id: str) -> JobHistory:
+        """GET /v1/jobs/{id}/history: the job's story, oldest first."""
+        path = "/v1/jobs/" + encode_component(v.identifier("client_request_id", client_request_id)) + "/history"
+        return JobHistory.from_json(self._get(path))
+
+    # --- locks (admin) --------------------------------------------------------------------------
+
+    @staticmethod
+    def _lock_path(key: str, action: str = "") -> str:
+        path = "/v1/locks/" + encode_component(v.identifier("key", key))
+        return path + "/" + action if action else path
+
+    @staticmethod
+    def _holder_body(holder: Lock) -> dict[str, Any]:
+        if not isinstance(holder, Lock) or holder.owner is None:
+            raise InvalidArgumentError("holder", "must be the Lock that acquire_lock or renew_lock answered")
+        return {"owner": holder.owner, "fence": holder.fence}
+
+    def acquire_lock(self, key: str, owner: str, ttl_ms: int) -> Lock:
+        """POST /v1/locks/{key}/acquire: held by ``owner`` for ``ttl_ms`` (1 ms to 1 day). Held by
+        another: 409 lock_held (``expires_at``). The same owner again: the same fence, lease renewed."""
+        body = {"owner": v.identifier("owner", owner), "ttl_ms": v.integer("ttl_ms", ttl_ms, 1, v.LEASE_TTL_MS_MAX)}
+        return Lock.from_json(self._post(self._lock_path(key, "acquire"), body))
+
+    def renew_lock(self, holder: Lock, ttl_ms: int) -> Lock:
+        """POST /v1/locks/{key}/renew with the holder's owner and fence: 409 lock_lost if not the
+        holder any more, 409 lock_cancelled if asked to stop (the lock is then free)."""
+        body = self._holder_body(holder) | {"ttl_ms": v.integer("ttl_ms", ttl_ms, 1, v.LEASE_TTL_MS_MAX)}
+        return Lock.from_json(self._post(self._lock_path(holder.key, "renew"), body))
+
+    def release_lock(self, holder: Lock) -> Lock:
+        """POST /v1/locks/{key}/release: the lock is free. 409 lock_lost if not the holder (also what
+        a resend reports when the lost first attempt released it)."""
+        return Lock.from_json(self._post(self._lock_path(holder.key, "release"), self._holder_body(holder)))
+
+    def cancel_lock(self, key: str) -> Lock:
+        """POST /v1/locks/{key}/cancel: ask the holder to stop (its next renew: lock_cancelled)."""
+        return Lock.from_json(self._post(self._lock_path(key, "cancel"), {}))
+
+    def get_lock(self, key: str) -> Lock:
+        """GET /v1/locks/{key}: 404 if the key was never used."""
+        return Lock.from_json(self._get(self._lock_path(key)))
+
+    # --- idempotency keys (admin) ---------------------------------------------------------------
+
+    @staticmethod
+    def _idempotency_path(key: str, action: str) -> str:
+        return f"/v1/idempotency/{encode_component(v.identifier('key', key))}/{action}"
+
+    def begin_idempotency(self, key: str, fingerprint: str, ttl_ms: int) -> IdempotencyKey:
+        """POST /v1/idempotency/{key}/begin: ``state`` started (go ahead) or finished (use
+        ``response``); 409 in_progress while another claim is live. Not resent once it may have
+        arrived (a resend would meet its own claim: in_progress)."""
+        body = {"fingerprint": v.fingerprint(fingerprint), "ttl_ms": v.integer("ttl_ms", ttl_ms, 1, v.LEASE_TTL_MS_MAX)}
+        return IdempotencyKey.from_json(self._post(self._idempotency_path(key, "begin"), body,
+                                                   resend=Resend.ONLY_IF_UNSENT))
+
+    def finish_idempotency(self, key: str, fingerprint: str, response: Any, *,
+                           attempt: int | None = None) -> IdempotencyKey:
+        """POST /v1/idempotency/{key}/finish: store ``response`` (any JSON value but None) to replay."""
+        if response is None:
+            raise InvalidArgumentError("response", "must be a JSON value other than null")
+        body: dict[str, Any] = {"fingerprint": v.fingerprint(fingerprint), "response": v.json_value("response", response)}
+        if attempt is not None:
+            body["attempt"] = v.integer("attempt", attempt, 1, 2**63 - 1)
+        return IdempotencyKey.from_json(self._post(self._idempotency_path(key, "finish"), body))
+
+    def abandon_idempotency(self, key: str, fingerprint: str, *, attempt: int | None = None) -> IdempotencyKey:
+        """POST /v1/idempotency/{key}/abandon: give the claim back after a failure that did nothing."""
+        body: dict[str, Any] = {"fingerprint": v.fingerprint(fingerprint)}
+        if attempt is not None:
+            body["attempt"] = v.integer("attempt", attempt, 1, 2**63 - 1)
+        return IdempotencyKey.from_json(self._post(self._idempotency_path(key, "abandon"), body))
+
+    # --- rate limits (admin) --------------------------------------------------------------------
+
+    def check_ratelimit(self, policy: str, key: str, *, cost: int | None = None) -> RateLimitDecision:
+        """POST /v1/ratelimits/{policy}/check: allowed, or RateLimitedError (429, retry_after_ms).
+        Not resent once it may have arrived (every check counts)."""
+        body: dict[str, Any] = {"key": v.identifier("key", key)}
+        if cost is not None:
+            body["cost"] = v.integer("cost", cost, 1, v.AMOUNT_MAX)
+        path = f"/v1/ratelimits/{encode_component(v.identifier('policy', policy))}/check"
+        return RateLimitDecision.from_json(self._post(path, body, resend=Resend.ONLY_IF_UNSENT))
+
+    def reset_ratelimit(self, policy: str, key: str) -> RateLimitReset:
+        """POST /v1/ratelimits/{policy}/reset: the key has its full budget again."""
+        path = f"/v1/ratelimits/{encode_component(v.identifier('policy', policy))}/reset"
+        return RateLimitReset.from_json(self._post(path, {"key": v.identifier("key", key)}))
+
+    # --- operations -----------------------------------------------------------------------------
+
+    def audit(self, *, account_id: str | None = None) -> Audit:
+        """GET /v1/audit (admin): balances recomputed from the event log."""
+        return Audit.from_json(self._get(target("/v1/audit", account_id=optional_id("account_id", account_id))))
+
+    def healthz(self) -> str:
+        """GET /healthz: ``"ok"`` while the process is up."""
+        answer = self._get("/healthz")
+        return str(answer.get("status")) if isinstance(answer, dict) else str(answer)
+
+    def readyz(self) -> Readiness:
+        """GET /readyz: ready (200) or not (503, answered as ``ready=False``, not retried)."""
+        try:
+            return Readiness.from_json(self._get("/readyz", resend=Resend.ONLY_IF_UNSENT), ready=True)
+        except ProblemError as e:
+            if e.status != 503 or e.body is None:
+                raise
+            return Readiness.from_json(e.body, ready=False)
+
+    def metrics(self) -> str:
+        """GET /metrics: the Prometheus text."""
+        return str(self._get("/metrics"))
+
+    def openapi(self) -> dict[str, Any]:
+        """GET /openapi.json: the OpenAPI 3.1 document."""
+        answer = self._get("/openapi.json")
+        if not isinstance(answer, dict):
+            raise TransportError("bad_response", "/openapi.json is not a JSON object", 1)
+        return answer

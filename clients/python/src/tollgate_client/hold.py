@@ -1,0 +1,88 @@
+"""``with client.hold(account, amount) as h:`` — reserve, then commit or release, never forget.
+
+On entry the hold is reserved (the request_id is fixed before, so every attempt and a later look-up
+use the same one). On exit:
+
+- the block raised: the hold is released (reason names the exception) and the exception goes on;
+  if the release itself fails (the server is unreachable), the original exception still goes on,
+  with a note, and the hold comes back to available when it expires (its ``ttl_ms``);
+- the block ended normally and neither ``h.commit`` nor ``h.release`` was called: the whole hold is
+  committed (the work was done);
+- ``h.commit(n)`` or ``h.release()`` already ended it: nothing more is sent.
+"""
+
+from __future__ import annotations
+
+from types import TracebackType
+from typing import TYPE_CHECKING, Any
+
+from .errors import TollgateError
+from .models import Hold
+
+if TYPE_CHECKING:
+    from .client import Client
+
+RELEASE_REASON_LENGTH_MAX = 1024
+
+
+class HoldContext:
+    """A reservation scoped to a ``with`` block; see the module's docstring."""
+
+    def __init__(self, client: Client, reserve_body: dict[str, Any]) -> None:
+        self._client = client
+        self._body = reserve_body
+        self._hold: Hold | None = None
+        self._ended = False
+
+    @property
+    def request_id(self) -> str:
+        """The reservation's request_id (made before anything was sent when none was given)."""
+        return str(self._body["request_id"])
+
+    @property
+    def hold(self) -> Hold:
+        """The hold as last answered by the server."""
+        if self._hold is None:
+            raise RuntimeError("the hold is reserved on entering the with block")
+        return self._hold
+
+    @property
+    def hold_id(self) -> str:
+        return self.hold.hold_id
+
+    def __enter__(self) -> HoldContext:
+        b = self._body
+        self._hold = self._client.reserve(b["account_id"], b["amount"], request_id=b["request_id"],
+                                          ttl_ms=b.get("ttl_ms"), metadata=b.get("metadata"))
+        return self
+
+    def commit(self, amount: int | None = None) -> Hold:
+        """Commits ``amount`` (default: all) of the hold; the rest goes back to available."""
+        self._hold = self._client.commit(self.hold_id, amount)
+        self._ended = True
+        return self._hold
+
+    def release(self, reason: str | None = None) -> Hold:
+        """Releases the whole hold."""
+        self._hold = self._client.release(self.hold_id, reason)
+        self._ended = True
+        return self._hold
+
+    def extend(self, ttl_ms: int) -> Hold:
+        """Pushes the expiry to ``ttl_ms`` from now (for work that takes longer than planned)."""
+        self._hold = self._client.extend(self.hold_id, ttl_ms)
+        return self._hold
+
+    def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
+                 traceback: TracebackType | None) -> None:
+        if self._hold is None or self._ended:
+            return
+        if exc is None:
+            self.commit()
+            return
+        reason = f"{type(exc).__name__} in the hold's with block: {exc}"[:RELEASE_REASON_LENGTH_MAX]
+        try:
+            self.release(reason)
+        except TollgateError as e:
+            exc.add_note(f"tollgate: the hold {self.hold_id} was not released ({e}); it returns to available "
+                         "when it expires")

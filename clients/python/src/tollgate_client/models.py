@@ -1,0 +1,290 @@
+"""Typed results of the tollgate client: one frozen dataclass per JSON shape of api.md.
+
+Each ``from_json`` takes the server's decoded JSON object. Fields the server adds later are ignored
+(so an older client keeps working); a field the contract requires that is missing raises
+:class:`~tollgate_client.errors.TransportError` (``bad_response``). Money is ``int`` (credits, the
+smallest unit); times are the server's RFC 3339 strings, unchanged.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass, field
+from typing import Any, ClassVar, Self
+
+from .errors import TransportError
+
+
+class Model:
+    """Base of the result types: ``from_json`` keeps the fields the class names, and builds the
+    nested results its ``NESTED`` map names (a field holding a list gets a list of them)."""
+
+    NESTED: ClassVar[dict[str, type[Model]]] = {}
+
+    @classmethod
+    def from_json(cls, obj: Any, **fixed: Any) -> Self:
+        """Makes one from the server's JSON object; ``fixed`` sets fields the JSON does not hold."""
+        if not isinstance(obj, dict):
+            raise TransportError("bad_response", f"expected a JSON object for {cls.__name__}, got {obj!r:.200}", 1)
+        names = {f.name for f in dataclasses.fields(cls)}
+        kwargs = {k: v for k, v in obj.items() if k in names}
+        for name, model in cls.NESTED.items():
+            value = obj.get(name)
+            if isinstance(value, list):
+                kwargs[name] = [model.from_json(item) for item in value]
+            elif value is not None:
+                kwargs[name] = model.from_json(value)
+        kwargs.update(fixed)
+        try:
+            return cls(**kwargs)
+        except TypeError as e:
+            raise TransportError("bad_response", f"{cls.__name__}: {e}", 1) from e
+
+
+@dataclass(frozen=True)
+class Account(Model):
+    """An account and its balances; ``available + reserved + used == purchased`` always holds."""
+
+    account_id: str
+    available: int
+    reserved: int
+    used: int
+    purchased: int
+    overdraft_limit: int
+    frozen: bool
+    active_holds: int
+    created_at: str
+    max_active_holds: int | None = None
+    oldest_active_hold_age_ms: int | None = None
+
+
+@dataclass(frozen=True)
+class Hold(Model):
+    """A reservation; ``status`` is ``active``, ``committed``, ``released`` or ``expired``."""
+
+    hold_id: str
+    account_id: str
+    request_id: str
+    amount: int
+    committed_amount: int
+    status: str
+    created_at: str
+    expires_at: str
+    metadata: dict[str, Any] = field(default_factory=dict)
+    closed_at: str | None = None
+    late_outcome: str | None = None  # "charged" | "forgiven": a commit after expiry
+    release_reason: str | None = None
+
+
+@dataclass(frozen=True)
+class Event(Model):
+    """An entry of the append-only log; ``event_id`` increases strictly with commit order."""
+
+    event_id: int
+    account_id: str
+    type: str
+    amount: int
+    at: str
+    available_after: int
+    reserved_after: int
+    used_after: int
+    hold_id: str | None = None
+    job_id: str | None = None
+    reference: str | None = None
+    reason: str | None = None
+    settings: dict[str, Any] | None = None  # account_updated: the settings after the change
+
+
+@dataclass(frozen=True)
+class Transfer(Model):
+    """The answer of a credit or a debit: its event and the account after it."""
+
+    NESTED = {"event": Event, "account": Account}
+
+    event: Event
+    account: Account
+
+
+@dataclass(frozen=True)
+class TransferRecord(Model):
+    """The credit or debit recorded under a reference (``kind``: ``credit`` or ``debit``)."""
+
+    reference: str
+    account_id: str
+    kind: str
+    amount: int
+    event_id: int
+    at: str
+
+
+@dataclass(frozen=True)
+class AccountPage(Model):
+    NESTED = {"accounts": Account}
+
+    accounts: list[Account]
+    has_more: bool
+
+
+@dataclass(frozen=True)
+class HoldPage(Model):
+    NESTED = {"holds": Hold}
+
+    holds: list[Hold]
+    has_more: bool
+
+
+@dataclass(frozen=True)
+class EventPage(Model):
+    """Events oldest first; pass ``next_after`` as ``after`` to continue."""
+
+    NESTED = {"events": Event}
+
+    events: list[Event]
+    next_after: int
+
+
+@dataclass(frozen=True)
+class NewKey(Model):
+    """A key just made: ``secret`` is shown this once."""
+
+    key_id: str
+    secret: str = field(repr=False)
+    account_id: str | None = None
+    created_at: str | None = None
+
+
+@dataclass(frozen=True)
+class KeySummary(Model):
+    """A key as listed: never its secret."""
+
+    key_id: str
+    kind: str  # "admin" | "account"
+    created_at: str
+    revoked: bool
+    account_id: str | None = None
+    last_used_at: str | None = None
+    revoked_at: str | None = None
+
+
+@dataclass(frozen=True)
+class KeyPage(Model):
+    NESTED = {"keys": KeySummary}
+
+    keys: list[KeySummary]
+    has_more: bool
+
+
+@dataclass(frozen=True)
+class RevokedKey(Model):
+    key_id: str
+    revoked: bool
+
+
+@dataclass(frozen=True)
+class Job(Model):
+    """A paid call tollgate makes; ``status``: pending, running, completed, failed, cancelled."""
+
+    client_request_id: str
+    account_id: str
+    cost: int
+    provider: str
+    status: str
+    hold_id: str
+    attempts: int
+    charged: bool
+    created_at: str
+    updated_at: str
+    result: Any = None
+    error: str | None = None
+
+
+@dataclass(frozen=True)
+class JobPage(Model):
+    NESTED = {"jobs": Job}
+
+    jobs: list[Job]
+    has_more: bool
+
+
+@dataclass(frozen=True)
+class JobHistoryEntry(Model):
+    at: str
+    kind: str
+    detail: str
+    attempt: int | None = None
+
+
+@dataclass(frozen=True)
+class JobHistory(Model):
+    """A job's story, oldest first."""
+
+    NESTED = {"entries": JobHistoryEntry}
+
+    entries: list[JobHistoryEntry]
+
+
+@dataclass(frozen=True)
+class Lock(Model):
+    """A lock as it is now; ``owner`` is None when free. Pass it to renew_lock and release_lock."""
+
+    key: str
+    fence: int
+    held: bool
+    cancelled: bool
+    owner: str | None = None
+    expires_at: str | None = None
+
+
+@dataclass(frozen=True)
+class IdempotencyKey(Model):
+    """``state``: started (go ahead), finished (use ``response``), abandoned."""
+
+    key: str
+    state: str
+    attempt: int
+    expires_at: str | None = None
+    response: Any = None
+    finished_at: str | None = None
+    resumed: bool | None = None
+
+
+@dataclass(frozen=True)
+class RateLimitDecision(Model):
+    allowed: bool
+    remaining: int
+    reset_after_ms: int
+    limit: int
+    period_ms: int
+
+
+@dataclass(frozen=True)
+class RateLimitReset(Model):
+    policy: str
+    key: str
+    reset: bool
+
+
+@dataclass(frozen=True)
+class AuditViolation(Model):
+    account_id: str
+    message: str
+
+
+@dataclass(frozen=True)
+class Audit(Model):
+    """Balances recomputed from the event log; no violations means they agree."""
+
+    NESTED = {"violations": AuditViolation}
+
+    accounts_checked: int
+    violations: list[AuditViolation]
+
+
+@dataclass(frozen=True)
+class Readiness(Model):
+    """GET /readyz: ``ready`` is True on 200; ``database`` and ``reaper`` say what is wrong."""
+
+    ready: bool
+    status: str
+    database: str | None = None
+    reaper: str | None = None

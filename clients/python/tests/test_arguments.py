@@ -1,0 +1,87 @@
+"""Bad arguments are refused before any request (S10 of clients/testing/scenarios.md): each raises
+InvalidArgumentError, the proxy in front of the server sees no request, the balances do not move."""
+
+from __future__ import annotations
+
+import unittest
+from collections.abc import Callable
+from typing import Any
+
+from support import ServerTestCase, fast_client
+from tollgate_client import Client, InvalidArgumentError, Lock, RetryPolicy
+
+
+class ArgumentsTest(ServerTestCase):
+
+    def test_s10_bad_arguments_are_refused_before_any_request(self) -> None:
+        proxy = self.proxy()
+        c = fast_client(proxy.url)
+        self.addCleanup(c.close)
+        a = self.account
+        too_long = "x" * 129
+        calls: list[tuple[str, Callable[[], Any]]] = [
+            ("amount 0", lambda: c.reserve(a, 0)),
+            ("amount -1", lambda: c.reserve(a, -1)),
+            ("amount 1.5", lambda: c.reserve(a, 1.5)),  # type: ignore[arg-type]
+            ("amount '3'", lambda: c.reserve(a, "3")),  # type: ignore[arg-type]
+            ("amount True", lambda: c.reserve(a, True)),
+            ("amount 2^53", lambda: c.credit(a, 2**53, "r-big")),
+            ("account id with a space", lambda: c.reserve("kiosk 1", 1)),
+            ("empty account id", lambda: c.get_account("")),
+            ("account id of 129 characters", lambda: c.create_account(too_long)),
+            ("request id with a slash", lambda: c.reserve(a, 1, request_id="a/b")),
+            ("reference missing", lambda: c.credit(a, 1, None)),  # type: ignore[arg-type]
+            ("ttl_ms 0", lambda: c.reserve(a, 1, ttl_ms=0)),
+            ("metadata not a dict", lambda: c.reserve(a, 1, metadata=[1])),  # type: ignore[arg-type]
+            ("metadata not JSON", lambda: c.reserve(a, 1, metadata={"x": object()})),
+            ("commit amount 0", lambda: c.commit("hold_1", 0)),
+            ("empty hold id", lambda: c.commit("")),
+            ("reason too long", lambda: c.release("hold_1", "r" * 1025)),
+            ("limit 0", lambda: c.list_holds(limit=0)),
+            ("limit 1001", lambda: c.list_accounts(limit=1001)),
+            ("unknown hold status", lambda: c.list_holds(status="open")),
+            ("wait_ms above a minute", lambda: c.feed(wait_ms=60_001)),
+            ("frozen not a bool", lambda: c.update_account(a, frozen=1)),  # type: ignore[arg-type]
+            ("overdraft below 0", lambda: c.update_account(a, overdraft_limit=-1)),
+            ("lock ttl above a day", lambda: c.acquire_lock("k", "w1", 86_400_001)),
+            ("lock without an owner", lambda: c.release_lock(Lock(key="k", fence=1, held=False, cancelled=False))),
+            ("empty fingerprint", lambda: c.begin_idempotency("k", "", 1000)),
+            ("finish with null", lambda: c.finish_idempotency("k", "fp", None)),
+            ("ratelimit cost 0", lambda: c.check_ratelimit("login", "u1", cost=0)),
+            ("job cost 0", lambda: c.submit_job(a, 0, "imagegen", {})),
+            ("hold context amount 0", lambda: c.hold(a, 0)),
+        ]
+        for name, call in calls:
+            with self.subTest(name):
+                with self.assertRaises(InvalidArgumentError) as caught:
+                    call()
+                self.assertEqual((caught.exception.code, caught.exception.status, caught.exception.attempts),
+                                 ("invalid_argument", 0, 0))
+                self.assertIsInstance(caught.exception, ValueError)
+        self.assertEqual(proxy.requests(), [], "nothing may be sent for a bad argument")
+        self.assertIsNone(c.last_call)
+        self.assert_balances(a, available=10, reserved=0, used=0)
+        # The same client still works (and the proxy does see a good call).
+        self.assertEqual(c.reserve(a, 1).amount, 1)
+        self.assertEqual(len(proxy.requests()), 1)
+
+    def test_bad_client_options_are_refused_at_construction(self) -> None:
+        for url in ("https://127.0.0.1:8080", "127.0.0.1:8080", "http://127.0.0.1:8080/v1",
+                    "http://user:pw@127.0.0.1:8080", "http://127.0.0.1:8080/?x=1", "ftp://h:1",
+                    "http://127.0.0.1:99999", "http://127.0.0.1:0", "http://:80"):
+            with self.subTest(url):
+                with self.assertRaises(InvalidArgumentError) as caught:
+                    Client(url)
+                self.assertEqual(caught.exception.argument, "base_url")
+        for url in ("http://127.0.0.1:8080", "http://127.0.0.1:8080/", "http://localhost:1", "http://[::1]:80"):
+            Client(url).close()
+        bad_options: list[dict[str, Any]] = [{"retry": RetryPolicy(attempts_max=0)}, {"request_timeout_ms": 0},
+                                             {"request_id_prefix": "bad prefix"}, {"key": "two\nlines"}]
+        for options in bad_options:
+            with self.subTest(str(options)):
+                with self.assertRaises(InvalidArgumentError):
+                    Client("http://127.0.0.1:1", **options)
+
+
+if __name__ == "__main__":
+    unittest.main()

@@ -1,0 +1,290 @@
+"""Every call of the API once, against a real server (with the fake provider for jobs and a
+configured rate limit): typed results, the server's answers and refusals as exceptions."""
+
+from __future__ import annotations
+
+import socket
+import time
+import unittest
+from typing import ClassVar
+
+from support import Processes, ServerTestCase, fast_client, start_fake_provider
+from tollgate_client import (Account, Hold, InsufficientCreditsError, NotFoundError, ProblemError, RateLimitedError,
+                             TransportError)
+
+
+class CallsTest(ServerTestCase):
+    # A provider that accepts connections and never answers: a job on it runs until cancelled.
+    stuck: ClassVar[socket.socket]
+
+    @classmethod
+    def prepare(cls, processes: Processes) -> str:
+        provider_port = start_fake_provider(processes)
+        cls.stuck = socket.socket()
+        cls.stuck.bind(("127.0.0.1", 0))
+        cls.stuck.listen(16)
+        stuck_port = cls.stuck.getsockname()[1]
+        return f"""
+[providers.imagegen]
+url = "http://127.0.0.1:{provider_port}/generate"
+status_url = "http://127.0.0.1:{provider_port}/status/{{id}}"
+timeout_ms = 3000
+expected_duration_ms = 200
+
+[providers.stuck]
+url = "http://127.0.0.1:{stuck_port}/generate"
+timeout_ms = 60000
+expected_duration_ms = 1000
+
+[ratelimits.login]
+limit = 2
+period_ms = 60000
+store = "shared"
+"""
+
+    @classmethod
+    def tearDownClass(cls) -> None:
+        super().tearDownClass()
+        cls.stuck.close()
+
+    def test_operations(self) -> None:
+        self.assertEqual(self.admin.healthz(), "ok")
+        ready = self.admin.readyz()
+        for _ in range(50):  # ready once the reaper has run (within its 1 s interval of the start)
+            if ready.ready:
+                break
+            self.assertEqual(ready.status, "not ready")
+            time.sleep(0.1)
+            ready = self.admin.readyz()
+        self.assertTrue(ready.ready)
+        self.assertEqual((ready.status, ready.database), ("ready", "ok"))
+        self.assertIn("tollgate_", self.admin.metrics())
+        self.assertEqual(self.admin.openapi()["openapi"][:2], "3.")
+        audit = self.admin.audit()
+        self.assertGreaterEqual(audit.accounts_checked, 1)
+        self.assertEqual(audit.violations, [])
+        self.assertEqual(self.admin.audit(account_id=self.account).accounts_checked, 1)
+
+    def test_accounts_and_transfers(self) -> None:
+        a = self.account
+        created = self.admin.create_account(f"{a}-new", overdraft_limit=0, max_active_holds=3)
+        self.assertIsInstance(created, Account)
+        self.assertEqual(self.admin.last_call.status if self.admin.last_call else 0, 201)
+        self.assertEqual((created.available, created.max_active_holds, created.frozen), (0, 3, False))
+        self.admin.create_account(f"{a}-new", overdraft_limit=0, max_active_holds=3)
+        self.assertEqual(self.admin.last_call.status if self.admin.last_call else 0, 200)
+        with self.assertRaises(ProblemError) as conflict:
+            self.admin.create_account(f"{a}-new", max_active_holds=4)
+        self.assertEqual((conflict.exception.status, conflict.exception.code), (409, "conflict"))
+
+        credit = self.admin.credit(a, 5, f"buy-{a}")
+        self.assertEqual((credit.event.type, credit.event.amount, credit.account.available), ("credited", 5, 15))
+        again = self.admin.credit(a, 5, f"buy-{a}")
+        self.assertEqual(again.account.purchased, 15, "the same reference adds nothing")
+        with self.assertRaises(ProblemError) as mismatch:
+            self.admin.credit(a, 6, f"buy-{a}")
+        self.assertEqual((mismatch.exception.status, mismatch.exception.code), (422, "idempotency_mismatch"))
+        debit = self.admin.debit(a, 4, f"refund-{a}", "refund")
+        self.assertEqual((debit.event.type, debit.event.reason, debit.account.available), ("debited", "refund", 11))
+        record = self.admin.get_transfer(f"refund-{a}")
+        self.assertEqual((record.kind, record.amount, record.account_id), ("debit", 4, a))
+
+        updated = self.admin.update_account(a, frozen=True, max_active_holds=2)
+        self.assertEqual((updated.frozen, updated.max_active_holds), (True, 2))
+        with self.assertRaises(ProblemError) as frozen:
+            self.admin.reserve(a, 1)
+        self.assertEqual(frozen.exception.code, "account_frozen")
+        unfrozen = self.admin.update_account(a, frozen=False, max_active_holds=None)
+        self.assertEqual((unfrozen.frozen, unfrozen.max_active_holds), (False, None))
+
+        events = self.admin.events(a)
+        self.assertEqual([e.type for e in events.events],
+                         ["credited", "credited", "debited", "account_updated", "account_updated"])
+        self.assertEqual(events.next_after, events.events[-1].event_id)
+        rest = self.admin.events(a, after=events.events[1].event_id, limit=1)
+        self.assertEqual([e.type for e in rest.events], ["debited"])
+        feed = self.admin.feed(after=events.events[0].event_id - 1, limit=1000)
+        self.assertIn(events.events[0].event_id, [e.event_id for e in feed.events])
+        waited = self.admin.feed(after=feed.next_after, wait_ms=0)
+        self.assertEqual(waited.events, [])
+
+        first = self.admin.list_accounts(limit=1)
+        self.assertEqual(len(first.accounts), 1)
+        self.assertTrue(first.has_more)
+        second = self.admin.list_accounts(limit=1, starting_after=first.accounts[0].account_id)
+        self.assertGreater(second.accounts[0].account_id, first.accounts[0].account_id)
+        with self.assertRaises(NotFoundError) as missing:
+            self.admin.get_account(f"{a}-missing")
+        self.assertEqual(missing.exception.status, 404)
+
+    def test_keys_and_what_an_account_key_may_do(self) -> None:
+        a = self.account
+        key = self.admin.create_key(a)
+        self.assertTrue(key.secret)
+        self.assertNotIn(key.secret, repr(key))
+        listed = self.admin.list_keys(account_id=a)
+        self.assertEqual([(k.key_id, k.kind, k.revoked) for k in listed.keys], [(key.key_id, "account", False)])
+        self.assertEqual(len(self.admin.list_keys(limit=1).keys), 1)
+        with fast_client(self.server.url, key.secret) as kiosk:
+            self.assertEqual(kiosk.get_account(a).available, 10)
+            with kiosk.hold(a, 1) as h:
+                h.commit()
+            with self.assertRaises(NotFoundError):
+                kiosk.get_account(self.other_account())  # another account: as if it did not exist
+            with self.assertRaises(ProblemError) as forbidden:
+                kiosk.credit(a, 1, f"self-{a}")
+            self.assertEqual((forbidden.exception.status, forbidden.exception.code), (403, "forbidden"))
+            revoked = self.admin.revoke_key(key.key_id)
+            self.assertEqual((revoked.key_id, revoked.revoked), (key.key_id, True))
+            with self.assertRaises(ProblemError) as unauthorized:
+                kiosk.get_account(a)
+            self.assertEqual((unauthorized.exception.status, unauthorized.exception.code), (401, "unauthorized"))
+
+    def other_account(self) -> str:
+        other = f"{self.account}-other"
+        self.admin.create_account(other)
+        return other
+
+    def test_holds(self) -> None:
+        a = self.account
+        hold = self.admin.reserve(a, 4, request_id=f"gen-{a}", ttl_ms=60_000, metadata={"order": "o-1"})
+        self.assertIsInstance(hold, Hold)
+        self.assertEqual((hold.status, hold.amount, hold.metadata), ("active", 4, {"order": "o-1"}))
+        self.assertEqual(self.admin.reserve(a, 4, request_id=f"gen-{a}").hold_id, hold.hold_id)
+        with self.assertRaises(ProblemError) as mismatch:
+            self.admin.reserve(a, 5, request_id=f"gen-{a}")
+        self.assertEqual(mismatch.exception.code, "idempotency_mismatch")
+        self.assertEqual(self.admin.get_hold(hold.hold_id).request_id, f"gen-{a}")
+        extended = self.admin.extend(hold.hold_id, 120_000)
+        self.assertGreater(extended.expires_at, hold.expires_at)
+        committed = self.admin.commit(hold.hold_id, 3)
+        self.assertEqual((committed.status, committed.committed_amount), ("committed", 3))
+        self.assertEqual(self.admin.commit(hold.hold_id, 3).committed_amount, 3, "committing again moves nothing")
+
+        other = self.admin.reserve(a, 2)
+        released = self.admin.release(other.hold_id, "customer left")
+        self.assertEqual((released.status, released.release_reason), ("released", "customer left"))
+        with self.assertRaises(ProblemError) as gone:
+            self.admin.commit(other.hold_id)
+        self.assertEqual((gone.exception.status, gone.exception.code), (409, "hold_released"))
+        with self.assertRaises(ProblemError) as done:
+            self.admin.release(hold.hold_id)
+        self.assertEqual(done.exception.code, "hold_committed")
+
+        page = self.admin.list_holds(account_id=a)
+        self.assertEqual([h.hold_id for h in page.holds], [other.hold_id, hold.hold_id])  # newest first
+        self.assertEqual([h.hold_id for h in self.admin.list_holds(account_id=a, status="released").holds],
+                         [other.hold_id])
+        self.assertEqual([h.hold_id for h in self.admin.list_holds(request_id=f"gen-{a}").holds], [hold.hold_id])
+        after = self.admin.list_holds(account_id=a, limit=1, starting_after=other.hold_id)
+        self.assertEqual([h.hold_id for h in after.holds], [hold.hold_id])
+        with self.assertRaises(NotFoundError):
+            self.admin.get_hold("hold_does_not_exist")
+        self.assert_balances(a, available=7, reserved=0, used=3)
+
+    def test_jobs(self) -> None:
+        a = self.account
+        job = self.admin.submit_job(a, 2, "imagegen", {"prompt": "a cat"}, client_request_id=f"job-{a}")
+        self.assertEqual(self.admin.last_call.status if self.admin.last_call else 0, 202)
+        self.assertEqual((job.status, job.cost, job.client_request_id), ("pending", 2, f"job-{a}"))
+        ended = self.admin.get_job(f"job-{a}", wait_ms=10_000)
+        self.assertEqual((ended.status, ended.charged), ("completed", True))
+        self.assertIsNotNone(ended.result)
+        history = self.admin.job_history(f"job-{a}")
+        self.assertIn("completed", [e.kind for e in history.entries])
+        self.assertEqual(self.admin.submit_job(a, 2, "imagegen", {"prompt": "a cat"},
+                                               client_request_id=f"job-{a}").status, "completed")
+
+        stuck = self.admin.submit_job(a, 3, "stuck", {"prompt": "never"})  # the client makes the id
+        self.assertTrue(stuck.client_request_id.startswith("client-"))
+        cancelled = self.admin.cancel_job(stuck.client_request_id)
+        self.assertEqual((cancelled.status, cancelled.charged), ("cancelled", False))
+        jobs = self.admin.list_jobs(account_id=a)
+        self.assertEqual({j.client_request_id for j in jobs.jobs}, {f"job-{a}", stuck.client_request_id})
+        self.assertEqual([j.client_request_id for j in self.admin.list_jobs(account_id=a, status="cancelled").jobs],
+                         [stuck.client_request_id])
+        self.assertEqual(len(self.admin.list_jobs(account_id=a, limit=1).jobs), 1)
+        with self.assertRaises(InsufficientCreditsError):
+            self.admin.submit_job(a, 100, "imagegen", {})
+        self.assert_balances(a, available=8, reserved=0, used=2)
+
+    def test_locks(self) -> None:
+        key = f"nightly-{self.account}"
+        lock = self.admin.acquire_lock(key, "w1", 60_000)
+        self.assertEqual((lock.owner, lock.held, lock.fence), ("w1", True, 1))
+        with self.assertRaises(ProblemError) as held:
+            self.admin.acquire_lock(key, "w2", 60_000)
+        self.assertEqual(held.exception.code, "lock_held")
+        self.assertIsNotNone(held.exception.expires_at)
+        self.assertEqual(self.admin.renew_lock(lock, 60_000).fence, 1)
+        self.assertEqual(self.admin.get_lock(key).owner, "w1")
+        self.assertTrue(self.admin.cancel_lock(key).cancelled)
+        with self.assertRaises(ProblemError) as stop:
+            self.admin.renew_lock(lock, 60_000)
+        self.assertEqual(stop.exception.code, "lock_cancelled")
+        again = self.admin.acquire_lock(key, "w2", 60_000)
+        self.assertEqual(again.fence, 2)
+        with self.assertRaises(ProblemError) as lost:
+            self.admin.release_lock(lock)  # w1's fence 1: not the holder any more
+        self.assertEqual(lost.exception.code, "lock_lost")
+        freed = self.admin.release_lock(again)
+        self.assertEqual((freed.held, freed.owner), (False, None))
+        with self.assertRaises(NotFoundError):
+            self.admin.get_lock(f"never-{self.account}")
+
+    def test_idempotency_keys(self) -> None:
+        key = f"charge-{self.account}"
+        begun = self.admin.begin_idempotency(key, "fp-1", 60_000)
+        self.assertEqual((begun.state, begun.attempt), ("started", 1))
+        with self.assertRaises(ProblemError) as busy:
+            self.admin.begin_idempotency(key, "fp-1", 60_000)
+        self.assertEqual(busy.exception.code, "in_progress")
+        with self.assertRaises(ProblemError) as other:
+            self.admin.begin_idempotency(key, "fp-2", 60_000)
+        self.assertEqual(other.exception.code, "idempotency_mismatch")
+        finished = self.admin.finish_idempotency(key, "fp-1", {"charge": "ch_1"}, attempt=1)
+        self.assertEqual((finished.state, finished.response), ("finished", {"charge": "ch_1"}))
+        replay = self.admin.begin_idempotency(key, "fp-1", 60_000)
+        self.assertEqual((replay.state, replay.response), ("finished", {"charge": "ch_1"}))
+
+        spare = f"spare-{self.account}"
+        self.admin.begin_idempotency(spare, "fp", 60_000)
+        self.assertEqual(self.admin.abandon_idempotency(spare, "fp", attempt=1).state, "abandoned")
+        self.assertEqual(self.admin.begin_idempotency(spare, "fp", 60_000).attempt, 2)
+
+    def test_rate_limits(self) -> None:
+        user = f"user-{self.account}"
+        self.assertEqual(self.admin.check_ratelimit("login", user).remaining, 1)
+        self.assertEqual(self.admin.check_ratelimit("login", user, cost=1).remaining, 0)
+        with self.assertRaises(RateLimitedError) as limited:
+            self.admin.check_ratelimit("login", user)
+        self.assertEqual(limited.exception.status, 429)
+        self.assertGreater(limited.exception.retry_after_ms or 0, 0)
+        self.assertEqual(limited.exception.attempts, 1)
+        reset = self.admin.reset_ratelimit("login", user)
+        self.assertEqual((reset.policy, reset.key, reset.reset), ("login", user, True))
+        self.assertTrue(self.admin.check_ratelimit("login", user).allowed)
+        with self.assertRaises(NotFoundError):
+            self.admin.check_ratelimit("no-such-policy", user)
+
+    def test_a_path_segment_is_encoded_not_interpreted(self) -> None:
+        # Sent as /v1/holds/..%2Faccounts%2Fx: the holds route refuses the id (no other route ran).
+        with self.assertRaises(ProblemError) as caught:
+            self.admin.get_hold("../accounts/x")
+        self.assertEqual((caught.exception.status, caught.exception.code), (400, "invalid_request"))
+        self.assertIn("hold_id", caught.exception.detail)
+        with self.assertRaises(NotFoundError):
+            self.admin.revoke_key("..")
+
+    def test_without_a_key_only_healthz_answers(self) -> None:
+        with fast_client(self.server.url, None) as anonymous:
+            self.assertEqual(anonymous.healthz(), "ok")
+            with self.assertRaises(ProblemError) as caught:
+                anonymous.get_account(self.account)
+            self.assertEqual(caught.exception.code, "unauthorized")
+        with self.assertRaises(TransportError):
+            fast_client("http://127.0.0.1:1", connect_timeout_ms=200).healthz()
+
+
+if __name__ == "__main__":
+    unittest.main()
