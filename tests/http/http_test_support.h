@@ -16,11 +16,6 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
-#include <boost/asio/connect.hpp>
-#include <boost/asio/io_context.hpp>
-#include <boost/asio/ip/tcp.hpp>
-#include <boost/beast/core.hpp>
-#include <boost/beast/http.hpp>
 #include <boost/json.hpp>
 #include <gtest/gtest.h>
 
@@ -139,46 +134,22 @@ struct HttpResponse {
 
 inline std::ostream& operator<<(std::ostream& out, const HttpResponse& r) { return out << r.describe(); }
 
+// Synchronous, one connection kept alive; not thread-safe (one client per thread). Its Beast code is
+// compiled once, in tests/support/http_test_client.cc, not in every suite that includes this header.
 class HttpClient {
  public:
   // `key`: sent as "Authorization: Bearer <key>"; empty sends none.
-  explicit HttpClient(std::uint16_t port, std::string key = "", std::chrono::milliseconds timeout = 15s)
-      : port_(port), key_(std::move(key)), timeout_(timeout) {}
+  explicit HttpClient(std::uint16_t port, std::string key = "", std::chrono::milliseconds timeout = 15s);
+  ~HttpClient();
   HttpClient(const HttpClient&) = delete;
   HttpClient& operator=(const HttpClient&) = delete;
 
-  void set_port(std::uint16_t port) {
-    close();
-    port_ = port;
-  }
+  void set_port(std::uint16_t port);
   void set_key(std::string key) { key_ = std::move(key); }
 
   // Opens the connection now (the next request uses it). False if it could not.
-  bool connect(std::string* error = nullptr) {
-    if (stream_) return true;
-    stream_.emplace(ioc_);
-    boost::asio::ip::tcp::endpoint endpoint(boost::asio::ip::make_address("127.0.0.1"), port_);
-    stream_->expires_after(timeout_);
-    boost::system::error_code result = boost::asio::error::would_block;
-    stream_->async_connect(endpoint, [&](boost::system::error_code ec) { result = ec; });
-    run();
-    if (result) {
-      if (error) *error = "connect: " + result.message();
-      close();
-      return false;
-    }
-    stream_->socket().set_option(boost::asio::ip::tcp::no_delay(true));
-    return true;
-  }
-
-  void close() {
-    if (!stream_) return;
-    boost::system::error_code ignored;
-    stream_->socket().shutdown(boost::asio::ip::tcp::socket::shutdown_both, ignored);
-    stream_->socket().close(ignored);
-    stream_.reset();
-    buffer_.clear();
-  }
+  bool connect(std::string* error = nullptr);
+  void close();
 
   HttpResponse get(const std::string& target, const std::map<std::string, std::string>& headers = {}) {
     return request("GET", target, "", headers);
@@ -198,71 +169,11 @@ class HttpClient {
   // One request. A body is sent with Content-Type: application/json unless `headers` names one.
   // Headers with an empty value are left out (e.g. {"Authorization", ""} to send no key).
   HttpResponse request(const std::string& method, const std::string& target, const std::string& body,
-                       const std::map<std::string, std::string>& headers = {}) {
-    namespace bhttp = boost::beast::http;
-    HttpResponse out;
-    if (!connect(&out.error)) return out;
-    bhttp::request<bhttp::string_body> req;
-    req.method_string(method);
-    req.target(target);
-    req.version(11);
-    req.set(bhttp::field::host, "127.0.0.1:" + std::to_string(port_));
-    bool has_authorization = false, has_content_type = false;
-    for (const auto& [name, value] : headers) {
-      std::string lower = name;
-      for (auto& c : lower) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
-      has_authorization |= lower == "authorization";
-      has_content_type |= lower == "content-type";
-      if (!value.empty()) req.set(name, value);
-    }
-    if (!has_authorization && !key_.empty()) req.set(bhttp::field::authorization, "Bearer " + key_);
-    if (!body.empty() || method == "POST") {
-      if (!has_content_type) req.set(bhttp::field::content_type, "application/json");
-      req.body() = body;
-    }
-    req.prepare_payload();
-
-    boost::system::error_code result = boost::asio::error::would_block;
-    stream_->expires_after(timeout_);
-    bhttp::async_write(*stream_, req, [&](boost::system::error_code ec, std::size_t) { result = ec; });
-    run();
-    if (result) {
-      out.error = "write: " + result.message();
-      close();
-      return out;
-    }
-    bhttp::response_parser<bhttp::string_body> parser;
-    parser.body_limit(64 * 1024 * 1024);
-    result = boost::asio::error::would_block;
-    stream_->expires_after(timeout_);
-    bhttp::async_read(*stream_, buffer_, parser, [&](boost::system::error_code ec, std::size_t) { result = ec; });
-    run();
-    if (result) {
-      out.error = "read: " + result.message();
-      close();
-      return out;
-    }
-    auto res = parser.release();
-    out.status = res.result_int();
-    for (const auto& field : res) {
-      std::string name(field.name_string());
-      for (auto& c : name) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
-      out.headers[name] = std::string(field.value());
-    }
-    out.body = std::move(res.body());
-    if (!res.keep_alive()) close();
-    return out;
-  }
+                       const std::map<std::string, std::string>& headers = {});
 
  private:
-  void run() {
-    ioc_.restart();
-    ioc_.run();
-  }
-
-  boost::asio::io_context ioc_;
-  std::optional<boost::beast::tcp_stream> stream_;
-  boost::beast::flat_buffer buffer_;
+  struct Connection;  // the io_context, the Beast stream and its buffer
+  std::unique_ptr<Connection> conn_;
   std::uint16_t port_;
   std::string key_;
   std::chrono::milliseconds timeout_;
