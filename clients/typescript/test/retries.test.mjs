@@ -1,0 +1,187 @@
+// The retry policy against a real server, through clients/testing/lossy_proxy.py: the scenarios
+// S1–S7 and S11 of clients/testing/scenarios.md. Each scenario has its own account and its own
+// proxy; what the server did is read from the server (holds, balances, events), what was sent from
+// the proxy's log.
+import { after, before, describe, test } from "node:test";
+import assert from "node:assert/strict";
+import { performance } from "node:perf_hooks";
+
+import { ProblemError, TransportError } from "../dist/index.js";
+import { adminClient, balances, holdsOf, recorder, seedAccount } from "./support/fixture.mjs";
+import { startProxy, startServer, unusedPort } from "./support/processes.mjs";
+
+describe("retry policy through a lossy proxy (scenarios.md)", () => {
+  let server;
+  let admin; // straight to the server: set-up and checks
+  const proxies = [];
+
+  before(async () => {
+    server = await startServer();
+    admin = adminClient(server.url);
+  });
+  after(async () => {
+    await Promise.all(proxies.map((p) => p.stop()));
+    await server?.stop();
+  });
+
+  async function proxy(...faults) {
+    const p = await startProxy(server.port, faults);
+    proxies.push(p);
+    return p;
+  }
+
+  function bodies(requests) {
+    return requests.map((r) => r.body);
+  }
+
+  test("S1 lost answer: reserve resent with the same id, reserved once", async () => {
+    await seedAccount(admin, "s1");
+    const p = await proxy("--drop-first-responses", "1");
+    const seen = recorder();
+    const client = adminClient(p.url, seen);
+
+    const hold = await client.reserve("s1", 3); // no request_id: the client makes one, once
+
+    assert.equal(seen.answers.at(-1).attempts, 2);
+    assert.equal(seen.answers.at(-1).status, 200, "the second attempt found the first one's hold");
+    assert.deepEqual(seen.retries.map((r) => r.reason), ["connection_lost"]);
+    const sent = p.requests();
+    assert.equal(sent.length, 2);
+    assert.deepEqual(sent.map((r) => r.fault), ["drop", "none"]);
+    assert.equal(sent[0].body, sent[1].body, "every attempt sends the same bytes");
+    assert.equal(JSON.parse(sent[0].body).request_id, hold.request_id);
+    const holds = await holdsOf(admin, "s1");
+    assert.equal(holds.length, 1);
+    assert.equal(holds[0].hold_id, hold.hold_id);
+    assert.deepEqual(await balances(admin, "s1"), { available: 7, reserved: 3, used: 0 });
+  });
+
+  test("S2 reset before the server saw it: resent, reserved once", async () => {
+    await seedAccount(admin, "s2");
+    const p = await proxy("--reset-first-requests", "1");
+    const seen = recorder();
+    const client = adminClient(p.url, seen);
+
+    const hold = await client.reserve("s2", 3, { requestId: "r-reset" });
+
+    assert.equal(hold.request_id, "r-reset");
+    assert.equal(seen.answers.at(-1).status, 201, "the server saw one request");
+    assert.equal(seen.answers.at(-1).attempts, 2);
+    const sent = p.requests();
+    assert.deepEqual(sent.map((r) => r.fault), ["reset", "none"]);
+    assert.equal(sent[0].body, sent[1].body);
+    assert.equal((await holdsOf(admin, "s2")).length, 1);
+    assert.deepEqual(await balances(admin, "s2"), { available: 7, reserved: 3, used: 0 });
+  });
+
+  test("S3 time-out: resent with the same id", async () => {
+    await seedAccount(admin, "s3");
+    const p = await proxy("--delay-ms", "1500", "--delay-first-responses", "1");
+    const seen = recorder();
+    const client = adminClient(p.url, { ...seen, timeoutMs: 300 });
+
+    const hold = await client.reserve("s3", 2, { requestId: "r-slow" });
+
+    assert.deepEqual(seen.retries.map((r) => r.reason), ["timeout"]);
+    assert.equal(seen.answers.at(-1).attempts, 2);
+    assert.equal(seen.answers.at(-1).status, 200, "the first attempt had reserved");
+    const found = await admin.listHolds({ requestId: "r-slow" });
+    assert.equal(found.holds.length, 1);
+    assert.equal(found.holds[0].hold_id, hold.hold_id);
+    assert.equal(bodies(p.requests()).length, 2);
+    assert.equal(new Set(bodies(p.requests())).size, 1);
+    assert.equal((await holdsOf(admin, "s3")).length, 1);
+    assert.deepEqual(await balances(admin, "s3"), { available: 8, reserved: 2, used: 0 });
+  });
+
+  test("S4 insufficient_credits asked exactly once more, at once", async () => {
+    await seedAccount(admin, "s4");
+    const seen = recorder();
+    const client = adminClient(server.url, seen);
+
+    const refused = await client.reserve("s4", 11).catch((e) => e);
+    assert.ok(refused instanceof ProblemError);
+    assert.equal(refused.code, "insufficient_credits");
+    assert.equal(refused.status, 409);
+    assert.equal(refused.available, 10);
+    assert.equal(refused.requested, 11);
+    assert.equal(refused.detail, "Not enough credits: 10 available, 11 needed.");
+    assert.equal(refused.attempts, 2);
+    assert.deepEqual(seen.retries.map((r) => [r.reason, r.waitMs]), [["insufficient_credits", 0]]);
+
+    const once = adminClient(server.url, { retry: { retryInsufficientCreditsOnce: false } });
+    assert.equal((await once.reserve("s4", 11).catch((e) => e)).attempts, 1, "with the retry switched off");
+    const debit = await client.debit("s4", 11, "d-s4", "refund").catch((e) => e);
+    assert.equal(debit.code, "insufficient_credits");
+    assert.equal(debit.attempts, 1, "only reserve asks again");
+
+    assert.equal((await holdsOf(admin, "s4")).length, 0);
+    assert.deepEqual(await balances(admin, "s4"), { available: 10, reserved: 0, used: 0 });
+  });
+
+  test("S5 503 + Retry-After honoured, same body", async () => {
+    await seedAccount(admin, "s5");
+    const p = await proxy("--answer-503-first", "1", "--retry-after-s", "1");
+    const seen = recorder();
+    const client = adminClient(p.url, seen); // back-off 20 ms, cap 2 s
+
+    const started = performance.now();
+    const transfer = await client.credit("s5", 5, "buy-503");
+    const elapsedMs = performance.now() - started;
+
+    assert.equal(transfer.event.reference, "buy-503");
+    assert.equal(seen.answers.at(-1).attempts, 2);
+    assert.deepEqual(seen.retries.map((r) => [r.reason, r.waitMs]), [["unavailable", 1000]], "the header raised the 20 ms wait");
+    assert.ok(elapsedMs >= 990, `the resend waited for Retry-After (${elapsedMs.toFixed(0)} ms)`);
+    const sent = p.requests();
+    assert.deepEqual(sent.map((r) => r.fault), ["503", "none"]);
+    assert.equal(sent[0].body, sent[1].body);
+    assert.equal((await balances(admin, "s5")).available, 15);
+    const credited = (await admin.events("s5")).events.filter((e) => e.type === "credited" && e.reference === "buy-503");
+    assert.equal(credited.length, 1);
+  });
+
+  test("S6 503 given up after the attempts", async () => {
+    await seedAccount(admin, "s6");
+    const p = await proxy("--answer-503-first", "4", "--retry-after-s", "0");
+    const client = adminClient(p.url);
+
+    const error = await client.getAccount("s6").catch((e) => e);
+
+    assert.ok(error instanceof ProblemError);
+    assert.equal(error.code, "unavailable");
+    assert.equal(error.status, 503);
+    assert.equal(error.attempts, 4);
+    assert.equal(p.requests().length, 4);
+  });
+
+  test("S7 create_key not resent once it may have arrived", async () => {
+    await seedAccount(admin, "s7");
+    const answered503 = await proxy("--answer-503-first", "1");
+    const error503 = await adminClient(answered503.url).createKey("s7").catch((e) => e);
+    assert.equal(error503.code, "unavailable");
+    assert.equal(error503.attempts, 1);
+    assert.equal(answered503.requests().length, 1);
+
+    const dropped = await proxy("--drop-first-responses", "1");
+    const lost = await adminClient(dropped.url).createKey("s7").catch((e) => e);
+    assert.ok(lost instanceof TransportError);
+    assert.equal(lost.code, "connection_lost");
+    assert.equal(lost.attempts, 1);
+    assert.equal(dropped.requests().length, 1);
+    // The same holds for the other calls a second send would change: a rate-limit check counts.
+  });
+
+  test("S11 nothing listening: bounded attempts, and a call never sent is sent again", async () => {
+    const client = adminClient(`http://127.0.0.1:${await unusedPort()}`);
+    const started = performance.now();
+    const error = await client.getAccount("s11").catch((e) => e);
+    assert.ok(error instanceof TransportError);
+    assert.equal(error.code, "connect");
+    assert.equal(error.maybeDelivered, false);
+    assert.equal(error.attempts, 4);
+    assert.ok(performance.now() - started < 5000, "within the back-off's bound");
+    // create_key is sent again when it certainly never reached the server.
+    assert.equal((await client.createKey("s11").catch((e) => e)).attempts, 4);
+  });
+});
