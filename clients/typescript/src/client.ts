@@ -142,7 +142,7 @@ export class TollgateClient {
     this.requestIdPrefix = o.requestIdPrefix ?? "client-";
     // The prefix and 16 hex digits must make an id.
     checkId(this.requestIdPrefix + "0".repeat(16), "options.requestIdPrefix");
-    const fetchFunction = o.fetch ?? (globalThis.fetch as FetchFunction | undefined);
+    const fetchFunction: FetchFunction | undefined = o.fetch ?? globalThis.fetch;
     if (typeof fetchFunction !== "function") {
       throw new ArgumentError("options.fetch", "no fetch: this platform has none (Node 18+ and browsers do); pass options.fetch");
     }
@@ -156,8 +156,8 @@ export class TollgateClient {
       key: o.key,
       timeoutMs,
       retry,
-      // A bare `fetch` reference must be called with globalThis as `this` in browsers.
-      fetch: o.fetch ?? ((input, init) => fetchFunction(input, init)),
+      // Called as a plain function: a browser's fetch refuses any other `this` ("Illegal invocation").
+      fetch: (input, init) => fetchFunction(input, init),
       onRetry: o.onRetry,
       onAnswer: o.onAnswer,
     });

@@ -115,8 +115,10 @@ store = "shared"
     assert.match(other.request_id, /^client-[0-9a-f]{16}$/, "an id made by the client");
     const released = await client.release(other.hold_id, "changed my mind");
     assert.deepEqual([released.status, released.release_reason], ["released", "changed my mind"]);
+    const viaHelper = await client.withHold("holder", 1, {}, (h) => h.hold);
+    assert.equal(viaHelper.status, "active", "the work saw the hold active; withHold committed it after");
     const account = await client.getAccount("holder");
-    assert.deepEqual([account.available, account.reserved, account.used], [7, 0, 3]);
+    assert.deepEqual([account.available, account.reserved, account.used], [6, 0, 4]);
   });
 
   test("keys: create, list, use, revoke", async () => {

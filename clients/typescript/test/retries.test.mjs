@@ -38,7 +38,7 @@ describe("retry policy through a lossy proxy (scenarios.md)", () => {
     await seedAccount(admin, "s1");
     const p = await proxy("--drop-first-responses", "1");
     const seen = recorder();
-    const client = adminClient(p.url, seen);
+    const client = adminClient(p.url, seen.hooks);
 
     const hold = await client.reserve("s1", 3); // no request_id: the client makes one, once
 
@@ -60,7 +60,7 @@ describe("retry policy through a lossy proxy (scenarios.md)", () => {
     await seedAccount(admin, "s2");
     const p = await proxy("--reset-first-requests", "1");
     const seen = recorder();
-    const client = adminClient(p.url, seen);
+    const client = adminClient(p.url, seen.hooks);
 
     const hold = await client.reserve("s2", 3, { requestId: "r-reset" });
 
@@ -78,7 +78,7 @@ describe("retry policy through a lossy proxy (scenarios.md)", () => {
     await seedAccount(admin, "s3");
     const p = await proxy("--delay-ms", "1500", "--delay-first-responses", "1");
     const seen = recorder();
-    const client = adminClient(p.url, { ...seen, timeoutMs: 300 });
+    const client = adminClient(p.url, { ...seen.hooks, timeoutMs: 300 });
 
     const hold = await client.reserve("s3", 2, { requestId: "r-slow" });
 
@@ -97,7 +97,7 @@ describe("retry policy through a lossy proxy (scenarios.md)", () => {
   test("S4 insufficient_credits asked exactly once more, at once", async () => {
     await seedAccount(admin, "s4");
     const seen = recorder();
-    const client = adminClient(server.url, seen);
+    const client = adminClient(server.url, seen.hooks);
 
     const refused = await client.reserve("s4", 11).catch((e) => e);
     assert.ok(refused instanceof ProblemError);
@@ -123,7 +123,7 @@ describe("retry policy through a lossy proxy (scenarios.md)", () => {
     await seedAccount(admin, "s5");
     const p = await proxy("--answer-503-first", "1", "--retry-after-s", "1");
     const seen = recorder();
-    const client = adminClient(p.url, seen); // back-off 20 ms, cap 2 s
+    const client = adminClient(p.url, seen.hooks); // back-off 20 ms, cap 2 s
 
     const started = performance.now();
     const transfer = await client.credit("s5", 5, "buy-503");

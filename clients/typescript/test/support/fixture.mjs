@@ -6,11 +6,11 @@ import { ADMIN_KEY } from "./processes.mjs";
 /** Short back-off (scenarios.md: initial ≈ 20 ms, cap ≥ 1 s), 4 attempts. */
 export const FAST_RETRY = Object.freeze({ attemptsMax: 4, backoffInitialMs: 20, backoffMaxMs: 2000 });
 
-/** Records what the client reports through its hooks: retries and final answers. */
+/** Records what a client reports through its hooks (pass `hooks` as options): retries and answers. */
 export function recorder() {
   const retries = [];
   const answers = [];
-  return { retries, answers, onRetry: (info) => retries.push(info), onAnswer: (info) => answers.push(info) };
+  return { retries, answers, hooks: { onRetry: (info) => retries.push(info), onAnswer: (info) => answers.push(info) } };
 }
 
 /** An admin client of `url` with the fast retry policy; `options` add to or override it. */
