@@ -30,55 +30,56 @@ describe("retry policy through a lossy proxy (scenarios.md)", () => {
     return p;
   }
 
-  function bodies(requests) {
-    return requests.map((r) => r.body);
+  // A scenario's start: its account credited 10, a proxy with `faults`, a client through it.
+  async function scenario(accountId, faults, options = {}) {
+    await seedAccount(admin, accountId);
+    const p = await proxy(...faults);
+    const seen = recorder();
+    return { p, seen, client: adminClient(p.url, { ...seen.hooks, ...options }) };
+  }
+
+  // What reached the proxy: one request per fault listed, every one the same bytes.
+  function assertSent(p, faults) {
+    const sent = p.requests();
+    assert.deepEqual(sent.map((r) => r.fault), faults);
+    assert.equal(new Set(sent.map((r) => r.body)).size, 1, "every attempt sends the same bytes");
+    return sent;
+  }
+
+  // What the server holds for the account: how many holds, and its balances.
+  async function assertServer(accountId, holds, expected) {
+    assert.equal((await holdsOf(admin, accountId)).length, holds);
+    assert.deepEqual(await balances(admin, accountId), expected);
   }
 
   test("S1 lost answer: reserve resent with the same id, reserved once", async () => {
-    await seedAccount(admin, "s1");
-    const p = await proxy("--drop-first-responses", "1");
-    const seen = recorder();
-    const client = adminClient(p.url, seen.hooks);
+    const { p, seen, client } = await scenario("s1", ["--drop-first-responses", "1"]);
 
     const hold = await client.reserve("s1", 3); // no request_id: the client makes one, once
 
     assert.equal(seen.answers.at(-1).attempts, 2);
     assert.equal(seen.answers.at(-1).status, 200, "the second attempt found the first one's hold");
     assert.deepEqual(seen.retries.map((r) => r.reason), ["connection_lost"]);
-    const sent = p.requests();
-    assert.equal(sent.length, 2);
-    assert.deepEqual(sent.map((r) => r.fault), ["drop", "none"]);
-    assert.equal(sent[0].body, sent[1].body, "every attempt sends the same bytes");
+    const sent = assertSent(p, ["drop", "none"]);
     assert.equal(JSON.parse(sent[0].body).request_id, hold.request_id);
-    const holds = await holdsOf(admin, "s1");
-    assert.equal(holds.length, 1);
-    assert.equal(holds[0].hold_id, hold.hold_id);
-    assert.deepEqual(await balances(admin, "s1"), { available: 7, reserved: 3, used: 0 });
+    assert.equal((await holdsOf(admin, "s1"))[0].hold_id, hold.hold_id);
+    await assertServer("s1", 1, { available: 7, reserved: 3, used: 0 });
   });
 
   test("S2 reset before the server saw it: resent, reserved once", async () => {
-    await seedAccount(admin, "s2");
-    const p = await proxy("--reset-first-requests", "1");
-    const seen = recorder();
-    const client = adminClient(p.url, seen.hooks);
+    const { p, seen, client } = await scenario("s2", ["--reset-first-requests", "1"]);
 
     const hold = await client.reserve("s2", 3, { requestId: "r-reset" });
 
     assert.equal(hold.request_id, "r-reset");
     assert.equal(seen.answers.at(-1).status, 201, "the server saw one request");
     assert.equal(seen.answers.at(-1).attempts, 2);
-    const sent = p.requests();
-    assert.deepEqual(sent.map((r) => r.fault), ["reset", "none"]);
-    assert.equal(sent[0].body, sent[1].body);
-    assert.equal((await holdsOf(admin, "s2")).length, 1);
-    assert.deepEqual(await balances(admin, "s2"), { available: 7, reserved: 3, used: 0 });
+    assertSent(p, ["reset", "none"]);
+    await assertServer("s2", 1, { available: 7, reserved: 3, used: 0 });
   });
 
   test("S3 time-out: resent with the same id", async () => {
-    await seedAccount(admin, "s3");
-    const p = await proxy("--delay-ms", "1500", "--delay-first-responses", "1");
-    const seen = recorder();
-    const client = adminClient(p.url, { ...seen.hooks, timeoutMs: 300 });
+    const { p, seen, client } = await scenario("s3", ["--delay-ms", "1500", "--delay-first-responses", "1"], { timeoutMs: 300 });
 
     const hold = await client.reserve("s3", 2, { requestId: "r-slow" });
 
@@ -88,10 +89,8 @@ describe("retry policy through a lossy proxy (scenarios.md)", () => {
     const found = await admin.listHolds({ requestId: "r-slow" });
     assert.equal(found.holds.length, 1);
     assert.equal(found.holds[0].hold_id, hold.hold_id);
-    assert.equal(bodies(p.requests()).length, 2);
-    assert.equal(new Set(bodies(p.requests())).size, 1);
-    assert.equal((await holdsOf(admin, "s3")).length, 1);
-    assert.deepEqual(await balances(admin, "s3"), { available: 8, reserved: 2, used: 0 });
+    assertSent(p, ["delay", "none"]);
+    await assertServer("s3", 1, { available: 8, reserved: 2, used: 0 });
   });
 
   test("S4 insufficient_credits asked exactly once more, at once", async () => {
@@ -115,15 +114,12 @@ describe("retry policy through a lossy proxy (scenarios.md)", () => {
     assert.equal(debit.code, "insufficient_credits");
     assert.equal(debit.attempts, 1, "only reserve asks again");
 
-    assert.equal((await holdsOf(admin, "s4")).length, 0);
-    assert.deepEqual(await balances(admin, "s4"), { available: 10, reserved: 0, used: 0 });
+    await assertServer("s4", 0, { available: 10, reserved: 0, used: 0 });
   });
 
   test("S5 503 + Retry-After honoured, same body", async () => {
-    await seedAccount(admin, "s5");
-    const p = await proxy("--answer-503-first", "1", "--retry-after-s", "1");
-    const seen = recorder();
-    const client = adminClient(p.url, seen.hooks); // back-off 20 ms, cap 2 s
+    // Back-off 20 ms, cap 2 s: only the header can make the wait 1 s.
+    const { p, seen, client } = await scenario("s5", ["--answer-503-first", "1", "--retry-after-s", "1"]);
 
     const started = performance.now();
     const transfer = await client.credit("s5", 5, "buy-503");
@@ -133,18 +129,14 @@ describe("retry policy through a lossy proxy (scenarios.md)", () => {
     assert.equal(seen.answers.at(-1).attempts, 2);
     assert.deepEqual(seen.retries.map((r) => [r.reason, r.waitMs]), [["unavailable", 1000]], "the header raised the 20 ms wait");
     assert.ok(elapsedMs >= 990, `the resend waited for Retry-After (${elapsedMs.toFixed(0)} ms)`);
-    const sent = p.requests();
-    assert.deepEqual(sent.map((r) => r.fault), ["503", "none"]);
-    assert.equal(sent[0].body, sent[1].body);
+    assertSent(p, ["503", "none"]);
     assert.equal((await balances(admin, "s5")).available, 15);
     const credited = (await admin.events("s5")).events.filter((e) => e.type === "credited" && e.reference === "buy-503");
     assert.equal(credited.length, 1);
   });
 
   test("S6 503 given up after the attempts", async () => {
-    await seedAccount(admin, "s6");
-    const p = await proxy("--answer-503-first", "4", "--retry-after-s", "0");
-    const client = adminClient(p.url);
+    const { p, client } = await scenario("s6", ["--answer-503-first", "4", "--retry-after-s", "0"]);
 
     const error = await client.getAccount("s6").catch((e) => e);
 
@@ -152,7 +144,7 @@ describe("retry policy through a lossy proxy (scenarios.md)", () => {
     assert.equal(error.code, "unavailable");
     assert.equal(error.status, 503);
     assert.equal(error.attempts, 4);
-    assert.equal(p.requests().length, 4);
+    assertSent(p, ["503", "503", "503", "503"]);
   });
 
   test("S7 create_key not resent once it may have arrived", async () => {
