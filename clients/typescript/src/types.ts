@@ -130,9 +130,12 @@ export interface KeyPage {
   has_more: boolean;
 }
 
+/** The key as it is now (revoked), never its secret. */
 export interface RevokedKey {
   key_id: string;
   revoked: boolean;
+  account_id?: string | null;
+  revoked_at?: string | null;
 }
 
 /** completed ⇔ its hold is committed (or late-charged/forgiven); failed, cancelled ⇔ released. */

@@ -135,7 +135,8 @@ store = "shared"
     assert.equal((await kiosk.getAccount("kiosk-2").catch((e) => e)).status, 404, "another account does not exist for it");
     assert.equal((await kiosk.credit("kiosk-1", 1, "self-1").catch((e) => e)).code, "forbidden");
 
-    assert.deepEqual(await client.revokeKey(key.key_id), { key_id: key.key_id, revoked: true });
+    const revoked = await client.revokeKey(key.key_id);
+    assert.deepEqual([revoked.key_id, revoked.revoked], [key.key_id, true]);
     assert.equal((await kiosk.getAccount("kiosk-1").catch((e) => e)).code, "unauthorized");
   });
 
