@@ -20,17 +20,17 @@ const { values } = parseArgs({
 });
 const LIFECYCLES = Number(values.lifecycles);
 const ROUNDS = Number(values.rounds);
-const WARMUP = 100;
 if (!(LIFECYCLES >= 1 && ROUNDS >= 1)) throw new Error("--lifecycles and --rounds must be at least 1");
+const WARMUP = Math.min(100, LIFECYCLES);
 
 const ACCOUNT = "bench";
 const server = await startServer();
 try {
   const headers = { Authorization: `Bearer ${ADMIN_KEY}`, "Content-Type": "application/json", Accept: "application/json" };
   const client = new TollgateClient({ baseUrl: server.url, key: ADMIN_KEY });
-  const total = (WARMUP + LIFECYCLES * ROUNDS) * 2;
+  const lifecyclesInAll = (WARMUP + LIFECYCLES * ROUNDS) * 2; // raw and client, each using 1 credit
   await client.createAccount(ACCOUNT);
-  await client.credit(ACCOUNT, total, "bench-credits");
+  await client.credit(ACCOUNT, lifecyclesInAll, "bench-credits");
 
   async function raw(id) {
     const reserved = await fetch(`${server.url}/v1/holds`, {
@@ -76,7 +76,9 @@ try {
   }
 
   const account = await client.getAccount(ACCOUNT);
-  if (account.used !== total / 2 || account.reserved !== 0) throw new Error(`the server disagrees: ${JSON.stringify(account)}`);
+  if (account.used !== lifecyclesInAll || account.reserved !== 0 || account.available !== 0) {
+    throw new Error(`the server disagrees: ${JSON.stringify(account)}`);
+  }
   const audit = await client.audit({ accountId: ACCOUNT });
   if (audit.violations.length !== 0) throw new Error(`audit: ${JSON.stringify(audit)}`);
 
