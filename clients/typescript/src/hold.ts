@@ -1,0 +1,100 @@
+// withHold: reserve, run the work, then commit or release — the three-phase hold of api.md as one
+// call, so that no code path forgets a hold:
+//   - `work` returns and did not settle the hold: the whole hold is committed;
+//   - `work` settled it (h.commit(n) for part of it, h.release()): nothing more is done;
+//   - `work` throws (or its promise rejects) and the hold is not settled: it is released with the
+//     error's message as the reason, and the error is rethrown unchanged. If that release fails too
+//     (the server unreachable), the error is still rethrown and the hold goes back to available when
+//     its TTL expires (the server's reaper): credits are never lost, at worst held for the TTL.
+// The reserve runs under the client's retry policy with one request_id for all its attempts; pass
+// your own requestId when the caller may run the same work again (after a crash or reload): the
+// second reserve then answers the first one's hold instead of reserving twice.
+import type { Hold } from "./types.js";
+
+/** The hold calls withHold needs (a TollgateClient). */
+export interface HoldOperations {
+  reserve(accountId: string, amount: number, options?: { requestId?: string; ttlMs?: number; metadata?: Record<string, unknown> }): Promise<Hold>;
+  commit(holdId: string, amount?: number): Promise<Hold>;
+  release(holdId: string, reason?: string): Promise<Hold>;
+  extend(holdId: string, ttlMs: number): Promise<Hold>;
+}
+
+export type HoldWork<T> = (h: HoldHandle) => Promise<T> | T;
+
+/** The hold that withHold's work runs under. */
+export class HoldHandle {
+  private current: Hold;
+  private settledBy: "commit" | "release" | undefined;
+
+  constructor(
+    private readonly client: HoldOperations,
+    hold: Hold,
+  ) {
+    this.current = hold;
+  }
+
+  /** The hold as last answered by the server. */
+  get hold(): Hold {
+    return this.current;
+  }
+
+  get holdId(): string {
+    return this.current.hold_id;
+  }
+
+  /** Whether the work has committed or released the hold. */
+  get settled(): boolean {
+    return this.settledBy !== undefined;
+  }
+
+  /** Commits `amount` (default: all); the rest goes back to available. */
+  async commit(amount?: number): Promise<Hold> {
+    this.current = await this.client.commit(this.current.hold_id, amount);
+    this.settledBy = "commit";
+    return this.current;
+  }
+
+  /** Gives the whole hold back. */
+  async release(reason?: string): Promise<Hold> {
+    this.current = await this.client.release(this.current.hold_id, reason);
+    this.settledBy = "release";
+    return this.current;
+  }
+
+  /** Pushes the expiry to now + ttlMs (long work). */
+  async extend(ttlMs: number): Promise<Hold> {
+    this.current = await this.client.extend(this.current.hold_id, ttlMs);
+    return this.current;
+  }
+}
+
+export async function withHold<T>(
+  client: HoldOperations,
+  accountId: string,
+  amount: number,
+  options: { requestId?: string; ttlMs?: number; metadata?: Record<string, unknown> },
+  work: HoldWork<T>,
+): Promise<T> {
+  const h = new HoldHandle(client, await client.reserve(accountId, amount, options));
+  let result: T;
+  try {
+    result = await work(h);
+  } catch (error) {
+    if (!h.settled) {
+      try {
+        await h.release(releaseReason(error));
+      } catch {
+        // The work's error is what the caller must see; the hold expires by its TTL.
+      }
+    }
+    throw error;
+  }
+  if (!h.settled) await h.commit();
+  return result;
+}
+
+// At most 200 characters (the server allows 1024 bytes; a UTF-16 unit is at most 3 bytes).
+function releaseReason(error: unknown): string {
+  const what = error instanceof Error ? `${error.name}: ${error.message}` : String(error);
+  return `withHold: the work threw ${what}`.slice(0, 200);
+}

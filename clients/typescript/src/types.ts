@@ -1,0 +1,219 @@
+// The JSON shapes tollgate answers with (docs/openapi.json, ../shared/spec/api.md), unchanged: field
+// names stay the server's snake_case. Amounts and balances are integers of credits (at most 2^53 − 1,
+// exact in a JS number); times are RFC 3339 UTC strings with milliseconds; durations carry their
+// unit in the name.
+
+export type HoldStatus = "active" | "committed" | "released" | "expired";
+export type JobStatus = "pending" | "running" | "completed" | "failed" | "cancelled";
+export type EventType =
+  | "credited"
+  | "debited"
+  | "reserved"
+  | "committed"
+  | "released"
+  | "expired"
+  | "late_charged"
+  | "late_forgiven"
+  | "account_updated"
+  | "extended";
+
+/** available + reserved + used == purchased, always. */
+export interface Account {
+  account_id: string;
+  available: number;
+  reserved: number;
+  used: number;
+  purchased: number;
+  overdraft_limit: number;
+  max_active_holds: number | null;
+  frozen: boolean;
+  active_holds: number;
+  oldest_active_hold_age_ms: number | null;
+  created_at: string;
+}
+
+export interface Hold {
+  hold_id: string;
+  account_id: string;
+  request_id: string;
+  amount: number;
+  committed_amount: number;
+  status: HoldStatus;
+  /** A commit after expiry, by the server's late_commit policy. */
+  late_outcome?: "charged" | "forgiven";
+  created_at: string;
+  expires_at: string;
+  closed_at?: string;
+  release_reason?: string;
+  metadata: Record<string, unknown>;
+}
+
+export interface AccountSettings {
+  overdraft_limit: number;
+  max_active_holds: number | null;
+  frozen: boolean;
+}
+
+/** An entry of the append-only log; event_id increases strictly with commit order. */
+export interface LedgerEvent {
+  event_id: number;
+  account_id: string;
+  type: EventType;
+  amount: number;
+  hold_id?: string;
+  job_id?: string;
+  reference?: string;
+  reason?: string;
+  settings?: AccountSettings;
+  at: string;
+  available_after: number;
+  reserved_after: number;
+  used_after: number;
+}
+
+/** A credit or debit: the event it wrote and the account after it. */
+export interface Transfer {
+  event: LedgerEvent;
+  account: Account;
+}
+
+export interface TransferRecord {
+  reference: string;
+  account_id: string;
+  kind: "credit" | "debit";
+  amount: number;
+  event_id: number;
+  at: string;
+}
+
+/** A page of events; pass next_after as `after` to read on (nothing missed, nothing twice). */
+export interface EventPage {
+  events: LedgerEvent[];
+  next_after: number;
+}
+
+export interface AccountPage {
+  accounts: Account[];
+  has_more: boolean;
+}
+
+export interface HoldPage {
+  holds: Hold[];
+  has_more: boolean;
+}
+
+export interface JobPage {
+  jobs: Job[];
+  has_more: boolean;
+}
+
+/** The only time a key's secret is shown. */
+export interface CreatedKey {
+  key_id: string;
+  account_id: string;
+  secret: string;
+  created_at: string;
+}
+
+export interface KeySummary {
+  key_id: string;
+  account_id: string | null;
+  kind: "admin" | "account";
+  created_at: string;
+  last_used_at: string | null;
+  revoked: boolean;
+  revoked_at: string | null;
+}
+
+export interface KeyPage {
+  keys: KeySummary[];
+  has_more: boolean;
+}
+
+/** The key as it is now (revoked), never its secret. */
+export interface RevokedKey {
+  key_id: string;
+  revoked: boolean;
+  account_id?: string | null;
+  revoked_at?: string | null;
+}
+
+/** completed ⇔ its hold is committed (or late-charged/forgiven); failed, cancelled ⇔ released. */
+export interface Job {
+  client_request_id: string;
+  account_id: string;
+  cost: number;
+  provider: string;
+  status: JobStatus;
+  hold_id: string;
+  attempts: number;
+  result?: unknown;
+  error?: string;
+  charged: boolean;
+  created_at: string;
+  updated_at: string;
+}
+
+export interface JobHistory {
+  entries: Array<{ at: string; kind: string; attempt?: number; detail: string }>;
+}
+
+export interface Lock {
+  key: string;
+  /** null: free. */
+  owner: string | null;
+  /** Strictly increases each time the key changes hands. */
+  fence: number;
+  expires_at: string | null;
+  held: boolean;
+  cancelled: boolean;
+}
+
+/** What renewLock and releaseLock need; take it from acquireLock's answer (lockHolder()). */
+export interface LockHolder {
+  key: string;
+  owner: string;
+  /** Absent: only the owner name is checked (not recommended). */
+  fence?: number;
+}
+
+export interface IdempotencyKey {
+  key: string;
+  state: "started" | "finished" | "abandoned";
+  attempt: number;
+  expires_at?: string;
+  /** finished: the stored response to replay. */
+  response?: unknown;
+  finished_at?: string;
+  /** started: this claim took over one that ran out unfinished — ask downstream first. */
+  resumed?: boolean;
+}
+
+export interface RateLimitDecision {
+  allowed: true;
+  remaining: number;
+  reset_after_ms: number;
+  limit: number;
+  period_ms: number;
+}
+
+export interface RateLimitReset {
+  policy: string;
+  key: string;
+  reset: true;
+}
+
+export interface AuditReport {
+  accounts_checked: number;
+  violations: Array<{ account_id: string; message: string }>;
+}
+
+export interface Health {
+  status: string;
+}
+
+export interface Readiness {
+  status: string;
+  database: string;
+  reaper: string;
+}

@@ -1,0 +1,116 @@
+// S10 of clients/testing/scenarios.md: bad arguments are rejected by the client before any request —
+// through the lossy proxy, whose log must stay empty, against a real server whose balances must not
+// move. Also the client's own options.
+import { after, before, describe, test } from "node:test";
+import assert from "node:assert/strict";
+
+import { ArgumentError, TollgateClient } from "../dist/index.js";
+import { adminClient, balances, holdsOf, seedAccount } from "./support/fixture.mjs";
+import { startProxy, startServer } from "./support/processes.mjs";
+
+const BAD_AMOUNTS = [0, -1, 1.5, "3", 2 ** 53, NaN, Infinity, 3n, null];
+const BAD_IDS = ["has space", "", "x".repeat(129), "slash/in/it", "ünïcode", 7, null];
+
+describe("S10 bad arguments rejected before any request", () => {
+  let server;
+  let proxy;
+  let admin;
+  let client; // through the proxy
+
+  before(async () => {
+    server = await startServer();
+    admin = adminClient(server.url);
+    await seedAccount(admin, "acct");
+    proxy = await startProxy(server.port);
+    client = adminClient(proxy.url);
+  });
+  after(async () => {
+    await proxy?.stop();
+    await server?.stop();
+  });
+
+  async function refused(promise, field) {
+    const error = await promise.then(
+      () => assert.fail(`accepted a bad ${field}`),
+      (e) => e,
+    );
+    assert.ok(error instanceof ArgumentError, `${field}: ${error}`);
+    assert.equal(error.code, "invalid_argument");
+    assert.equal(error.status, 0);
+    assert.equal(error.attempts, 0);
+    assert.equal(error.field, field);
+    assert.ok(error.detail.includes(field), error.detail);
+  }
+
+  test("amounts: 0, negative, fractional, string, 2^53 and others", async () => {
+    for (const amount of BAD_AMOUNTS) {
+      await refused(client.reserve("acct", amount, { requestId: "r-1" }), "amount");
+      await refused(client.credit("acct", amount, "ref-1"), "amount");
+      await refused(client.debit("acct", amount, "ref-2", "why"), "amount");
+      await refused(client.submitJob({ accountId: "acct", cost: amount, provider: "p", input: {} }), "cost");
+    }
+    await refused(client.commit("hold_1", 0), "amount");
+  });
+
+  test("ids: with a space, empty, 129 characters, other characters, not strings", async () => {
+    for (const id of BAD_IDS) {
+      await refused(client.reserve(id, 1), "accountId");
+      await refused(client.reserve("acct", 1, { requestId: id }), "requestId");
+      await refused(client.credit("acct", 1, id), "reference");
+      await refused(client.getAccount(id), "accountId");
+      await refused(client.acquireLock("k", id, 1000), "owner");
+    }
+    // "." and ".." are ids, but fetch reads them as relative paths: they cannot be a path segment.
+    await refused(client.getAccount(".."), "accountId");
+    await refused(client.getJob("."), "clientRequestId");
+  });
+
+  test("other arguments: TTLs, limits, waits, reasons, statuses, unknown options", async () => {
+    await refused(client.reserve("acct", 1, { ttlMs: 0 }), "ttlMs");
+    await refused(client.reserve("acct", 1, { metadata: [1] }), "metadata");
+    await refused(client.reserve("acct", 1, { requestid: "typo" }), "options.requestid");
+    await refused(client.listHolds({ limit: 1001 }), "options.limit");
+    await refused(client.listHolds({ status: "open" }), "status");
+    await refused(client.getJob("job-1", { waitMs: 60_001 }), "waitMs");
+    await refused(client.release("hold_1", "x".repeat(1025)), "reason");
+    await refused(client.acquireLock("k", "me", 86_400_001), "ttlMs");
+    await refused(client.beginIdempotency("k", "", 1000), "fingerprint");
+    await refused(client.finishIdempotency("k", "f", null), "response");
+    await refused(client.checkRatelimit("login", "u", { cost: 0 }), "cost");
+    await refused(client.getHold(""), "holdId");
+    await refused(client.submitJob({ accountId: "acct", cost: 1, provider: "p", input: undefined }), "input");
+  });
+
+  test("nothing reached the proxy and nothing changed on the server", async () => {
+    assert.deepEqual(proxy.requests(), []);
+    assert.deepEqual(await balances(admin, "acct"), { available: 10, reserved: 0, used: 0 });
+    assert.equal((await holdsOf(admin, "acct")).length, 0);
+  });
+});
+
+describe("client options are checked when the client is made", () => {
+  function refusedOption(options, field) {
+    assert.throws(
+      () => new TollgateClient(options),
+      (e) => e instanceof ArgumentError && e.field === field,
+    );
+  }
+
+  test("a base URL that cannot work", () => {
+    refusedOption({ baseUrl: "127.0.0.1:8080" }, "options.baseUrl");
+    refusedOption({ baseUrl: "ftp://127.0.0.1" }, "options.baseUrl");
+    refusedOption({ baseUrl: "http://user:pw@127.0.0.1" }, "options.baseUrl");
+    refusedOption({ baseUrl: "http://127.0.0.1/?x=1" }, "options.baseUrl");
+    refusedOption({}, "options.baseUrl");
+  });
+
+  test("retry policy, time-out, prefix and unknown options", () => {
+    const baseUrl = "http://127.0.0.1:8080";
+    refusedOption({ baseUrl, retry: { attemptsMax: 0 } }, "options.retry.attemptsMax");
+    refusedOption({ baseUrl, retry: { backoffInitialMs: 500, backoffMaxMs: 100 } }, "options.retry.backoffMaxMs");
+    refusedOption({ baseUrl, retry: { attempts: 3 } }, "options.retry.attempts");
+    refusedOption({ baseUrl, timeoutMs: 0 }, "options.timeoutMs");
+    refusedOption({ baseUrl, requestIdPrefix: "has space" }, "options.requestIdPrefix");
+    refusedOption({ baseUrl, timeout: 5 }, "options.timeout");
+  });
+});

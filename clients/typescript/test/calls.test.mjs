@@ -1,0 +1,214 @@
+// Every call of the client, once, against a real `tollgate serve` (with a fake AI provider for the
+// jobs and a rate-limit policy): each answer's typed shape and the server's problems as
+// ProblemErrors. The last test checks that every public method of TollgateClient was called here,
+// so a method added without a test fails this suite.
+import { after, before, describe, test } from "node:test";
+import assert from "node:assert/strict";
+
+import { ProblemError, TollgateClient, lockHolder } from "../dist/index.js";
+import { adminClient, seedAccount } from "./support/fixture.mjs";
+import { startFakeProvider, startServer } from "./support/processes.mjs";
+
+describe("every call once", () => {
+  let provider;
+  let server;
+  let client; // records which methods are called
+  const called = new Set();
+
+  before(async () => {
+    provider = await startFakeProvider();
+    server = await startServer({
+      config: `
+[providers.imagegen]
+url = "${provider.url}/generate"
+status_url = "${provider.url}/status/{id}"
+timeout_ms = 5000
+expected_duration_ms = 100
+
+[ratelimits.login]
+limit = 2
+period_ms = 60000
+store = "shared"
+`,
+    });
+    const real = adminClient(server.url);
+    client = new Proxy(real, {
+      get(target, name) {
+        const value = target[name];
+        if (typeof value !== "function") return value;
+        called.add(name);
+        return value.bind(target);
+      },
+    });
+  });
+  after(async () => {
+    await server?.stop();
+    await provider?.stop();
+  });
+
+  test("operations: healthz, readyz, metrics, openapi", async () => {
+    assert.deepEqual(await client.healthz(), { status: "ok" });
+    const ready = await client.readyz();
+    assert.equal(ready.status, "ready");
+    assert.match(await client.metrics(), /^# (HELP|TYPE) tollgate_/m);
+    const doc = await client.openapi();
+    assert.ok("/v1/holds" in doc.paths);
+  });
+
+  test("accounts: create (and again), read, list, update, credit, debit, transfer, events, feed", async () => {
+    const created = await client.createAccount("calls", { overdraftLimit: 0, maxActiveHolds: 5 });
+    assert.equal(created.account_id, "calls");
+    assert.equal(created.max_active_holds, 5);
+    assert.deepEqual(await client.createAccount("calls", { overdraftLimit: 0, maxActiveHolds: 5 }), created, "the same settings: the account");
+    const conflict = await client.createAccount("calls", { maxActiveHolds: 6 }).catch((e) => e);
+    assert.equal(conflict.code, "conflict");
+    assert.equal(conflict.status, 409);
+
+    const credited = await client.credit("calls", 20, "buy-1");
+    assert.equal(credited.event.type, "credited");
+    assert.equal(credited.account.available, 20);
+    assert.deepEqual((await client.credit("calls", 20, "buy-1")).account, credited.account, "the same reference adds nothing");
+    const mismatch = await client.credit("calls", 21, "buy-1").catch((e) => e);
+    assert.equal(mismatch.code, "idempotency_mismatch");
+    const debited = await client.debit("calls", 2, "refund-1", "a refund");
+    assert.equal(debited.account.available, 18);
+    assert.equal(debited.account.purchased, 18);
+
+    const account = await client.getAccount("calls");
+    assert.equal(account.available + account.reserved + account.used, account.purchased);
+    const page = await client.listAccounts({ limit: 1 });
+    assert.equal(page.accounts.length, 1);
+    assert.equal(typeof page.has_more, "boolean");
+    const updated = await client.updateAccount("calls", { maxActiveHolds: null, frozen: false });
+    assert.equal(updated.max_active_holds, null);
+
+    const transfer = await client.getTransfer("refund-1");
+    assert.deepEqual([transfer.kind, transfer.amount, transfer.account_id], ["debit", 2, "calls"]);
+    const events = await client.events("calls", { after: 0, limit: 100 });
+    const types = events.events.map((e) => e.type);
+    assert.deepEqual(types.filter((t) => t !== "account_updated"), ["credited", "debited"]);
+    assert.equal(types.at(-1), "account_updated");
+    const feed = await client.feed({ after: 0, limit: 1000, waitMs: 0 });
+    assert.ok(feed.events.some((e) => e.reference === "buy-1"));
+    assert.ok(feed.next_after >= events.next_after);
+    const missing = await client.getAccount("nobody").catch((e) => e);
+    assert.ok(missing instanceof ProblemError);
+    assert.deepEqual([missing.code, missing.status], ["not_found", 404]);
+  });
+
+  test("holds: reserve, read, list, extend, commit, release", async () => {
+    await seedAccount(client, "holder");
+    const hold = await client.reserve("holder", 4, { requestId: "calls-r1", ttlMs: 60_000, metadata: { kiosk: 3 } });
+    assert.deepEqual([hold.status, hold.amount, hold.request_id], ["active", 4, "calls-r1"]);
+    assert.deepEqual(hold.metadata, { kiosk: 3 });
+    assert.equal((await client.reserve("holder", 4, { requestId: "calls-r1" })).hold_id, hold.hold_id, "the same id: that hold");
+    assert.equal((await client.getHold(hold.hold_id)).hold_id, hold.hold_id);
+    const listed = await client.listHolds({ accountId: "holder", status: "active", requestId: "calls-r1", limit: 10 });
+    assert.deepEqual(listed.holds.map((h) => h.hold_id), [hold.hold_id]);
+    const extended = await client.extend(hold.hold_id, 120_000);
+    assert.ok(extended.expires_at > hold.expires_at);
+    const committed = await client.commit(hold.hold_id, 3);
+    assert.deepEqual([committed.status, committed.committed_amount], ["committed", 3]);
+    assert.equal((await client.release(hold.hold_id).catch((e) => e)).code, "hold_committed");
+
+    const other = await client.reserve("holder", 2);
+    assert.match(other.request_id, /^client-[0-9a-f]{16}$/, "an id made by the client");
+    const released = await client.release(other.hold_id, "changed my mind");
+    assert.deepEqual([released.status, released.release_reason], ["released", "changed my mind"]);
+    const viaHelper = await client.withHold("holder", 1, {}, (h) => h.hold);
+    assert.equal(viaHelper.status, "active", "the work saw the hold active; withHold committed it after");
+    const account = await client.getAccount("holder");
+    assert.deepEqual([account.available, account.reserved, account.used], [6, 0, 4]);
+  });
+
+  test("keys: create, list, use, revoke", async () => {
+    await seedAccount(client, "kiosk-1");
+    await seedAccount(client, "kiosk-2");
+    const key = await client.createKey("kiosk-1");
+    assert.match(key.secret, /./);
+    const keys = await client.listKeys({ accountId: "kiosk-1", limit: 10 });
+    assert.deepEqual(keys.keys.map((k) => k.key_id), [key.key_id]);
+    assert.ok(keys.keys.every((k) => !("secret" in k)));
+
+    const kiosk = new TollgateClient({ baseUrl: server.url, key: key.secret });
+    assert.equal((await kiosk.getAccount("kiosk-1")).account_id, "kiosk-1");
+    assert.equal((await kiosk.getAccount("kiosk-2").catch((e) => e)).status, 404, "another account does not exist for it");
+    assert.equal((await kiosk.credit("kiosk-1", 1, "self-1").catch((e) => e)).code, "forbidden");
+
+    const revoked = await client.revokeKey(key.key_id);
+    assert.deepEqual([revoked.key_id, revoked.revoked], [key.key_id, true]);
+    assert.equal((await kiosk.getAccount("kiosk-1").catch((e) => e)).code, "unauthorized");
+  });
+
+  test("jobs: submit (and again), wait, list, history, cancel", async () => {
+    await seedAccount(client, "painter");
+    const job = await client.submitJob({ clientRequestId: "job-1", accountId: "painter", cost: 2, provider: "imagegen", input: { prompt: "a cat" } });
+    assert.equal(job.client_request_id, "job-1");
+    assert.equal((await client.submitJob({ clientRequestId: "job-1", accountId: "painter", cost: 2, provider: "imagegen", input: { prompt: "a cat" } })).hold_id, job.hold_id);
+    const ended = await client.getJob("job-1", { waitMs: 10_000 });
+    assert.equal(ended.status, "completed", JSON.stringify(ended));
+    assert.equal(ended.charged, true);
+    assert.deepEqual((await client.listJobs({ accountId: "painter", status: "completed", limit: 5 })).jobs.map((j) => j.client_request_id), ["job-1"]);
+    const history = await client.jobHistory("job-1");
+    assert.equal(history.entries[0].kind, "submitted");
+    assert.equal((await client.cancelJob("job-1")).status, "completed", "an ended job keeps its end");
+    const account = await client.getAccount("painter");
+    assert.deepEqual([account.available, account.used], [8, 2]);
+  });
+
+  test("locks: acquire, read, renew, release, cancel", async () => {
+    const lock = await client.acquireLock("report", "worker-1", 10_000);
+    assert.deepEqual([lock.owner, lock.held], ["worker-1", true]);
+    const held = await client.acquireLock("report", "worker-2", 10_000).catch((e) => e);
+    assert.equal(held.code, "lock_held");
+    assert.ok(held.expiresAt);
+    assert.equal((await client.getLock("report")).fence, lock.fence);
+    const holder = lockHolder(lock);
+    assert.equal((await client.renewLock(holder, 20_000)).fence, lock.fence);
+    const released = await client.releaseLock(holder);
+    assert.equal(released.owner, null);
+    const again = await client.acquireLock("report", "worker-2", 10_000);
+    assert.ok(again.fence > lock.fence);
+    assert.equal((await client.cancelLock("report")).cancelled, true);
+    assert.equal((await client.renewLock(lockHolder(again), 10_000).catch((e) => e)).code, "lock_cancelled");
+  });
+
+  test("idempotency keys: begin, finish, begin again replays, abandon", async () => {
+    const started = await client.beginIdempotency("upgrade-7", "plan=pro", 60_000);
+    assert.equal(started.state, "started");
+    const finished = await client.finishIdempotency("upgrade-7", "plan=pro", { charge: "ch_1" }, { attempt: started.attempt });
+    assert.equal(finished.state, "finished");
+    const replay = await client.beginIdempotency("upgrade-7", "plan=pro", 60_000);
+    assert.deepEqual([replay.state, replay.response], ["finished", { charge: "ch_1" }]);
+    assert.equal((await client.beginIdempotency("upgrade-7", "plan=max", 60_000).catch((e) => e)).code, "idempotency_mismatch");
+    await client.beginIdempotency("upgrade-8", "plan=pro", 60_000);
+    assert.equal((await client.abandonIdempotency("upgrade-8", "plan=pro")).state, "abandoned");
+  });
+
+  test("rate limits: check until refused, reset", async () => {
+    const first = await client.checkRatelimit("login", "alice");
+    assert.deepEqual([first.allowed, first.remaining, first.limit], [true, 1, 2]);
+    await client.checkRatelimit("login", "alice", { cost: 1 });
+    const limited = await client.checkRatelimit("login", "alice").catch((e) => e);
+    assert.ok(limited instanceof ProblemError);
+    assert.deepEqual([limited.code, limited.status, limited.attempts], ["rate_limited", 429, 1]);
+    assert.ok(limited.retryAfterMs > 0);
+    assert.deepEqual(await client.resetRatelimit("login", "alice"), { policy: "login", key: "alice", reset: true });
+    assert.equal((await client.checkRatelimit("login", "alice")).remaining, 1);
+  });
+
+  test("audit, a raw call, and a new request id", async () => {
+    const report = await client.audit();
+    assert.ok(report.accounts_checked >= 5);
+    assert.deepEqual(report.violations, []);
+    assert.deepEqual((await client.audit({ accountId: "holder" })).accounts_checked, 1);
+    const raw = await client.call("GET", "/v1/accounts/holder");
+    assert.deepEqual([raw.status, raw.attempts, raw.body.account_id], [200, 1, "holder"]);
+    assert.match(client.newRequestId(), /^client-[0-9a-f]{16}$/);
+  });
+
+  test("every public method of TollgateClient was called above", () => {
+    const methods = Object.getOwnPropertyNames(TollgateClient.prototype).filter((m) => m !== "constructor" && m !== "json");
+    assert.deepEqual(methods.filter((m) => !called.has(m)), []);
+  });
+});

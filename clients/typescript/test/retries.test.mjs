@@ -1,0 +1,181 @@
+// The retry policy against a real server, through clients/testing/lossy_proxy.py: the scenarios
+// S1–S7 and S11 of clients/testing/scenarios.md. Each scenario has its own account and its own
+// proxy; what the server did is read from the server (holds, balances, events), what was sent from
+// the proxy's log.
+import { after, before, describe, test } from "node:test";
+import assert from "node:assert/strict";
+import { performance } from "node:perf_hooks";
+
+import { ProblemError, TransportError } from "../dist/index.js";
+import { adminClient, balances, holdsOf, recorder, seedAccount } from "./support/fixture.mjs";
+import { startProxy, startServer, unusedPort } from "./support/processes.mjs";
+
+describe("retry policy through a lossy proxy (scenarios.md)", () => {
+  let server;
+  let admin; // straight to the server: set-up and checks
+  const proxies = [];
+
+  before(async () => {
+    server = await startServer();
+    admin = adminClient(server.url);
+  });
+  after(async () => {
+    await Promise.all(proxies.map((p) => p.stop()));
+    await server?.stop();
+  });
+
+  async function proxy(...faults) {
+    const p = await startProxy(server.port, faults);
+    proxies.push(p);
+    return p;
+  }
+
+  // A scenario's start: its account credited 10, a proxy with `faults`, a client through it.
+  async function scenario(accountId, faults, options = {}) {
+    await seedAccount(admin, accountId);
+    const p = await proxy(...faults);
+    const seen = recorder();
+    return { p, seen, client: adminClient(p.url, { ...seen.hooks, ...options }) };
+  }
+
+  // What reached the proxy: one request per fault listed, every one the same bytes.
+  function assertSent(p, faults) {
+    const sent = p.requests();
+    assert.deepEqual(sent.map((r) => r.fault), faults);
+    assert.equal(new Set(sent.map((r) => r.body)).size, 1, "every attempt sends the same bytes");
+    return sent;
+  }
+
+  // What the server holds for the account: how many holds, and its balances.
+  async function assertServer(accountId, holds, expected) {
+    assert.equal((await holdsOf(admin, accountId)).length, holds);
+    assert.deepEqual(await balances(admin, accountId), expected);
+  }
+
+  test("S1 lost answer: reserve resent with the same id, reserved once", async () => {
+    const { p, seen, client } = await scenario("s1", ["--drop-first-responses", "1"]);
+
+    const hold = await client.reserve("s1", 3); // no request_id: the client makes one, once
+
+    assert.equal(seen.answers.at(-1).attempts, 2);
+    assert.equal(seen.answers.at(-1).status, 200, "the second attempt found the first one's hold");
+    assert.deepEqual(seen.retries.map((r) => r.reason), ["connection_lost"]);
+    const sent = assertSent(p, ["drop", "none"]);
+    assert.equal(JSON.parse(sent[0].body).request_id, hold.request_id);
+    assert.equal((await holdsOf(admin, "s1"))[0].hold_id, hold.hold_id);
+    await assertServer("s1", 1, { available: 7, reserved: 3, used: 0 });
+  });
+
+  test("S2 reset before the server saw it: resent, reserved once", async () => {
+    const { p, seen, client } = await scenario("s2", ["--reset-first-requests", "1"]);
+
+    const hold = await client.reserve("s2", 3, { requestId: "r-reset" });
+
+    assert.equal(hold.request_id, "r-reset");
+    assert.equal(seen.answers.at(-1).status, 201, "the server saw one request");
+    assert.equal(seen.answers.at(-1).attempts, 2);
+    assertSent(p, ["reset", "none"]);
+    await assertServer("s2", 1, { available: 7, reserved: 3, used: 0 });
+  });
+
+  test("S3 time-out: resent with the same id", async () => {
+    // scenarios.md delays 1.5 s; 5 s here, so that a test process starved for a second on a busy
+    // machine still sees its 300 ms time-out fire before the late answer arrives.
+    const { p, seen, client } = await scenario("s3", ["--delay-ms", "5000", "--delay-first-responses", "1"], { timeoutMs: 300 });
+
+    const hold = await client.reserve("s3", 2, { requestId: "r-slow" });
+
+    assert.deepEqual(seen.retries.map((r) => r.reason), ["timeout"]);
+    assert.equal(seen.answers.at(-1).attempts, 2);
+    assert.equal(seen.answers.at(-1).status, 200, "the first attempt had reserved");
+    const found = await admin.listHolds({ requestId: "r-slow" });
+    assert.equal(found.holds.length, 1);
+    assert.equal(found.holds[0].hold_id, hold.hold_id);
+    assertSent(p, ["delay", "none"]);
+    await assertServer("s3", 1, { available: 8, reserved: 2, used: 0 });
+  });
+
+  test("S4 insufficient_credits asked exactly once more, at once", async () => {
+    await seedAccount(admin, "s4");
+    const seen = recorder();
+    const client = adminClient(server.url, seen.hooks);
+
+    const refused = await client.reserve("s4", 11).catch((e) => e);
+    assert.ok(refused instanceof ProblemError);
+    assert.equal(refused.code, "insufficient_credits");
+    assert.equal(refused.status, 409);
+    assert.equal(refused.available, 10);
+    assert.equal(refused.requested, 11);
+    assert.equal(refused.detail, "Not enough credits: 10 available, 11 needed.");
+    assert.equal(refused.attempts, 2);
+    assert.deepEqual(seen.retries.map((r) => [r.reason, r.waitMs]), [["insufficient_credits", 0]]);
+
+    const once = adminClient(server.url, { retry: { retryInsufficientCreditsOnce: false } });
+    assert.equal((await once.reserve("s4", 11).catch((e) => e)).attempts, 1, "with the retry switched off");
+    const debit = await client.debit("s4", 11, "d-s4", "refund").catch((e) => e);
+    assert.equal(debit.code, "insufficient_credits");
+    assert.equal(debit.attempts, 1, "only reserve asks again");
+
+    await assertServer("s4", 0, { available: 10, reserved: 0, used: 0 });
+  });
+
+  test("S5 503 + Retry-After honoured, same body", async () => {
+    // Back-off 20 ms, cap 2 s: only the header can make the wait 1 s.
+    const { p, seen, client } = await scenario("s5", ["--answer-503-first", "1", "--retry-after-s", "1"]);
+
+    const started = performance.now();
+    const transfer = await client.credit("s5", 5, "buy-503");
+    const elapsedMs = performance.now() - started;
+
+    assert.equal(transfer.event.reference, "buy-503");
+    assert.equal(seen.answers.at(-1).attempts, 2);
+    assert.deepEqual(seen.retries.map((r) => [r.reason, r.waitMs]), [["unavailable", 1000]], "the header raised the 20 ms wait");
+    assert.ok(elapsedMs >= 990, `the resend waited for Retry-After (${elapsedMs.toFixed(0)} ms)`);
+    assertSent(p, ["503", "none"]);
+    assert.equal((await balances(admin, "s5")).available, 15);
+    const credited = (await admin.events("s5")).events.filter((e) => e.type === "credited" && e.reference === "buy-503");
+    assert.equal(credited.length, 1);
+  });
+
+  test("S6 503 given up after the attempts", async () => {
+    const { p, client } = await scenario("s6", ["--answer-503-first", "4", "--retry-after-s", "0"]);
+
+    const error = await client.getAccount("s6").catch((e) => e);
+
+    assert.ok(error instanceof ProblemError);
+    assert.equal(error.code, "unavailable");
+    assert.equal(error.status, 503);
+    assert.equal(error.attempts, 4);
+    assertSent(p, ["503", "503", "503", "503"]);
+  });
+
+  test("S7 create_key not resent once it may have arrived", async () => {
+    await seedAccount(admin, "s7");
+    const answered503 = await proxy("--answer-503-first", "1");
+    const error503 = await adminClient(answered503.url).createKey("s7").catch((e) => e);
+    assert.equal(error503.code, "unavailable");
+    assert.equal(error503.attempts, 1);
+    assert.equal(answered503.requests().length, 1);
+
+    const dropped = await proxy("--drop-first-responses", "1");
+    const lost = await adminClient(dropped.url).createKey("s7").catch((e) => e);
+    assert.ok(lost instanceof TransportError);
+    assert.equal(lost.code, "connection_lost");
+    assert.equal(lost.attempts, 1);
+    assert.equal(dropped.requests().length, 1);
+    // The same holds for the other calls a second send would change: a rate-limit check counts.
+  });
+
+  test("S11 nothing listening: bounded attempts, and a call never sent is sent again", async () => {
+    const client = adminClient(`http://127.0.0.1:${await unusedPort()}`);
+    const started = performance.now();
+    const error = await client.getAccount("s11").catch((e) => e);
+    assert.ok(error instanceof TransportError);
+    assert.equal(error.code, "connect");
+    assert.equal(error.maybeDelivered, false);
+    assert.equal(error.attempts, 4);
+    assert.ok(performance.now() - started < 10_000, "bounded: no attempt waits for a time-out");
+    // create_key is sent again when it certainly never reached the server.
+    assert.equal((await client.createKey("s11").catch((e) => e)).attempts, 4);
+  });
+});
