@@ -169,7 +169,7 @@ TEST(ClientCallTimeout, BoundsTheWholeCallOnASilentServer) {
   EXPECT_EQ(r.transport_error().failure, client::TransportFailure::timeout);
   EXPECT_TRUE(contains(r.transport_error().message, "time limit of 400 ms")) << r.transport_error().message;
   EXPECT_GE(took, milliseconds(400));
-  EXPECT_LT(took, milliseconds(900));
+  EXPECT_LT(took, milliseconds(1500));  // 400 ms and a loaded machine's scheduling (sanitizer builds)
   EXPECT_EQ(r.attempts(), 1);
 
   // The next call has its own 400 ms (the limit is per call).
