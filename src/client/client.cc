@@ -394,7 +394,7 @@ struct Client::Impl {
         continue;
       }
       if (retry_insufficient_credits && policy.retry_insufficient_credits_once && !asked_again_for_credits &&
-          r.is_problem() && r.problem().code == "insufficient_credits") {
+          r.is_problem() && r.problem().code == "insufficient_credits" && !out_of_time()) {
         asked_again_for_credits = true;
         continue;
       }
