@@ -30,7 +30,8 @@
 //     safe"). At most `attempts_max` attempts in all; before attempt n+1 the client waits
 //     backoff_initial × 2^(n−1), capped at backoff_max; a 503's Retry-After raises that wait, still
 //     capped at backoff_max. Worst case for one call: attempts_max × (connect_timeout +
-//     request_timeout) + the waits (defaults: 4 × 12 s + 0.7 s; 0.7 s when nothing listens).
+//     request_timeout) + the waits (defaults: 4 × 12 s + 0.7 s; 0.7 s when nothing listens),
+//     unless Options::call_timeout bounds the whole call (the CLI's --timeout-ms).
 //     Exception: create_key is not idempotent (each call makes a new key), so it is sent again only
 //     when it certainly never reached the server (connect failed); otherwise its failure is
 //     reported at once (the worst outcome of a lost answer is an unused key, which revoke removes).
@@ -90,6 +91,12 @@ struct Options {
   std::string key;
   std::chrono::milliseconds connect_timeout{2000};
   std::chrono::milliseconds request_timeout{10000};
+  // The whole call's time limit, every attempt, back-off wait and reconnect included; 0: none (the
+  // per-attempt time-outs and the retry policy alone bound it). Each attempt's connect and request
+  // time-outs are cut to what is left of it, no back-off wait runs past it, and once it has run
+  // out the call ends with TransportFailure::timeout ("... time limit of N ms ..."), having made
+  // the attempts that fitted. A long poll (get_job with wait_ms) is bounded by it too.
+  std::chrono::milliseconds call_timeout{0};
   RetryPolicy retry;
   // Prefix of the request_ids the client makes for reserve (1–128 of [A-Za-z0-9._:@-] in all).
   std::string request_id_prefix = "client-";

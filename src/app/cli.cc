@@ -40,7 +40,14 @@ struct Connection {
   std::string url = kDefaultUrl;
   std::string key;
   bool json = false;
+  // --timeout-ms: the whole call's time limit (every attempt and retry included); 0: not given.
+  std::int64_t timeout_ms = 0;
 };
+
+// --timeout-ms: from 1 ms to one hour.
+constexpr std::int64_t kTimeoutMsMax = 3'600'000;
+// job wait --timeout-ms: the time a long poll's answer is given to arrive after its wait_ms.
+constexpr std::int64_t kJobWaitAnswerGraceMs = 1000;
 
 // What one client command parses into. Each command has its own: CLI11 applies the environment
 // (TOLLGATE_URL, TOLLGATE_KEY) to the options of every subcommand, parsed or not, so a variable
@@ -118,7 +125,8 @@ CLI::Validator integer_range(std::int64_t min, std::int64_t max) {
       "INT in [" + std::to_string(min) + " - " + std::to_string(max) + "]", "range");
 }
 
-void add_connection_options(CLI::App* command, Connection& c) {
+// `with_timeout` false: the command has its own --timeout-ms (job wait).
+void add_connection_options(CLI::App* command, Connection& c, bool with_timeout = true) {
   command->add_option("--url", c.url, "the server, http://host:port (plain HTTP; no TLS)")
       ->envname("TOLLGATE_URL")
       ->default_str(kDefaultUrl)
@@ -127,6 +135,14 @@ void add_connection_options(CLI::App* command, Connection& c) {
       ->envname("TOLLGATE_KEY")
       ->group("Connection");
   command->add_flag("--json", c.json, "print the server's JSON, one document per line")->group("Connection");
+  if (with_timeout) {
+    command
+        ->add_option("--timeout-ms", c.timeout_ms,
+                     "give up on the server after this many ms in all, retries included (default: 4 attempts "
+                     "of up to 12 s each)")
+        ->check(integer_range(1, kTimeoutMsMax))
+        ->group("Connection");
+  }
 }
 
 Client make_client(const Connection& c) {
@@ -134,6 +150,7 @@ Client make_client(const Connection& c) {
   options.base_url = c.url;
   options.key = c.key;
   options.request_id_prefix = "cli-";
+  options.call_timeout = std::chrono::milliseconds(c.timeout_ms);
   Client client(std::move(options));
   if (const std::string* error = client.configuration_error()) throw CLI::ValidationError("--url", *error);
   return client;
@@ -251,6 +268,9 @@ int report_failure(const std::string& command, const Connection& connection, con
   }
   line += "cannot get an answer from " + connection.url + ": " + t.message;
   if (r.attempts() > 1) line += " (gave up after " + std::to_string(r.attempts()) + " attempts)";
+  if (connection.timeout_ms > 0 && t.failure == client::TransportFailure::timeout) {
+    line += " (--timeout-ms " + std::to_string(connection.timeout_ms) + ")";
+  }
   std::fprintf(stderr, "%s\n", line.c_str());
   return kExitUnavailable;
 }
@@ -692,6 +712,11 @@ int run_job_wait(const Args& a, std::optional<std::int64_t> timeout_ms) {
       const auto spent =
           std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() - start).count();
       wait = std::clamp<std::int64_t>(*timeout_ms - spent, 0, kJobWaitPollMaxMs);
+      // A server that never answers is given up on too: each poll, retries included, may take what
+      // is left of --timeout-ms plus a second for the long poll's answer to arrive.
+      Connection bounded = a.connection;
+      bounded.timeout_ms = wait + kJobWaitAnswerGraceMs;
+      client = make_client(bounded);
     }
     const Response r = client.get_job(a.job_id, wait);
     if (!r.ok()) return report_failure(command, a.connection, r);
@@ -796,7 +821,7 @@ void add_job_commands(CLI::App& app, int& exit_code) {
   wait->add_option("ID", a->job_id, "the job's client_request_id")->required()->check(kId);
   auto* timeout = wait->add_option("--timeout-ms", a->timeout_ms, "give up after this many ms (default: wait until it ends)")
                       ->check(integer_range(0, std::numeric_limits<std::int32_t>::max()));
-  add_connection_options(wait, a->connection);
+  add_connection_options(wait, a->connection, /*with_timeout=*/false);
   wait->callback([a, &exit_code, timeout] {
     exit_code = run_job_wait(*a, timeout->count() > 0 ? std::optional<std::int64_t>(a->timeout_ms) : std::nullopt);
   });
@@ -1181,7 +1206,9 @@ int run_events(const Args& a, std::optional<std::int64_t> limit) {
   const bool feed = a.account_id.empty();
   const auto& columns = feed ? kFeedColumns : kEventColumns;
   const auto fetch = [&](std::int64_t after, bool wait) {
-    if (feed) return client.feed(after, limit, wait ? std::optional<std::int64_t>(kFeedWaitMs) : std::nullopt);
+    // With --timeout-ms (which bounds each poll) the server holds an empty read for at most half of it.
+    const std::int64_t feed_wait = a.connection.timeout_ms > 0 ? std::min(kFeedWaitMs, a.connection.timeout_ms / 2) : kFeedWaitMs;
+    if (feed) return client.feed(after, limit, wait ? std::optional<std::int64_t>(feed_wait) : std::nullopt);
     return client.events(a.account_id, after, limit);
   };
   if (!a.follow) {
@@ -1354,7 +1381,9 @@ void add_cli_commands(CLI::App& app, int& exit_code) {
   add_events_command(app, exit_code);
   add_audit_command(app, exit_code);
   app.footer(
-      "Client commands talk to a running server (--url, $TOLLGATE_URL) with --key or $TOLLGATE_KEY.\n"
+      "Client commands talk to a running server (--url, $TOLLGATE_URL) with --key or $TOLLGATE_KEY;\n"
+      "--timeout-ms N (1 to 3600000) gives up on it after N ms in all, retries included (each poll\n"
+      "with --follow; `job wait`: its own --timeout-ms, plus 1 s for the last answer to arrive).\n"
       "Exit codes: 0 done, 1 refused by the server (4xx), 2 usage error, 3 server unreachable or\n"
       "unavailable (after bounded retries), 4 audit found violations; `job wait`: 5 the job failed,\n"
       "6 it was cancelled, 7 it had not ended within --timeout-ms; `lock`: 8 held by another owner,\n"

@@ -201,10 +201,24 @@ struct Client::Impl {
   beast::flat_buffer buffer;
   // Added to request_timeout for the call under way (a long poll: get_job with wait_ms).
   std::chrono::milliseconds request_timeout_extra{0};
+  // The call under way's end (Options::call_timeout), or nullopt when it has none.
+  std::optional<std::chrono::steady_clock::time_point> deadline;
+
+  // What is left of the call's time limit (never negative); `fallback` when it has none.
+  std::chrono::milliseconds left_or(std::chrono::milliseconds fallback) const {
+    if (!deadline) return fallback;
+    const auto left = std::chrono::ceil<std::chrono::milliseconds>(*deadline - std::chrono::steady_clock::now());
+    return std::clamp(left, std::chrono::milliseconds(0), fallback);
+  }
+  bool out_of_time() const { return deadline && std::chrono::steady_clock::now() >= *deadline; }
+  std::string time_limit_text() const {
+    return "the call's time limit of " + std::to_string(options.call_timeout.count()) + " ms";
+  }
 
   void configure() {
     auto fail = [this](std::string why) { configuration_error = "base URL \"" + options.base_url + "\": " + why; };
     if (options.retry.attempts_max < 1) return fail("retry.attempts_max must be at least 1");
+    if (options.call_timeout.count() < 0) return fail("call_timeout must not be negative");
     auto parsed = boost::urls::parse_absolute_uri(options.base_url);
     if (!parsed) return fail("not an absolute URL like http://127.0.0.1:8080");
     const boost::urls::url_view& url = *parsed;
@@ -254,11 +268,17 @@ struct Client::Impl {
     }
     if (ec) return AttemptFailure{{TransportFailure::resolve, "resolve " + host + ": " + ec.message()}, false};
     stream.emplace(io);
-    stream->expires_after(options.connect_timeout);
+    const auto connect_limit = left_or(options.connect_timeout);
+    const bool cut = connect_limit < options.connect_timeout;
+    stream->expires_after(connect_limit);
     stream->async_connect(endpoints, [&ec](beast::error_code e, const tcp::endpoint&) { ec = e; });
     run();
     if (ec) {
       stream.reset();
+      if (ec == beast::error::timeout && cut) {
+        return AttemptFailure{{TransportFailure::timeout, "connect to " + where + ": no connection within " + time_limit_text()},
+                              false};
+      }
       const std::string why = ec == beast::error::timeout
                                   ? "no connection within " + std::to_string(options.connect_timeout.count()) + " ms"
                                   : ec.message();
@@ -280,7 +300,10 @@ struct Client::Impl {
       parser.body_limit(kAnswerBytesMax);
       parser.header_limit(kAnswerHeaderBytesMax);
       beast::error_code ec;
-      stream->expires_after(options.request_timeout + request_timeout_extra);
+      const auto attempt_limit = options.request_timeout + request_timeout_extra;
+      const auto request_limit = left_or(attempt_limit);
+      const bool cut = request_limit < attempt_limit;
+      stream->expires_after(request_limit);
       bhttp::async_write(*stream, request, [this, &ec, &parser](beast::error_code e, std::size_t) {
         if (e) {
           ec = e;
@@ -300,6 +323,9 @@ struct Client::Impl {
                                   ec == asio::error::connection_reset || ec == asio::error::broken_pipe;
       // A kept-alive connection that the server closed while idle: send once more on a new one.
       if (reused && nothing_came && closed_by_peer && stale_retries == 0) continue;
+      if (ec == beast::error::timeout && cut) {
+        return AttemptFailure{{TransportFailure::timeout, "no answer from " + host_header + " within " + time_limit_text()}};
+      }
       if (ec == beast::error::timeout) {
         return AttemptFailure{{TransportFailure::timeout, "no answer from " + host_header + " within " +
                                                               std::to_string((options.request_timeout + request_timeout_extra).count()) + " ms"}};
@@ -331,32 +357,44 @@ struct Client::Impl {
     const RetryPolicy& policy = options.retry;
     auto backoff = policy.backoff_initial;
     bool asked_again_for_credits = false;
+    // The call's time limit covers every attempt and wait below; cleared when the call returns.
+    struct DeadlineScope {
+      Impl& impl;
+      ~DeadlineScope() { impl.deadline.reset(); }
+    } deadline_scope{*this};
+    if (options.call_timeout.count() > 0) deadline = std::chrono::steady_clock::now() + options.call_timeout;
     for (int attempt = 1;; ++attempt) {
       auto outcome = exchange(request);
+      // Waits before the next attempt; false (no wait) when the call's time limit ends before it does.
       auto wait_then_retry = [&](std::optional<std::int64_t> retry_after_ms) {
         auto wait = backoff;
         if (retry_after_ms) wait = std::max(wait, std::chrono::milliseconds(*retry_after_ms));
         wait = std::min(wait, policy.backoff_max);
+        if (deadline && std::chrono::steady_clock::now() + wait >= *deadline) return false;
         std::this_thread::sleep_for(wait);
         backoff = std::min(backoff * 2, policy.backoff_max);
+        return true;
       };
       if (auto* failure = std::get_if<AttemptFailure>(&outcome)) {
         const bool may_resend = resend == Resend::safe || !failure->maybe_delivered;
-        if (may_resend && attempt < policy.attempts_max) {
-          wait_then_retry(std::nullopt);
-          continue;
-        }
+        if (may_resend && attempt < policy.attempts_max && !out_of_time() && wait_then_retry(std::nullopt)) continue;
         Response r = Response::failed(std::move(failure->error));
+        if (may_resend && attempt < policy.attempts_max && deadline &&
+            r.transport_error().message.find(time_limit_text()) == std::string::npos) {
+          // Another attempt was due, but the call's time limit ends before it could be made.
+          r = Response::failed({TransportFailure::timeout,
+                                r.transport_error().message + "; " + time_limit_text() + " ran out"});
+        }
         r.set_attempts(attempt);
         return r;
       }
       Response r = interpret(std::get<bhttp::response<bhttp::string_body>>(outcome));
-      if (r.status() == 503 && resend == Resend::safe && attempt < policy.attempts_max) {
-        wait_then_retry(r.problem().retry_after_ms);
+      if (r.status() == 503 && resend == Resend::safe && attempt < policy.attempts_max && !out_of_time() &&
+          wait_then_retry(r.problem().retry_after_ms)) {
         continue;
       }
       if (retry_insufficient_credits && policy.retry_insufficient_credits_once && !asked_again_for_credits &&
-          r.is_problem() && r.problem().code == "insufficient_credits") {
+          r.is_problem() && r.problem().code == "insufficient_credits" && !out_of_time()) {
         asked_again_for_credits = true;
         continue;
       }

@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include <functional>
+#include <map>
 #include <regex>
 #include <set>
 
@@ -109,6 +110,83 @@ TEST(OpenApi, EveryReferenceResolves) {
   };
   walk(doc);
   EXPECT_TRUE(unresolved.empty()) << "unresolved $ref: " << (unresolved.empty() ? "" : unresolved.front());
+}
+
+// What client generators need (issue 14): servers, a stable camelCase operationId on every
+// operation, declared tags, and the shared schemas referenced rather than repeated.
+TEST(OpenApi, GeneratorsGetServersOperationIdsTagsAndSharedSchemas) {
+  const json::value doc = load_document();
+  ASSERT_TRUE(doc.is_object());
+  // OpenAPI 3.0.x: the version Debian 12's validator (scripts/lint-openapi) checks.
+  EXPECT_EQ(std::string(doc.at("openapi").as_string()).rfind("3.0.", 0), 0u);
+  const json::array* servers = doc.as_object().if_contains("servers") ? &doc.at("servers").as_array() : nullptr;
+  ASSERT_TRUE(servers && !servers->empty()) << "no servers";
+  EXPECT_EQ(servers->at(0).at("url"), "http://{host}:{port}");
+  EXPECT_EQ(servers->at(0).at("variables").at("port").at("default"), "8080");
+  std::set<std::string> tags;
+  for (const auto& t : doc.at("tags").as_array()) tags.insert(std::string(t.at("name").as_string()));
+
+  const std::regex camel("[a-z][a-zA-Z0-9]*");
+  std::map<std::string, std::string> ids;  // operationId → "POST /v1/holds"
+  for (const auto& [path, item] : doc.at("paths").as_object()) {
+    for (const auto& [method, operation] : item.as_object()) {
+      if (!kMethods.count(std::string(method))) continue;
+      const std::string where = std::string(method) + " " + std::string(path);
+      const json::object& op = operation.as_object();
+      ASSERT_TRUE(op.contains("operationId")) << where << " has no operationId";
+      const std::string id(op.at("operationId").as_string());
+      EXPECT_TRUE(std::regex_match(id, camel)) << where << ": " << id << " is not camelCase";
+      EXPECT_TRUE(ids.emplace(id, where).second) << id << " names " << ids[id] << " and " << where;
+      ASSERT_TRUE(op.contains("tags")) << where;
+      for (const auto& t : op.at("tags").as_array()) {
+        EXPECT_TRUE(tags.count(std::string(t.as_string()))) << where << ": tag " << t << " is not declared";
+      }
+    }
+  }
+  // Stable names that clients (and their users) rely on: a rename is a breaking change.
+  EXPECT_EQ(ids["reserveHold"], "post /v1/holds");
+  EXPECT_EQ(ids["commitHold"], "post /v1/holds/{hold_id}/commit");
+  EXPECT_EQ(ids["releaseHold"], "post /v1/holds/{hold_id}/release");
+  EXPECT_EQ(ids["createAccount"], "post /v1/accounts");
+  EXPECT_EQ(ids["creditAccount"], "post /v1/accounts/{account_id}/credits");
+  EXPECT_EQ(ids["getJob"], "get /v1/jobs/{client_request_id}");
+
+  // Account, Hold, Event, Job and Problem are component schemas, and no answer repeats one inline:
+  // an inline object with most of a shared schema's properties would be a copy.
+  const json::object& schemas = doc.at("components").at("schemas").as_object();
+  std::map<std::string, std::set<std::string>> shared;
+  for (const char* name : {"Account", "Hold", "Event", "Job", "Problem"}) {
+    ASSERT_TRUE(schemas.contains(name)) << name;
+    for (const auto& [k, v] : schemas.at(name).at("properties").as_object()) shared[name].insert(std::string(k));
+  }
+  std::map<std::string, int> references;
+  std::function<void(const json::value&, const std::string&)> walk = [&](const json::value& v, const std::string& at) {
+    if (v.is_array()) {
+      for (const auto& e : v.as_array()) walk(e, at);
+      return;
+    }
+    if (!v.is_object()) return;
+    const json::object& o = v.as_object();
+    if (const auto* ref = o.if_contains("$ref"); ref && ref->is_string()) {
+      const std::string r(ref->as_string());
+      const std::string prefix = "#/components/schemas/";
+      if (r.rfind(prefix, 0) == 0) ++references[r.substr(prefix.size())];
+    }
+    if (const auto* props = o.if_contains("properties"); props && props->is_object()) {
+      for (const auto& [name, keys] : shared) {
+        if (at == "/components/schemas/" + name) continue;
+        std::size_t common = 0;
+        for (const auto& [k, p] : props->as_object()) common += keys.count(std::string(k));
+        EXPECT_FALSE(common * 2 > keys.size() && common >= 3) << at << " repeats " << name << " inline: use its $ref";
+      }
+    }
+    for (const auto& [k, e] : o) walk(e, at + "/" + std::string(k));
+  };
+  walk(doc.at("paths"), "/paths");
+  walk(doc.at("components"), "/components");
+  for (const char* name : {"Account", "Hold", "Event", "Job", "Problem"}) {
+    EXPECT_GT(references[name], 0) << name << " is never referenced";
+  }
 }
 
 TEST(OpenApi, GetOpenapiJsonServesTheSameDocument) {
