@@ -86,10 +86,17 @@ export function mount(ctx, accountId) {
     input.value = '';
   }
 
-  function commit(hold) {
-    // The whole hold: the common case; partial commits stay with the API and the CLI.
-    act(`Commit hold ${hold.hold_id}: move all ${num(hold.amount)} reserved credits to used?`,
-      () => api(`/v1/holds/${enc(hold.hold_id)}/commit`, { method: 'POST', body: {} }),
+  // Commit all of the hold, or the amount typed beside the button (the rest returns to available).
+  function commit(hold, amountInput) {
+    const text = amountInput.value.trim();
+    const amount = text === '' ? hold.amount : Number(text);
+    if (!Number.isSafeInteger(amount) || amount < 1 || amount > hold.amount) {
+      return say(`The amount to commit must be a whole number from 1 to ${hold.amount}.`, true);
+    }
+    const rest = hold.amount - amount;
+    act(`Commit hold ${hold.hold_id}: move ${num(amount)} of its ${num(hold.amount)} reserved credits to used` +
+      (rest ? ` and return ${num(rest)} to available?` : '?'),
+      () => api(`/v1/holds/${enc(hold.hold_id)}/commit`, { method: 'POST', body: text === '' ? {} : { amount } }),
       (r) => `Hold ${r.hold_id}: ${r.status} (${num(r.committed_amount)} used).`);
   }
 
@@ -117,16 +124,24 @@ export function mount(ctx, accountId) {
       ` · ${a.frozen ? 'FROZEN' : 'not frozen'} · created ${a.created_at}`;
   }
 
+  // Rows are kept across refreshes (a typed amount survives); only holds that came or went change.
   function drawHolds() {
-    holdsBody.replaceChildren(...holds.map((x) => h('tr', { id: `hold-${x.hold_id}`, dataset: { hold: x.hold_id } },
-      h('td', {}, h('a', { href: `#/hold/${enc(x.hold_id)}` }, x.hold_id)),
-      h('td', {}, x.request_id),
-      h('td', { class: 'num' }, num(x.amount)),
-      h('td', { class: 'num age' }), h('td', { class: 'num expires' }),
-      h('td', {},
-        h('button', { type: 'button', class: 'commit', onclick: () => commit(x) }, 'Commit…'), ' ',
-        h('button', { type: 'button', class: 'release', onclick: () => release(x) }, 'Release…')))));
-    if (!holds.length) holdsBody.append(h('tr', {}, h('td', { colspan: '6', class: 'note' }, 'no active holds')));
+    const keep = new Set(holds.map((x) => x.hold_id));
+    for (const row of [...holdsBody.children]) if (!keep.has(row.dataset.hold)) row.remove();
+    for (const x of holds) {
+      if (document.getElementById(`hold-${x.hold_id}`)) continue;
+      const amountInput = h('input', { type: 'number', class: 'commit-amount', min: '1', max: String(x.amount),
+        placeholder: `all ${x.amount}`, 'aria-label': 'amount to commit' });
+      holdsBody.append(h('tr', { id: `hold-${x.hold_id}`, dataset: { hold: x.hold_id } },
+        h('td', {}, h('a', { href: `#/hold/${enc(x.hold_id)}` }, x.hold_id)),
+        h('td', {}, x.request_id),
+        h('td', { class: 'num' }, num(x.amount)),
+        h('td', { class: 'num age' }), h('td', { class: 'num expires' }),
+        h('td', {}, amountInput, ' ',
+          h('button', { type: 'button', class: 'commit', onclick: () => commit(x, amountInput) }, 'Commit…'), ' ',
+          h('button', { type: 'button', class: 'release', onclick: () => release(x) }, 'Release…'))));
+    }
+    if (!holds.length) holdsBody.append(h('tr', { dataset: { hold: '' } }, h('td', { colspan: '6', class: 'note' }, 'no active holds')));
     tick();
   }
 

@@ -28,7 +28,9 @@ export function mount(ctx) {
   const cursors = [''];  // starting_after of each page seen (a stack, for Previous)
   let page = 0;
   let hasMore = false;
-  let previous = null;  // the last metrics read: {at, samples}
+  let previous = null;  // the last metrics read: {at, requests, errors, conflicts}
+  const WINDOW_MS = 5 * 60_000;
+  const history = [];   // {at, committed, released, expired, late}: the reads of the last WINDOW_MS
 
   ctx.container.append(
     h('h1', {}, 'Overview'),
@@ -47,6 +49,7 @@ export function mount(ctx) {
       card('ended-committed', 'Committed'), card('ended-released', 'Released'),
       card('ended-expired', 'Expired'), card('ended-late', 'Late (charged + forgiven)'),
       card('ended-share', 'Expired + released share', 'of holds ended; high: time-outs shorter than the work')),
+    h('p', { id: 'ended-window' }),
     h('p', { class: 'note' }, 'Counters are this instance\'s since it started (GET /metrics); rates are over the last refresh.'),
     h('h2', {}, 'Invariant'),
     h('p', {}, auditButton, ' ', auditResult),
@@ -118,6 +121,16 @@ export function mount(ctx) {
     set('ended-expired', num(expired)); set('ended-late', num(late));
     const total = committed + released + expired + late;
     set('ended-share', total ? `${((100 * (expired + released)) / total).toFixed(1)} %` : '–');
+    // The same over the last minutes this page has watched: what changed lately, not since start.
+    history.push({ at, committed, released, expired, late });
+    while (history.length > 2 && at - history[0].at > WINDOW_MS) history.shift();
+    const first = history[0];
+    const d = (k) => Math.max(0, history[history.length - 1][k] - first[k]);
+    const lately = d('committed') + d('released') + d('expired') + d('late');
+    document.getElementById('ended-window').textContent = history.length < 2 ? '' :
+      `In the last ${duration(at - first.at)} watched: committed +${num(d('committed'))}, released +${num(d('released'))}, ` +
+      `expired +${num(d('expired'))}, late +${num(d('late'))}` +
+      (lately ? ` — expired + released ${((100 * (d('expired') + d('released'))) / lately).toFixed(1)} %` : '');
     const requests = metric(s, 'tollgate_http_requests_total');
     const errors = metric(s, 'tollgate_http_requests_total', { status: (v) => v >= '500' });
     const pc = metric(s, 'tollgate_provider_request_duration_seconds_count');

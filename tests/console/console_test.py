@@ -237,6 +237,14 @@ class ConsoleTest(unittest.TestCase):
         types = [e["type"] for e in self.api.ok("GET", "/v1/accounts/acct-7/events")["events"]]
         self.assertEqual(types, ["credited", "reserved", "reserved", "committed", "released"])
         wait_for(lambda: len(self.driver.find_elements(By.CSS_SELECTOR, "#events-body tr")) == 5, "the events in the table")
+        # A partial commit: 7 of 12 used, 5 back to available.
+        p = self.api.hold("acct-7", 12, "a7-partial")
+        row = wait_for(lambda: self.driver.find_element(By.ID, f"hold-{p['hold_id']}"), "the hold to commit in part")
+        row.find_element(By.CLASS_NAME, "commit-amount").send_keys("7")
+        row.find_element(By.CLASS_NAME, "commit").click()
+        self.confirm()
+        wait_for(lambda: self.api.ok("GET", f"/v1/holds/{p['hold_id']}")["committed_amount"] == 7, "the partial commit")
+        wait_for(lambda: self.driver.find_element(By.ID, "bar-used").get_attribute("data-value") == "37", "the bar after it")
         # A credit through the form, confirmed.
         self.driver.find_element(By.ID, "credit-amount").send_keys("15")
         self.driver.find_element(By.ID, "credit-submit").click()
