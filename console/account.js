@@ -165,7 +165,7 @@ export function mount(ctx, accountId) {
     eventsBody.replaceChildren(...shown.map((e) => h('tr', { dataset: { event: String(e.event_id) } },
       h('td', {}, String(e.event_id)), h('td', {}, e.at), h('td', {}, e.type), h('td', { class: 'num' }, num(e.amount)),
       h('td', {}, e.hold_id ? h('a', { href: `#/hold/${enc(e.hold_id)}` }, e.hold_id) : ''),
-      h('td', {}, e.job_id || ''),
+      h('td', {}, e.job_id ? h('a', { href: `#/job/${enc(e.job_id)}` }, e.job_id) : ''),
       h('td', {}, [e.reference, e.reason].filter(Boolean).join(' · ')),
       h('td', { class: 'num' }, num(e.available_after)), h('td', { class: 'num' }, num(e.reserved_after)),
       h('td', { class: 'num' }, num(e.used_after)))));

@@ -1,4 +1,4 @@
-// The console's shell: sign-in, the routes (#/, #/account/ID, #/hold/ID), and the live loop — the
+// The console's shell: sign-in, the routes (#/, #/account/ID, #/hold/ID, #/job/ID), and the live loop — the
 // current view re-reads what it shows every REFRESH_MS while the tab is visible (one request at a
 // time; never overlapping) and re-draws its clocks (ages, countdowns) every TICK_MS without asking.
 import { api, ApiError, key, hooks } from './api.js';
@@ -63,6 +63,7 @@ async function route() {
   const ctx = { alive: () => gen === generation, container: view };
   if ((m = /^#\/account\/(.+)$/.exec(hash))) current = account.mount(ctx, decodeURIComponent(m[1]));
   else if ((m = /^#\/hold\/(.+)$/.exec(hash))) current = hold.mount(ctx, decodeURIComponent(m[1]));
+  else if ((m = /^#\/job\/(.+)$/.exec(hash))) current = hold.mountJob(ctx, decodeURIComponent(m[1]));
   else current = overview.mount(ctx);
   await refresh();
 }

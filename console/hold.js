@@ -5,13 +5,18 @@ import { api, enc, num, h } from './api.js';
 
 const MAX_EVENT_PAGES = 20;  // 20 × 1000 events of the account at most
 
-export function mount(ctx, holdId) {
+// A job's page is its hold's page, found through the job (GET /v1/jobs/{id} names its hold).
+export function mountJob(ctx, jobId) { return mount(ctx, null, jobId); }
+
+export function mount(ctx, holdIdGiven, jobId = null) {
+  let holdId = holdIdGiven;
   const facts = h('dl', { class: 'kv', id: 'hold-facts' });
   const eventsBody = h('tbody', { id: 'hold-events-body' });
   const job = h('div', { id: 'hold-job' });
   const note = h('p', { class: 'note', id: 'hold-note' });
+  const title = h('code', { id: 'hold-title' }, holdId || '…');
   ctx.container.append(
-    h('h1', {}, 'Hold ', h('code', {}, holdId)), facts,
+    jobId ? h('h1', {}, 'Job ', h('code', { id: 'job-title' }, jobId), ' and its hold ', title) : h('h1', {}, 'Hold ', title), facts,
     h('h2', {}, 'Its events'),
     h('table', { id: 'hold-events' },
       h('thead', {}, h('tr', {}, ...['event', 'at', 'type', 'amount', 'reason', 'available after', 'reserved after', 'used after']
@@ -20,6 +25,10 @@ export function mount(ctx, holdId) {
     h('h2', {}, 'The job that made it'), job);
 
   async function refresh() {
+    if (!holdId) {
+      holdId = (await api(`/v1/jobs/${enc(jobId)}`)).hold_id;
+      title.textContent = holdId;
+    }
     const hold = await api(`/v1/holds/${enc(holdId)}`);
     if (!ctx.alive()) return;
     const kv = (k, v) => [h('dt', {}, k), h('dd', { dataset: { field: k } }, v)];
@@ -43,8 +52,8 @@ export function mount(ctx, holdId) {
       h('td', {}, String(e.event_id)), h('td', {}, e.at), h('td', {}, e.type), h('td', { class: 'num' }, num(e.amount)),
       h('td', {}, e.reason || ''), h('td', { class: 'num' }, num(e.available_after)),
       h('td', { class: 'num' }, num(e.reserved_after)), h('td', { class: 'num' }, num(e.used_after)))));
-    const jobs = await api(`/v1/jobs?account_id=${enc(hold.account_id)}&limit=1000`);
-    const found = (jobs.jobs || []).find((j) => j.hold_id === holdId);
+    const found = jobId ? await api(`/v1/jobs/${enc(jobId)}`)
+      : ((await api(`/v1/jobs?account_id=${enc(hold.account_id)}&limit=1000`)).jobs || []).find((j) => j.hold_id === holdId);
     if (!found) {
       job.replaceChildren(h('p', { class: 'note' }, 'None: the hold was reserved directly through the API (POST /v1/holds).'));
       return;
@@ -52,11 +61,11 @@ export function mount(ctx, holdId) {
     const history = await api(`/v1/jobs/${enc(found.client_request_id)}/history`);
     if (!ctx.alive()) return;
     job.replaceChildren(
-      h('p', {}, `Job ${found.client_request_id} · provider ${found.provider} · ${found.status} · ${found.attempts} attempt(s)` +
+      h('p', { id: 'job-summary', dataset: { status: found.status } }, `Job ${found.client_request_id} · provider ${found.provider} · ${found.status} · ${found.attempts} attempt(s)` +
         (found.error ? ` · error: ${JSON.stringify(found.error)}` : '')),
       h('table', { id: 'job-history' },
         h('thead', {}, h('tr', {}, h('th', {}, 'at'), h('th', {}, 'kind'), h('th', {}, 'attempt'), h('th', {}, 'detail'))),
-        h('tbody', {}, ...history.entries.map((x) => h('tr', {}, h('td', {}, x.at), h('td', {}, x.kind),
+        h('tbody', { id: 'job-history-body' }, ...history.entries.map((x) => h('tr', {}, h('td', {}, x.at), h('td', {}, x.kind),
           h('td', {}, x.attempt ?? ''), h('td', {}, typeof x.detail === 'string' ? x.detail : JSON.stringify(x.detail)))))));
   }
 

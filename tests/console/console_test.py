@@ -5,6 +5,7 @@ no request outside the server. Screenshots of each page go to $CONSOLE_SCREENSHO
 import json
 import os
 import sys
+import tempfile
 import time
 import unittest
 
@@ -35,7 +36,9 @@ class ConsoleTest(unittest.TestCase):
     @classmethod
     def setUpClass(cls):
         os.makedirs(SHOTS, exist_ok=True)
-        cls.server = support.Server(BINARY)
+        cls.provider = support.FakeProvider(BINARY)
+        config_dir = tempfile.mkdtemp(prefix="tollgate-console-config-")
+        cls.server = support.Server(BINARY, extra_args=("--config", cls.provider.config(config_dir)))
         cls.api = support.Api(cls.server.url)
         cls.driver = support.chrome()
 
@@ -44,6 +47,7 @@ class ConsoleTest(unittest.TestCase):
         cls.driver.quit()
         cls.api.close()
         cls.server.stop()
+        cls.provider.stop()
 
     # --- helpers ------------------------------------------------------------------------------
     def open(self, hash_="#/"):
@@ -257,6 +261,28 @@ class ConsoleTest(unittest.TestCase):
         rows = wait_for(lambda: self.driver.find_elements(By.CSS_SELECTOR, "#hold-events-body tr"), "the hold's events")
         self.assertEqual([x.find_elements(By.TAG_NAME, "td")[2].text for x in rows], ["reserved", "committed"])
         self.shot("hold")
+
+    def test_7b_a_job_tells_its_story(self):
+        self.api.account("acct-job", 10)
+        self.api.ok("POST", "/v1/jobs", {"client_request_id": "gen-console-1", "account_id": "acct-job", "cost": 3,
+                                         "provider": "imagegen", "input": {"prompt": "a cat"}})
+        job = self.api.ok("GET", "/v1/jobs/gen-console-1?wait_ms=20000")
+        self.assertEqual(job["status"], "completed", job)
+        self.signed_in()
+        # From the account's event log, through the job's link.
+        self.go("#/account/acct-job")
+        link = wait_for(lambda: self.driver.find_element(By.CSS_SELECTOR, "#events-body a[href='#/job/gen-console-1']"),
+                        "the job's link in the event log")
+        link.click()
+        summary = wait_for(lambda: self.driver.find_element(By.ID, "job-summary"), "the job's page")
+        self.assertEqual(summary.get_attribute("data-status"), "completed")
+        self.assertEqual(self.text("hold-title"), job["hold_id"])
+        rows = wait_for(lambda: self.driver.find_elements(By.CSS_SELECTOR, "#hold-events-body tr"), "the hold's events")
+        self.assertEqual([x.find_elements(By.TAG_NAME, "td")[2].text for x in rows], ["reserved", "committed"])
+        history = self.api.ok("GET", "/v1/jobs/gen-console-1/history")["entries"]
+        shown = self.driver.find_elements(By.CSS_SELECTOR, "#job-history-body tr")
+        self.assertEqual([x.find_elements(By.TAG_NAME, "td")[1].text for x in shown], [e["kind"] for e in history])
+        self.shot("job")
 
     def test_8_no_request_leaves_the_server(self):
         self.signed_in()

@@ -22,7 +22,7 @@ def free_port():
 class Server:
     """`tollgate serve` on a fresh SQLite database in a temp folder."""
 
-    def __init__(self, binary, env=None):
+    def __init__(self, binary, env=None, extra_args=()):
         self.dir = tempfile.mkdtemp(prefix="tollgate-console-")
         self.port = free_port()
         self.url = f"http://127.0.0.1:{self.port}"
@@ -30,7 +30,7 @@ class Server:
         full_env = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "TOLLGATE_ADMIN_KEY": ADMIN_KEY}
         full_env.update(env or {})
         self.proc = subprocess.Popen(
-            [binary, "serve", "--listen", f"127.0.0.1:{self.port}", "--database", f"sqlite:{self.dir}/t.db"],
+            [binary, "serve", "--listen", f"127.0.0.1:{self.port}", "--database", f"sqlite:{self.dir}/t.db", *extra_args],
             stdout=self.log, stderr=subprocess.STDOUT, env=full_env)
         deadline = time.time() + 20
         while time.time() < deadline:
@@ -139,3 +139,34 @@ def chrome(window=(1280, 900)):
     options.set_capability("goog:loggingPrefs", {"performance": "ALL", "browser": "ALL"})
     service = Service(os.environ.get("CHROMEDRIVER", "/usr/bin/chromedriver"))
     return webdriver.Chrome(service=service, options=options)
+
+
+class FakeProvider:
+    """`tollgate fake-provider`: an AI image service whose work takes 150-250 ms (time scale 100)."""
+
+    def __init__(self, binary):
+        self.proc = subprocess.Popen([binary, "fake-provider", "--listen", "127.0.0.1:0", "--time-scale", "100"],
+                                     stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
+        first = self.proc.stdout.readline()  # "listening on HOST:PORT"
+        if not first.startswith("listening on "):
+            self.stop()
+            raise RuntimeError(f"fake-provider did not start: {first!r}")
+        self.url = "http://" + first.split()[-1]
+
+    def config(self, folder):
+        """A configuration file naming this provider `imagegen`; its path."""
+        path = os.path.join(folder, "tollgate.toml")
+        with open(path, "w") as f:
+            f.write(f"""[providers.imagegen]
+url = "{self.url}/generate"
+status_url = "{self.url}/status/{{id}}"
+timeout_ms = 60000
+expected_duration_ms = 250
+""")
+        return path
+
+    def stop(self):
+        if self.proc.poll() is None:
+            self.proc.terminate()
+            self.proc.wait(10)
+        self.proc.stdout.close()
