@@ -344,6 +344,9 @@ int serve(const ServerConfig& config, const std::function<void(std::uint16_t)>& 
     std::string out = render_metrics(ledger, metrics, readers, clock);
     render_job_metrics(out, runner);
     render_jobs_by_status(out, **store);
+    // The default hold TTL, so that a dashboard (the console) can tell an oldest active hold past it.
+    http::metric_header(out, "tollgate_hold_ttl_seconds", "gauge", "The configured default hold TTL (hold_ttl_ms).");
+    http::metric_line(out, "tollgate_hold_ttl_seconds", "", static_cast<double>(config.hold_ttl_ms) / 1000.0);
     return out;
   };
   api_options.jobs = &runner;

@@ -268,6 +268,7 @@ void Api::handle(Request request, Reply reply, Dispatch dispatch) {
     call.reply = stamped(std::move(reply), route_index, "", "");
     call.body = std::move(request.body);
     call.authorization = std::move(request.authorization);
+    call.if_none_match = std::move(request.if_none_match);
     return run_handler(*route, context, call, false);
   }
   if (auto principal = auth_.authenticate_cached(request.authorization)) {

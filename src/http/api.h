@@ -42,6 +42,7 @@ struct Request {
   std::string authorization;
   std::string content_type;
   std::optional<std::string> idempotency_key;  // the Idempotency-Key header, when sent
+  std::string if_none_match;                   // the If-None-Match header (the console's assets)
   std::string body;
 };
 
@@ -51,6 +52,8 @@ struct Response {
   std::string body;
   std::optional<int> retry_after_s;  // sets Retry-After
   std::string allow;                 // sets Allow (405)
+  std::string_view headers;          // more header lines, each "\r\nName: value" (static storage)
+  std::string etag;                  // sets ETag
   // The route, for metrics and logs: 0 unmatched, else 1 + its index in route_templates() (the
   // numbering http::Metrics is built with).
   std::size_t route = 0;

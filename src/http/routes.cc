@@ -19,6 +19,8 @@ constexpr std::array kRoutes{
     Route{"GET", "/readyz", Access::open, Runs::reader, &readyz},
     Route{"GET", "/metrics", Access::open, Runs::reader, &prometheus_metrics},
     Route{"GET", "/openapi.json", Access::open, Runs::io, &openapi_document},
+    Route{"GET", "/console", Access::open, Runs::io, &console_page},
+    Route{"GET", "/console/{asset}", Access::open, Runs::io, &console_asset},
     Route{"POST", "/v1/accounts", Access::admin, Runs::io, &create_account},
     Route{"GET", "/v1/accounts", Access::admin, Runs::reader, &list_accounts},
     Route{"GET", "/v1/accounts/{account_id}", Access::account, Runs::reader, &get_account},

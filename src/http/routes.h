@@ -57,6 +57,7 @@ struct Call {
   std::string body;
   std::string authorization;  // the Authorization header, for an open route that checks a key itself
   std::optional<std::string> idempotency_key;  // the Idempotency-Key header, when sent
+  std::string if_none_match;                   // the If-None-Match header, for an open route
   Reply reply;        // answer exactly once
   Dispatch dispatch;  // runs work on the request's connection strand
 };
@@ -83,6 +84,9 @@ void readyz(Context&, Call&);
 void prometheus_metrics(Context&, Call&);
 void openapi_document(Context&, Call&);
 void audit(Context&, Call&);
+// routes_console.cc
+void console_page(Context&, Call&);
+void console_asset(Context&, Call&);
 // routes_accounts.cc
 void create_account(Context&, Call&);
 void get_account(Context&, Call&);

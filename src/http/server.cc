@@ -169,6 +169,7 @@ struct Session : std::enable_shared_from_this<Session> {
     request.authorization = std::string(req[bhttp::field::authorization]);
     request.content_type = std::string(req[bhttp::field::content_type]);
     if (auto it = req.find("Idempotency-Key"); it != req.end()) request.idempotency_key = std::string(it->value());
+    request.if_none_match = std::string(req[bhttp::field::if_none_match]);
     request.body = std::move(req.body());
     std::string request_id(req["X-Request-Id"]);
     if (!request_id_is_valid(request_id)) request_id = new_request_id();
@@ -237,10 +238,17 @@ struct Session : std::enable_shared_from_this<Session> {
       head += r.allow;
     }
     if (r.status == 401) head += "\r\nWWW-Authenticate: Bearer";  // RFC 9110 §11.6.1
+    if (!r.etag.empty()) {
+      head += "\r\nETag: ";
+      head += r.etag;
+    }
+    head += r.headers;
     if (version == 10 && keep) head += "\r\nConnection: keep-alive";
     if (version != 10 && !keep) head += "\r\nConnection: close";
-    head += "\r\nContent-Length: ";
-    head += std::to_string(r.body.size());
+    if (r.status != 304) {  // a 304 has no body (RFC 9110 §15.4.5)
+      head += "\r\nContent-Length: ";
+      head += std::to_string(r.body.size());
+    }
     head += "\r\n\r\n";
     body = std::move(r.body);
     stream.expires_after(std::chrono::milliseconds(server.limits.request_timeout_ms));

@@ -1,0 +1,192 @@
+// One account: its balances as one stacked bar (available / reserved / used = purchased), its
+// active holds with live ages and expiry countdowns (commit, release), credit and debit, and its
+// event log (GET /v1/accounts/{id}/events: oldest first, paged by `after`; filtered here by type
+// and hold, as the API has no such filter).
+import { api, enc, duration, num, h, confirmAction, randomRef } from './api.js';
+
+const EVENTS_PAGE = 50;
+const TYPES = ['credited', 'debited', 'reserved', 'committed', 'released', 'expired', 'late_charged',
+  'late_forgiven', 'extended', 'account_updated'];
+
+export function mount(ctx, accountId) {
+  const path = `/v1/accounts/${enc(accountId)}`;
+  const seg = (cls) => h('div', { class: cls, id: `bar-${cls}` });
+  const bar = h('div', { class: 'bar', id: 'bar', role: 'img' }, seg('available'), seg('reserved'), seg('used'));
+  const legend = h('div', { class: 'legend', id: 'legend' });
+  const settings = h('p', { class: 'note', id: 'settings' });
+  const holdsBody = h('tbody', { id: 'holds-body' });
+  const eventsBody = h('tbody', { id: 'events-body' });
+  const typeFilter = h('select', { id: 'filter-type', onchange: () => drawEvents() },
+    h('option', { value: '' }, 'every type'), ...TYPES.map((t) => h('option', { value: t }, t)));
+  const holdFilter = h('input', { id: 'filter-hold', placeholder: 'hold id', oninput: () => drawEvents() });
+  const pageInfo = h('span', { class: 'note', id: 'events-page' });
+  const message = h('p', { id: 'action-result', role: 'status' });
+  const afters = [0];  // `after` of each page seen
+  let page = 0;
+  let events = [];
+  let nextAfter = 0;
+  let holds = [];
+
+  const amountInput = (id) => h('input', { id, type: 'number', min: '1', step: '1', required: true, placeholder: 'amount' });
+  const creditAmount = amountInput('credit-amount');
+  const debitAmount = amountInput('debit-amount');
+  const debitReason = h('input', { id: 'debit-reason', placeholder: 'reason', required: true });
+
+  ctx.container.append(
+    h('h1', {}, 'Account ', h('code', { id: 'account-id' }, accountId)),
+    bar, legend, settings,
+    h('div', { class: 'actions' },
+      h('form', { id: 'credit-form', onsubmit: (ev) => { ev.preventDefault(); transfer('credits', creditAmount); } },
+        h('strong', {}, 'Credit'), creditAmount, h('button', { type: 'submit', id: 'credit-submit' }, 'Credit…')),
+      h('form', { id: 'debit-form', onsubmit: (ev) => { ev.preventDefault(); transfer('debits', debitAmount); } },
+        h('strong', {}, 'Debit'), debitAmount, debitReason, h('button', { type: 'submit', id: 'debit-submit' }, 'Debit…'))),
+    message,
+    h('h2', {}, 'Active holds'),
+    h('table', { id: 'holds' },
+      h('thead', {}, h('tr', {}, h('th', {}, 'hold'), h('th', {}, 'request'), h('th', { class: 'num' }, 'amount'),
+        h('th', { class: 'num' }, 'age'), h('th', { class: 'num' }, 'expires in'), h('th', {}, ''))),
+      holdsBody),
+    h('h2', {}, 'Events'),
+    h('div', { class: 'filters' }, typeFilter, holdFilter),
+    h('table', { id: 'events' },
+      h('thead', {}, h('tr', {}, ...['event', 'at', 'type', 'amount', 'hold', 'job', 'reference / reason',
+        'available after', 'reserved after', 'used after'].map((t) => h('th', {}, t)))),
+      eventsBody),
+    h('div', { class: 'pager' },
+      h('button', { type: 'button', id: 'events-prev', onclick: () => { if (page > 0) { page--; refresh(); } } }, '← Earlier'),
+      h('button', { type: 'button', id: 'events-next', onclick: () => { if (events.length === EVENTS_PAGE) { afters[page + 1] = nextAfter; page++; refresh(); } } }, 'Later →'),
+      pageInfo));
+
+  function say(text, bad = false) {
+    message.textContent = text;
+    message.className = bad ? 'error' : 'note';
+  }
+
+  async function act(question, call, done) {
+    if (!(await confirmAction(question))) return say('Cancelled.');
+    try {
+      const r = await call();
+      say(done(r));
+    } catch (e) {
+      say(`${e.code || 'error'}: ${e.message}`, true);
+    }
+    window.dispatchEvent(new Event('tollgate:refresh'));
+  }
+
+  function transfer(kind, input) {
+    const amount = Number(input.value);
+    if (!Number.isSafeInteger(amount) || amount < 1) return say('The amount must be a whole number of credits, at least 1.', true);
+    const reference = randomRef(`console-${kind === 'credits' ? 'credit' : 'debit'}`);
+    const body = { amount, reference };
+    if (kind === 'debits') body.reason = debitReason.value.trim() || 'console';
+    const verb = kind === 'credits' ? 'Add' : 'Remove';
+    act(`${verb} ${num(amount)} credits ${kind === 'credits' ? 'to' : 'from'} ${accountId}? (reference ${reference})`,
+      () => api(`${path}/${kind}`, { method: 'POST', body }),
+      (r) => `${r.event.type} ${num(r.event.amount)} (event ${r.event.event_id}, reference ${reference}).`);
+    input.value = '';
+  }
+
+  // Commit all of the hold, or the amount typed beside the button (the rest returns to available).
+  function commit(hold, amountInput) {
+    const text = amountInput.value.trim();
+    const amount = text === '' ? hold.amount : Number(text);
+    if (!Number.isSafeInteger(amount) || amount < 1 || amount > hold.amount) {
+      return say(`The amount to commit must be a whole number from 1 to ${hold.amount}.`, true);
+    }
+    const rest = hold.amount - amount;
+    act(`Commit hold ${hold.hold_id}: move ${num(amount)} of its ${num(hold.amount)} reserved credits to used` +
+      (rest ? ` and return ${num(rest)} to available?` : '?'),
+      () => api(`/v1/holds/${enc(hold.hold_id)}/commit`, { method: 'POST', body: text === '' ? {} : { amount } }),
+      (r) => `Hold ${r.hold_id}: ${r.status} (${num(r.committed_amount)} used).`);
+  }
+
+  function release(hold) {
+    act(`Release hold ${hold.hold_id}: return its ${num(hold.amount)} credits to available?`,
+      () => api(`/v1/holds/${enc(hold.hold_id)}/release`, { method: 'POST', body: { reason: 'released in the console' } }),
+      (r) => `Hold ${r.hold_id}: ${r.status}.`);
+  }
+
+  function drawBar(a) {
+    const total = Math.max(1, Math.max(0, a.available) + a.reserved + a.used);
+    for (const k of ['available', 'reserved', 'used']) {
+      const el = document.getElementById(`bar-${k}`);
+      el.style.width = `${(100 * Math.max(0, a[k])) / total}%`;
+      el.dataset.value = String(a[k]);
+      el.title = `${k}: ${num(a[k])}`;
+    }
+    bar.setAttribute('aria-label', `available ${a.available}, reserved ${a.reserved}, used ${a.used}, purchased ${a.purchased}`);
+    legend.replaceChildren(
+      h('span', { class: 'available', id: 'legend-available' }, `available ${num(a.available)}`),
+      h('span', { class: 'reserved', id: 'legend-reserved' }, `reserved ${num(a.reserved)}`),
+      h('span', { class: 'used', id: 'legend-used' }, `used ${num(a.used)}`),
+      h('strong', { id: 'legend-purchased' }, `= purchased ${num(a.purchased)}`));
+    settings.textContent = `overdraft limit ${num(a.overdraft_limit)} · max active holds ${a.max_active_holds ?? 'none'}` +
+      ` · ${a.frozen ? 'FROZEN' : 'not frozen'} · created ${a.created_at}`;
+  }
+
+  // Rows are kept across refreshes (a typed amount survives); only holds that came or went change.
+  function drawHolds() {
+    const keep = new Set(holds.map((x) => x.hold_id));
+    for (const row of [...holdsBody.children]) if (!keep.has(row.dataset.hold)) row.remove();
+    for (const x of holds) {
+      if (document.getElementById(`hold-${x.hold_id}`)) continue;
+      const amountInput = h('input', { type: 'number', class: 'commit-amount', min: '1', max: String(x.amount),
+        placeholder: `all ${x.amount}`, 'aria-label': 'amount to commit' });
+      holdsBody.append(h('tr', { id: `hold-${x.hold_id}`, dataset: { hold: x.hold_id } },
+        h('td', {}, h('a', { href: `#/hold/${enc(x.hold_id)}` }, x.hold_id)),
+        h('td', {}, x.request_id),
+        h('td', { class: 'num' }, num(x.amount)),
+        h('td', { class: 'num age' }), h('td', { class: 'num expires' }),
+        h('td', {}, amountInput, ' ',
+          h('button', { type: 'button', class: 'commit', onclick: () => commit(x, amountInput) }, 'Commit…'), ' ',
+          h('button', { type: 'button', class: 'release', onclick: () => release(x) }, 'Release…'))));
+    }
+    if (!holds.length) holdsBody.append(h('tr', { dataset: { hold: '' } }, h('td', { colspan: '6', class: 'note' }, 'no active holds')));
+    tick();
+  }
+
+  function tick() {
+    const now = Date.now();
+    for (const x of holds) {
+      const row = document.getElementById(`hold-${x.hold_id}`);
+      if (!row) continue;
+      const expiresIn = Date.parse(x.expires_at) - now;
+      row.querySelector('.age').textContent = duration(now - Date.parse(x.created_at));
+      const cell = row.querySelector('.expires');
+      cell.textContent = expiresIn > 0 ? duration(expiresIn) : 'expired';
+      cell.classList.toggle('bad', expiresIn < 30_000);
+    }
+  }
+
+  function drawEvents() {
+    const type = typeFilter.value;
+    const hold = holdFilter.value.trim();
+    const shown = events.filter((e) => (!type || e.type === type) && (!hold || (e.hold_id || '').includes(hold)));
+    eventsBody.replaceChildren(...shown.map((e) => h('tr', { dataset: { event: String(e.event_id) } },
+      h('td', {}, String(e.event_id)), h('td', {}, e.at), h('td', {}, e.type), h('td', { class: 'num' }, num(e.amount)),
+      h('td', {}, e.hold_id ? h('a', { href: `#/hold/${enc(e.hold_id)}` }, e.hold_id) : ''),
+      h('td', {}, e.job_id ? h('a', { href: `#/job/${enc(e.job_id)}` }, e.job_id) : ''),
+      h('td', {}, [e.reference, e.reason].filter(Boolean).join(' · ')),
+      h('td', { class: 'num' }, num(e.available_after)), h('td', { class: 'num' }, num(e.reserved_after)),
+      h('td', { class: 'num' }, num(e.used_after)))));
+    pageInfo.textContent = `page ${page + 1} (oldest first, ${EVENTS_PAGE} a page)` +
+      (shown.length !== events.length ? ` · ${shown.length} of ${events.length} shown` : '');
+  }
+
+  async function refresh() {
+    const [a, hs, ev] = await Promise.all([
+      api(path),
+      api(`/v1/holds?account_id=${enc(accountId)}&status=active&limit=1000`),
+      api(`${path}/events?after=${afters[page]}&limit=${EVENTS_PAGE}`),
+    ]);
+    if (!ctx.alive()) return;
+    drawBar(a);
+    holds = hs.holds;
+    drawHolds();
+    events = ev.events;
+    nextAfter = ev.next_after;
+    drawEvents();
+  }
+
+  return { refresh, tick };
+}

@@ -1,0 +1,313 @@
+"""The console in real headless Chromium against a real server (tests/console/run-tests starts it):
+sign-in, the overview's figures against the API's, an account's bar and events against the API's,
+holds appearing and leaving live, commit and release from the console, an account key kept out,
+no request outside the server. Screenshots of each page go to $CONSOLE_SCREENSHOTS."""
+import json
+import os
+import sys
+import tempfile
+import time
+import unittest
+
+from selenium.webdriver.common.by import By
+
+import support
+
+BINARY = os.environ.get("TOLLGATE_BIN", os.path.join(os.path.dirname(__file__), "../../build/tollgate"))
+SHOTS = os.environ.get("CONSOLE_SCREENSHOTS", os.path.join(os.path.dirname(__file__), "../../build/console-screenshots"))
+PATIENCE = 15  # seconds before a wait calls it a failure (a hang detector, not a goal)
+
+
+def wait_for(check, what, timeout=PATIENCE):
+    deadline = time.time() + timeout
+    last = None
+    while time.time() < deadline:
+        try:
+            last = check()
+            if last:
+                return last
+        except Exception as e:  # a stale element while the view redraws: try again
+            last = e
+        time.sleep(0.1)
+    raise AssertionError(f"timed out waiting for {what} (last: {last!r})")
+
+
+class ConsoleTest(unittest.TestCase):
+    @classmethod
+    def setUpClass(cls):
+        os.makedirs(SHOTS, exist_ok=True)
+        cls.provider = support.FakeProvider(BINARY)
+        config_dir = tempfile.mkdtemp(prefix="tollgate-console-config-")
+        cls.server = support.Server(BINARY, extra_args=("--config", cls.provider.config(config_dir)))
+        cls.api = support.Api(cls.server.url)
+        cls.driver = support.chrome()
+
+    @classmethod
+    def tearDownClass(cls):
+        cls.driver.quit()
+        cls.api.close()
+        cls.server.stop()
+        cls.provider.stop()
+
+    # --- helpers ------------------------------------------------------------------------------
+    def open(self, hash_="#/"):
+        self.driver.get(f"{self.server.url}/console{hash_}")
+
+    def sign_in(self, key=support.ADMIN_KEY):
+        self.open()
+        self.driver.execute_script("sessionStorage.clear()")
+        self.driver.refresh()
+        field = wait_for(lambda: self.driver.find_element(By.ID, "key"), "the sign-in form")
+        wait_for(lambda: field.is_displayed(), "the sign-in form shown")
+        field.send_keys(key)
+        self.driver.find_element(By.ID, "sign-in-button").click()
+
+    def signed_in(self):
+        self.sign_in()
+        wait_for(lambda: self.driver.find_element(By.ID, "nav").is_displayed(), "the console after sign-in")
+
+    def text(self, element_id):
+        return self.driver.find_element(By.ID, element_id).text
+
+    def go(self, hash_):
+        self.driver.execute_script("location.hash = arguments[0]", hash_)
+
+    def shot(self, name):
+        self.driver.save_screenshot(os.path.join(SHOTS, f"{name}.png"))
+
+    def mark_page(self):
+        """A marker that a reload would wipe: the test checks it is still there (no reload)."""
+        self.driver.execute_script("window.__noReload = 'still here'")
+
+    def assert_not_reloaded(self):
+        self.assertEqual(self.driver.execute_script("return window.__noReload"), "still here", "the page was reloaded")
+
+    # --- tests --------------------------------------------------------------------------------
+    def test_1_sign_in_with_a_wrong_key_says_so(self):
+        self.sign_in("tgk_not-a-key-at-all")
+        message = wait_for(lambda: self.text("sign-in-error"), "the error message")
+        self.assertIn("Wrong key", message)
+        self.assertFalse(self.driver.find_element(By.ID, "nav").is_displayed())
+        self.assertIsNone(self.driver.execute_script("return sessionStorage.getItem('tollgate.key')"))
+        self.shot("sign-in-wrong-key")
+
+    def test_2_sign_in_and_out(self):
+        self.signed_in()
+        self.assertEqual(self.driver.execute_script("return sessionStorage.getItem('tollgate.key')"), support.ADMIN_KEY)
+        self.assertEqual(self.driver.get_cookies(), [], "the key must not be in a cookie")
+        self.assertNotIn(support.ADMIN_KEY, self.driver.current_url)
+        self.driver.find_element(By.ID, "sign-out").click()
+        wait_for(lambda: self.driver.find_element(By.ID, "sign-in").is_displayed(), "the sign-in form after sign-out")
+        self.assertIsNone(self.driver.execute_script("return sessionStorage.getItem('tollgate.key')"))
+
+    def test_3_an_account_key_cannot_use_the_admin_views(self):
+        self.api.account("kiosk-key", 5)
+        secret = self.api.ok("POST", "/v1/accounts/kiosk-key/keys", {})["secret"]
+        self.sign_in(secret)
+        message = wait_for(lambda: self.text("sign-in-error"), "the error message")
+        self.assertIn("account key", message)
+        self.assertIn("admin key", message)
+        # Even with the key put into the tab's storage by hand, the admin views show nothing of it.
+        self.driver.execute_script("sessionStorage.setItem('tollgate.key', arguments[0])", secret)
+        self.open("#/")
+        self.driver.refresh()
+        error = wait_for(lambda: self.text("error"), "the refusal")
+        self.assertIn("admin key", error)
+        self.assertEqual(self.driver.find_elements(By.CSS_SELECTOR, "#accounts-body tr"), [])
+        self.driver.execute_script("sessionStorage.clear()")
+
+    def test_4_the_overview_shows_what_the_api_reports(self):
+        for i in range(3):
+            self.api.account(f"ov-{i}", 100)
+        h1 = self.api.hold("ov-0", 10, "ov-h1")
+        h2 = self.api.hold("ov-1", 20, "ov-h2")
+        self.api.hold("ov-2", 30, "ov-h3")
+        self.api.ok("POST", f"/v1/holds/{h1['hold_id']}/commit", {})
+        self.api.ok("POST", f"/v1/holds/{h2['hold_id']}/release", {})
+        self.assertEqual(self.api.call("POST", "/v1/holds", {"account_id": "ov-2", "amount": 1000, "request_id": "ov-no"})[0], 409)
+        self.signed_in()
+        self.go("#/")
+
+        def figures_match():
+            m = self.api.metrics()
+            accounts = self.text("fig-accounts").replace(",", "")
+            active = self.text("fig-active-holds").replace(",", "")
+            want = (str(int(m["tollgate_accounts"])), str(int(m["tollgate_active_holds"])))
+            return (accounts, active) == want and self.text("fig-ended-committed") == str(int(m['tollgate_holds_ended_total{outcome="committed"}'])) \
+                and self.text("fig-ended-released") == str(int(m['tollgate_holds_ended_total{outcome="released"}'])) \
+                and self.driver.find_element(By.ID, "fig-conflicts").get_attribute("data-total") == str(int(m["tollgate_reservation_conflicts_total"]))
+        wait_for(figures_match, "the overview's figures to equal /metrics'")
+        listed = self.api.ok("GET", "/v1/accounts?limit=1000")["accounts"]
+        self.assertEqual(int(self.text("fig-accounts").replace(",", "")), len(listed))
+        active = self.api.ok("GET", "/v1/holds?status=active&limit=1000")["holds"]
+        self.assertEqual(int(self.text("fig-active-holds")), len(active))
+        self.assertGreaterEqual(int(self.text("fig-ended-committed")), 1)
+        self.assertEqual(self.text("fig-violations"), "0")
+        # The accounts table: the API's first page.
+        rows = wait_for(lambda: self.driver.find_elements(By.CSS_SELECTOR, "#accounts-body tr"), "the accounts table")
+        self.assertEqual([r.get_attribute("data-account") for r in rows], [a["account_id"] for a in listed][:50])
+        # Audit now.
+        self.driver.find_element(By.ID, "audit-now").click()
+        result = wait_for(lambda: self.driver.find_element(By.ID, "audit-result").get_attribute("data-checked"), "the audit")
+        audit = self.api.ok("GET", "/v1/audit")
+        self.assertEqual(int(result), audit["accounts_checked"])
+        self.assertEqual(self.driver.find_element(By.ID, "audit-result").get_attribute("data-violations"), "0")
+        self.shot("overview")
+
+    def account_matches_api(self, account_id):
+        a = self.api.ok("GET", f"/v1/accounts/{account_id}")
+        got = {k: self.driver.find_element(By.ID, f"bar-{k}").get_attribute("data-value") for k in ("available", "reserved", "used")}
+        return got == {k: str(a[k]) for k in ("available", "reserved", "used")}
+
+    def test_5_an_account_page_matches_the_api(self):
+        self.api.account("acct-5", 200)
+        h = self.api.hold("acct-5", 50, "a5-1")
+        self.api.ok("POST", f"/v1/holds/{h['hold_id']}/commit", {"amount": 30})
+        self.api.hold("acct-5", 40, "a5-2")
+        self.signed_in()
+        self.go("#/account/acct-5")
+        wait_for(lambda: self.account_matches_api("acct-5"), "the bar to show the API's balances")
+        a = self.api.ok("GET", "/v1/accounts/acct-5")
+        self.assertEqual(a["available"] + a["reserved"] + a["used"], a["purchased"])
+        self.assertIn(f"= purchased {a['purchased']}", self.text("legend-purchased"))
+        # The bar's widths are proportional to the balances.
+        widths = {k: self.driver.execute_script(f"return document.getElementById('bar-{k}').getBoundingClientRect().width")
+                  for k in ("available", "reserved", "used")}
+        total = sum(widths.values())
+        for k in widths:
+            self.assertAlmostEqual(widths[k] / total, a[k] / a["purchased"], delta=0.02)
+        events = self.api.ok("GET", "/v1/accounts/acct-5/events?limit=50")["events"]
+
+        def rows():
+            r = self.driver.find_elements(By.CSS_SELECTOR, "#events-body tr")
+            return [[td.text for td in row.find_elements(By.TAG_NAME, "td")] for row in r]
+        table = wait_for(lambda: rows() if len(rows()) == len(events) else None, "the event table")
+        for row, e in zip(table, events):
+            self.assertEqual(row[0], str(e["event_id"]))
+            self.assertEqual(row[2], e["type"])
+            self.assertEqual(row[3].replace(",", ""), str(e["amount"]))
+            self.assertEqual(row[7].replace(",", ""), str(e["available_after"]))
+            self.assertEqual(row[8].replace(",", ""), str(e["reserved_after"]))
+            self.assertEqual(row[9].replace(",", ""), str(e["used_after"]))
+        # Filter by type (in the page).
+        self.driver.find_element(By.CSS_SELECTOR, "#filter-type option[value='committed']").click()
+        self.assertEqual([r[2] for r in rows()], ["committed"])
+        self.shot("account")
+
+    def test_6_a_hold_appears_live_and_leaves_when_committed(self):
+        self.api.account("acct-6", 100)
+        self.signed_in()
+        self.go("#/account/acct-6")
+        wait_for(lambda: self.account_matches_api("acct-6"), "the account page")
+        self.mark_page()
+        h = self.api.hold("acct-6", 25, "a6-live", ttl_ms=120000)
+        row_id = f"hold-{h['hold_id']}"
+        row = wait_for(lambda: self.driver.find_element(By.ID, row_id), "the new hold in the table")
+        age1 = wait_for(lambda: row.find_element(By.CLASS_NAME, "age").text, "the hold's age")
+        time.sleep(1.2)
+        age2 = row.find_element(By.CLASS_NAME, "age").text
+        self.assertNotEqual(age1, age2, "the age is live")
+        self.assertTrue(row.find_element(By.CLASS_NAME, "expires").text.endswith(("s", "m")))
+        wait_for(lambda: self.account_matches_api("acct-6"), "the bar to show the reservation")
+        self.shot("account-live-hold")
+        self.api.ok("POST", f"/v1/holds/{h['hold_id']}/commit", {})
+        wait_for(lambda: not self.driver.find_elements(By.ID, row_id), "the committed hold to leave the table")
+        wait_for(lambda: self.account_matches_api("acct-6"), "the bar to show the commit")
+        self.assert_not_reloaded()
+
+    def confirm(self):
+        ok = wait_for(lambda: self.driver.find_element(By.ID, "confirm-ok"), "the confirmation")
+        wait_for(lambda: ok.is_displayed(), "the confirmation shown")
+        ok.click()
+
+    def test_7_commit_and_release_in_the_console(self):
+        self.api.account("acct-7", 100)
+        c = self.api.hold("acct-7", 30, "a7-commit")
+        r = self.api.hold("acct-7", 20, "a7-release")
+        self.signed_in()
+        self.go("#/account/acct-7")
+        row = wait_for(lambda: self.driver.find_element(By.ID, f"hold-{c['hold_id']}"), "the hold to commit")
+        self.mark_page()
+        row.find_element(By.CLASS_NAME, "commit").click()
+        self.shot("account-confirm")
+        self.confirm()
+        wait_for(lambda: self.api.ok("GET", "/v1/accounts/acct-7")["used"] == 30, "the commit in the ledger")
+        wait_for(lambda: self.driver.find_element(By.ID, "bar-used").get_attribute("data-value") == "30", "the bar after the commit")
+        row = self.driver.find_element(By.ID, f"hold-{r['hold_id']}")
+        row.find_element(By.CLASS_NAME, "release").click()
+        self.confirm()
+        wait_for(lambda: self.api.ok("GET", "/v1/accounts/acct-7")["reserved"] == 0, "the release in the ledger")
+        wait_for(lambda: self.account_matches_api("acct-7"), "the bar after the release")
+        types = [e["type"] for e in self.api.ok("GET", "/v1/accounts/acct-7/events")["events"]]
+        self.assertEqual(types, ["credited", "reserved", "reserved", "committed", "released"])
+        wait_for(lambda: len(self.driver.find_elements(By.CSS_SELECTOR, "#events-body tr")) == 5, "the events in the table")
+        # A partial commit: 7 of 12 used, 5 back to available.
+        p = self.api.hold("acct-7", 12, "a7-partial")
+        row = wait_for(lambda: self.driver.find_element(By.ID, f"hold-{p['hold_id']}"), "the hold to commit in part")
+        row.find_element(By.CLASS_NAME, "commit-amount").send_keys("7")
+        row.find_element(By.CLASS_NAME, "commit").click()
+        self.confirm()
+        wait_for(lambda: self.api.ok("GET", f"/v1/holds/{p['hold_id']}")["committed_amount"] == 7, "the partial commit")
+        wait_for(lambda: self.driver.find_element(By.ID, "bar-used").get_attribute("data-value") == "37", "the bar after it")
+        # A credit through the form, confirmed.
+        self.driver.find_element(By.ID, "credit-amount").send_keys("15")
+        self.driver.find_element(By.ID, "credit-submit").click()
+        self.confirm()
+        wait_for(lambda: self.api.ok("GET", "/v1/accounts/acct-7")["purchased"] == 115, "the credit in the ledger")
+        wait_for(lambda: self.account_matches_api("acct-7"), "the bar after the credit")
+        self.assert_not_reloaded()
+        # The hold's page: its story.
+        self.go(f"#/hold/{c['hold_id']}")
+        rows = wait_for(lambda: self.driver.find_elements(By.CSS_SELECTOR, "#hold-events-body tr"), "the hold's events")
+        self.assertEqual([x.find_elements(By.TAG_NAME, "td")[2].text for x in rows], ["reserved", "committed"])
+        self.shot("hold")
+
+    def test_7b_a_job_tells_its_story(self):
+        self.api.account("acct-job", 10)
+        self.api.ok("POST", "/v1/jobs", {"client_request_id": "gen-console-1", "account_id": "acct-job", "cost": 3,
+                                         "provider": "imagegen", "input": {"prompt": "a cat"}})
+        job = self.api.ok("GET", "/v1/jobs/gen-console-1?wait_ms=20000")
+        self.assertEqual(job["status"], "completed", job)
+        self.signed_in()
+        # From the account's event log, through the job's link.
+        self.go("#/account/acct-job")
+        link = wait_for(lambda: self.driver.find_element(By.CSS_SELECTOR, "#events-body a[href='#/job/gen-console-1']"),
+                        "the job's link in the event log")
+        link.click()
+        summary = wait_for(lambda: self.driver.find_element(By.ID, "job-summary"), "the job's page")
+        self.assertEqual(summary.get_attribute("data-status"), "completed")
+        self.assertEqual(self.text("hold-title"), job["hold_id"])
+        rows = wait_for(lambda: self.driver.find_elements(By.CSS_SELECTOR, "#hold-events-body tr"), "the hold's events")
+        self.assertEqual([x.find_elements(By.TAG_NAME, "td")[2].text for x in rows], ["reserved", "committed"])
+        history = self.api.ok("GET", "/v1/jobs/gen-console-1/history")["entries"]
+        shown = self.driver.find_elements(By.CSS_SELECTOR, "#job-history-body tr")
+        self.assertEqual([x.find_elements(By.TAG_NAME, "td")[1].text for x in shown], [e["kind"] for e in history])
+        self.shot("job")
+
+    def test_8_no_request_leaves_the_server(self):
+        self.signed_in()
+        self.go("#/account/acct-7" if self.api.call("GET", "/v1/accounts/acct-7")[0] == 200 else "#/")
+        time.sleep(2.5)
+        origin = self.server.url
+        resources = self.driver.execute_script(
+            "return performance.getEntriesByType('resource').map(e => e.name).concat([location.href])")
+        self.assertTrue(resources)
+        outside = [u for u in resources if not u.startswith(origin + "/")]
+        self.assertEqual(outside, [], "requests outside the server")
+        # Every request the browser sent (the DevTools protocol's log), also those that failed.
+        sent = []
+        for entry in self.driver.get_log("performance"):
+            message = json.loads(entry["message"])["message"]
+            if message["method"] == "Network.requestWillBeSent":
+                sent.append(message["params"]["request"]["url"])
+        self.assertTrue(sent)
+        outside = [u for u in sent if not (u.startswith(origin + "/") or u.startswith("data:"))]
+        self.assertEqual(outside, [], "requests outside the server")
+        # No key in any URL, and no CSP violation in the console log.
+        self.assertFalse([u for u in sent if support.ADMIN_KEY in u])
+        errors = [e for e in self.driver.get_log("browser") if "Content Security Policy" in e.get("message", "")]
+        self.assertEqual(errors, [])
+
+
+if __name__ == "__main__":
+    unittest.main(verbosity=2, argv=sys.argv)
