@@ -93,7 +93,11 @@ struct HttpServer::Impl {
 };
 
 struct Session : std::enable_shared_from_this<Session> {
-  Session(HttpServer::Impl& server, tcp::socket socket) : server(server), stream(std::move(socket)) {}
+  Session(HttpServer::Impl& server, tcp::socket socket) : server(server), stream(std::move(socket)) {
+    beast::error_code ec;
+    const auto endpoint = stream.socket().remote_endpoint(ec);
+    if (!ec) peer = endpoint.address().to_string();
+  }
   ~Session() { server.connections.fetch_sub(1, std::memory_order_relaxed); }
 
   HttpServer::Impl& server;
@@ -101,6 +105,7 @@ struct Session : std::enable_shared_from_this<Session> {
   beast::flat_buffer buffer;
   std::optional<bhttp::request_parser<bhttp::string_body>> parser;
   std::list<std::weak_ptr<Session>>::iterator registration;
+  std::string peer;  // the client's IP address (failed authentications are counted by it)
   bool busy = false;  // a request is being handled or answered (touched on the strand only)
   std::string head, body;  // the answer being written (one at a time; touched on the strand only)
 
@@ -170,6 +175,7 @@ struct Session : std::enable_shared_from_this<Session> {
     request.content_type = std::string(req[bhttp::field::content_type]);
     if (auto it = req.find("Idempotency-Key"); it != req.end()) request.idempotency_key = std::string(it->value());
     request.body = std::move(req.body());
+    request.client_address = peer;
     std::string request_id(req["X-Request-Id"]);
     if (!request_id_is_valid(request_id)) request_id = new_request_id();
     const bool keep_alive = req.keep_alive();
