@@ -191,11 +191,11 @@ Api::Api(Ledger& ledger, ReadExecutor& readers, Authenticator& auth, Metrics& me
 namespace {
 
 Response too_many_failed_auth(std::int64_t retry_after_ms) {
-  Response r = problem(429, "too_many_failed_auth",
-                       "too many failed authentications from this address; retry after " +
-                           std::to_string((retry_after_ms + 999) / 1000) + " s with a valid key");
-  r.retry_after_s = static_cast<int>(std::min<std::int64_t>((retry_after_ms + 999) / 1000, 1 << 30));
-  return r;
+  // Like every 429: retry_after_ms in the body, Retry-After (whole seconds, rounded up) in the head.
+  return problem_response(429, "too_many_failed_auth",
+                          "too many failed authentications from this address; retry after " +
+                              std::to_string((retry_after_ms + 999) / 1000) + " s with a valid key",
+                          std::nullopt, std::nullopt, std::nullopt, retry_after_ms);
 }
 
 }  // namespace

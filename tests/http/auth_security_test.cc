@@ -77,6 +77,7 @@ TEST(HttpAuthThrottle, AnAddressOverItsFailureBudgetIsAnswered429AndOthersAreNot
   const int retry_after = std::atoi(throttled.header("Retry-After").c_str());
   EXPECT_GE(retry_after, 1);
   EXPECT_LE(retry_after, 12);  // one failure's share of the budget: 60 s / 5
+  EXPECT_GT(jint(throttled.object(), "retry_after_ms"), 0);
   EXPECT_TRUE(is_problem(anonymous.get("/v1/accounts/throttle-a"), 429, "too_many_failed_auth"));
   EXPECT_TRUE(is_problem(wrong.get("/v1/holds"), 429, "too_many_failed_auth"));
 
