@@ -137,13 +137,14 @@ struct Session : SessionBase, std::enable_shared_from_this<Session<Stream>> {
   void start() {
     asio::dispatch(stream.get_executor(), [self = shared_from_this()] {
       if constexpr (kTls) {
-        self->busy = true;
+        // Not busy: a shutdown cancels a handshake in progress (no request has been read yet).
         self->tcp_layer().expires_after(std::chrono::milliseconds(self->server.limits.request_timeout_ms));
         self->stream.async_handshake(asio::ssl::stream_base::server, [self](beast::error_code ec) {
-          self->busy = false;
           if (ec) {
             // Plain HTTP on the TLS port, an old protocol version, no common cipher, a time-out.
-            self->server.metrics.tls_handshake_failures.fetch_add(1, std::memory_order_relaxed);
+            if (ec != asio::error::operation_aborted) {
+              self->server.metrics.tls_handshake_failures.fetch_add(1, std::memory_order_relaxed);
+            }
             return self->close();
           }
           self->read_head();

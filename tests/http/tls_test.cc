@@ -150,6 +150,19 @@ TEST(HttpTls, PlainHttpAndTls11AreRefusedWithoutHarm) {
   EXPECT_EQ(server.stop(SIGTERM), 0) << server.log();
 }
 
+TEST(HttpTls, AHandshakeNeverStartedDoesNotHoldUpAGracefulStop) {
+  testing::TempDir dir;
+  const CertFiles f = make_cert(dir, "server");
+  ServerProcess server(tls_options(f));
+  RawConnection silent(server.port());  // connects, sends nothing
+  TlsClient kept(server.port(), f.cert);  // an idle kept-alive TLS connection
+  ASSERT_TRUE(kept.connected()) << kept.error();
+  ASSERT_EQ(raw_status(kept.request("/healthz")), 200u);
+  const auto started = std::chrono::steady_clock::now();
+  EXPECT_EQ(server.stop(SIGTERM), 0) << server.log();
+  EXPECT_LT(std::chrono::steady_clock::now() - started, 3s);  // not the 10 s handshake or 30 s idle limit
+}
+
 TEST(HttpTls, BadCertificatesOrKeysStopStartUpWithAClearError) {
   testing::TempDir dir;
   const CertFiles a = make_cert(dir, "a");
