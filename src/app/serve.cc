@@ -205,6 +205,15 @@ std::string render_metrics(Ledger& ledger, http::Metrics& metrics, const http::R
   metric_line(out, "tollgate_write_queue_depth", "", static_cast<double>(ledger.committer().queue_depth()));
   metric_header(out, "tollgate_http_connections_rejected_total", "counter", "Connections closed: over the limit.");
   metric_line(out, "tollgate_http_connections_rejected_total", "", static_cast<double>(metrics.connections_rejected.load()));
+  metric_header(out, "tollgate_tls_handshake_failures_total", "counter",
+                "TLS handshakes that failed: plain HTTP on the TLS port, an old protocol version, no common cipher.");
+  metric_line(out, "tollgate_tls_handshake_failures_total", "", static_cast<double>(metrics.tls_handshake_failures.load()));
+  metric_header(out, "tollgate_auth_failures_total", "counter",
+                "Requests refused 401: a missing, malformed, unknown or revoked key.");
+  metric_line(out, "tollgate_auth_failures_total", "", static_cast<double>(metrics.auth_failures.load()));
+  metric_header(out, "tollgate_auth_throttled_total", "counter",
+                "Requests refused 429 too_many_failed_auth: their address failed authentication too often.");
+  metric_line(out, "tollgate_auth_throttled_total", "", static_cast<double>(metrics.auth_throttled.load()));
   metric_header(out, "tollgate_read_queue_depth", "gauge", "Reads waiting for a reader thread.");
   metric_line(out, "tollgate_read_queue_depth", "", static_cast<double>(readers.queue_depth()));
   metric_header(out, "tollgate_read_overloaded_total", "counter", "Reads refused: the read queue was full (503).");
@@ -338,6 +347,8 @@ int serve(const ServerConfig& config, const std::function<void(std::uint16_t)>& 
   api_options.openapi_json = kOpenApiJson;
   api_options.reaper_interval_ms = config.reaper_interval_ms;
   api_options.metrics_key = config.metrics_key;
+  api_options.auth_failures_limit = config.auth_failures_limit;
+  api_options.auth_failures_period_ms = config.auth_failures_period_ms;
   // Reads run here, off the I/O threads; it outlives the server (answers go through its strands).
   http::ReadExecutor readers(reader_threads(config), limits::kReadQueueMax);
   api_options.render_metrics = [&] {
@@ -366,6 +377,12 @@ int serve(const ServerConfig& config, const std::function<void(std::uint16_t)>& 
   };
   http::Api api(ledger, readers, auth, metrics, clock, std::move(api_options));
   http::HttpServer server(api, metrics, http::ServerLimits{});
+  if (config.tls_cert) {
+    if (auto s = server.use_tls(*config.tls_cert, *config.tls_key); !s) {
+      log_line("error", s.error().detail);
+      return 2;
+    }
+  }
   // Bind before the admin key is generated: a start that fails on a busy port must not print (and
   // so lose) a key that the next start would not print again. Nothing is answered before run().
   auto port = server.listen(listen->host, listen->port);
@@ -378,7 +395,7 @@ int serve(const ServerConfig& config, const std::function<void(std::uint16_t)>& 
     return s.error().code == Code::invalid_request ? 2 : 1;
   }
   log_line("info", "tollgate " + std::string(kVersion) + " listening on " + listen->host + ":" + std::to_string(*port) +
-                       ", database " + redacted(config.database));
+                       ", database " + redacted(config.database) + (server.tls() ? ", TLS" : ""));
   if (on_listening) on_listening(*port);
   server.run();
   readers.stop();

@@ -227,6 +227,10 @@ Result<ServerConfig> parse_config(std::string_view text, std::string_view source
   top.integer("reaper_interval_ms", c.reaper_interval_ms, limits::kReaperIntervalMsMin, limits::kReaperIntervalMsMax);
   top.integer("jobs_in_flight_max", c.jobs_in_flight_max, 1, static_cast<std::int64_t>(limits::kJobsInFlightMax));
   top.integer("idempotency_retention_ms", c.idempotency_retention_ms, 1, limits::kIdempotencyRetentionMsMax);
+  top.integer("auth_failures_limit", c.auth_failures_limit, 0, limits::kRateLimitMax);
+  top.integer("auth_failures_period_ms", c.auth_failures_period_ms, 1, limits::kRateLimitPeriodMsMax);
+  top.string("tls_cert", c.tls_cert);
+  top.string("tls_key", c.tls_key);
   std::optional<std::string> late;
   top.string("late_commit", late);
   TG_TRY(top.finish({"providers", "ratelimits"}));
@@ -352,6 +356,16 @@ Status validate_config(const ServerConfig& c) {
   }
   if (c.admin_key && c.admin_key->size() < limits::kAdminKeyLengthMin) return invalid(key_too_short("admin_key"));
   if (c.metrics_key && c.metrics_key->size() < limits::kAdminKeyLengthMin) return invalid(key_too_short("metrics_key"));
+  if (c.auth_failures_limit < 0 || c.auth_failures_limit > limits::kRateLimitMax) {
+    return invalid("auth_failures_limit must be from 0 (off) to " + std::to_string(limits::kRateLimitMax));
+  }
+  if (c.auth_failures_period_ms < 1 || c.auth_failures_period_ms > limits::kRateLimitPeriodMsMax) {
+    return invalid("auth_failures_period_ms must be from 1 to " + std::to_string(limits::kRateLimitPeriodMsMax));
+  }
+  if (c.tls_cert.has_value() != c.tls_key.has_value()) {
+    return invalid(c.tls_cert ? "tls_cert is set but tls_key is not: TLS needs both (PEM files)"
+                              : "tls_key is set but tls_cert is not: TLS needs both (PEM files)");
+  }
   for (const auto& [name, p] : c.providers) {
     if (c.hold_ttl_ms < 3 * p.expected_duration_ms) {
       return invalid("hold_ttl_ms must be at least 3 × providers." + name + ".expected_duration_ms");
@@ -388,6 +402,10 @@ Result<ServerConfig> load_config(const ConfigOverrides& o, EnvLookup env) {
   TG_TRY(env_int("TOLLGATE_REAPER_INTERVAL_MS", c.reaper_interval_ms));
   TG_TRY(env_int("TOLLGATE_DATABASE_POOL_SIZE", c.database_pool_size));
   TG_TRY(env_int("TOLLGATE_DATABASE_TIMEOUT_MS", c.database_timeout_ms));
+  TG_TRY(env_int("TOLLGATE_AUTH_FAILURES_LIMIT", c.auth_failures_limit));
+  TG_TRY(env_int("TOLLGATE_AUTH_FAILURES_PERIOD_MS", c.auth_failures_period_ms));
+  if (auto v = env("TOLLGATE_TLS_CERT")) c.tls_cert = *v;
+  if (auto v = env("TOLLGATE_TLS_KEY")) c.tls_key = *v;
   if (auto v = env("TOLLGATE_LATE_COMMIT")) {
     auto policy = parse_late_commit_policy(*v);
     if (!policy) return invalid("TOLLGATE_LATE_COMMIT must be charge, forgive or reject");

@@ -58,6 +58,14 @@ struct ServerConfig {
   std::map<std::string, RateLimitConfig> ratelimits;
   // Finished idempotency keys are pruned this long after they finished.
   std::int64_t idempotency_retention_ms = limits::kIdempotencyRetentionMsDefault;
+  // Failed authentications per client address before 429 too_many_failed_auth (http/api.h);
+  // auth_failures_limit 0 turns the throttle off.
+  std::int64_t auth_failures_limit = limits::kAuthFailuresLimitDefault;
+  std::int64_t auth_failures_period_ms = limits::kAuthFailuresPeriodMsDefault;
+  // Both set: the listener speaks TLS only (PEM files: the certificate chain and its private key);
+  // neither: plain HTTP. One without the other is an error.
+  std::optional<std::string> tls_cert;
+  std::optional<std::string> tls_key;
 };
 
 struct ConfigOverrides {

@@ -30,6 +30,14 @@ GcraDecision LocalLimiter::check(std::string_view key, std::int64_t cost, std::i
   return d;
 }
 
+GcraDecision LocalLimiter::peek(std::string_view key, std::int64_t cost, std::int64_t now_ms) const {
+  std::lock_guard lock(mu_);
+  auto it = entries_.find(std::string(key));
+  std::optional<std::int64_t> tat;
+  if (it != entries_.end()) tat = it->second.tat_ns;
+  return gcra_check(policy_, tat, cost, now_ms);
+}
+
 void LocalLimiter::make_room(std::int64_t now_ns) {
   // Idle keys first, from the least recently checked end, looking at a bounded number of them.
   constexpr std::size_t kScanMax = 8;  // a flood of new keys costs each check at most 8 look-ups

@@ -27,6 +27,8 @@ class LocalLimiter {
 
   // Counts `cost` (1..limit, asserted) for `key` at now_ms.
   GcraDecision check(std::string_view key, std::int64_t cost, std::int64_t now_ms);
+  // What check() would decide now, without counting anything or touching the table's order.
+  GcraDecision peek(std::string_view key, std::int64_t cost, std::int64_t now_ms) const;
   // Forgets `key` (its budget is full again).
   void reset(std::string_view key);
 

@@ -124,6 +124,11 @@ inline constexpr std::size_t kRequestLogBufferBytes = 64 * 1024;
 // most this many.
 inline constexpr std::int64_t kAuthCacheMs = 1'000;
 inline constexpr std::size_t kAuthCacheEntriesMax = 100'000;
+// Failed authentications per client address (http/api.h): at most this many per period, then 429
+// too_many_failed_auth until the budget refills; the table remembers at most this many addresses.
+inline constexpr std::int64_t kAuthFailuresLimitDefault = 20;
+inline constexpr std::int64_t kAuthFailuresPeriodMsDefault = 60'000;
+inline constexpr std::size_t kAuthFailuresAddressesMax = 100'000;
 // Readiness: the reaper must have run within this many intervals (plus the slack).
 inline constexpr std::int64_t kReaperIntervalsStaleMax = 3;
 inline constexpr std::int64_t kReaperStaleSlackMs = 1'000;

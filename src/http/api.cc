@@ -180,7 +180,45 @@ const std::vector<std::string>& Api::route_templates() {
 
 Api::Api(Ledger& ledger, ReadExecutor& readers, Authenticator& auth, Metrics& metrics, const Clock& clock,
          ApiOptions options)
-    : ledger_(ledger), readers_(readers), auth_(auth), metrics_(metrics), clock_(clock), options_(std::move(options)) {}
+    : ledger_(ledger), readers_(readers), auth_(auth), metrics_(metrics), clock_(clock), options_(std::move(options)) {
+  if (options_.auth_failures_limit > 0) {
+    auth_failures_ = std::make_unique<coord::LocalLimiter>(
+        coord::GcraPolicy{options_.auth_failures_limit, options_.auth_failures_period_ms},
+        std::max<std::size_t>(1, options_.auth_failures_addresses_max));
+  }
+}
+
+namespace {
+
+Response too_many_failed_auth(std::int64_t retry_after_ms) {
+  // Like every 429: retry_after_ms in the body, Retry-After (whole seconds, rounded up) in the head.
+  return problem_response(429, "too_many_failed_auth",
+                          "too many failed authentications from this address; retry after " +
+                              std::to_string((retry_after_ms + 999) / 1000) + " s with a valid key",
+                          std::nullopt, std::nullopt, std::nullopt, retry_after_ms);
+}
+
+}  // namespace
+
+std::optional<std::int64_t> Api::auth_throttled(const std::string& address) {
+  if (!auth_failures_) return std::nullopt;
+  const auto d = auth_failures_->peek(address, 1, clock_.now_ms());
+  if (d.allowed) return std::nullopt;
+  return d.retry_after_ms;
+}
+
+Response Api::refuse_auth(const Error& error, const std::string& address) {
+  if (error.code != Code::unauthorized) return problem(error);  // the database could not tell: not a failure
+  if (auth_failures_) {
+    const auto d = auth_failures_->check(address, 1, clock_.now_ms());
+    if (!d.allowed) {
+      metrics_.auth_throttled.fetch_add(1, std::memory_order_relaxed);
+      return too_many_failed_auth(d.retry_after_ms);
+    }
+  }
+  metrics_.auth_failures.fetch_add(1, std::memory_order_relaxed);
+  return problem(error);
+}
 
 namespace {
 
@@ -272,7 +310,15 @@ void Api::handle(Request request, Reply reply, Dispatch dispatch) {
     return run_handler(*route, context, call, false);
   }
   if (auto principal = auth_.authenticate_cached(request.authorization)) {
+    if (!*principal) {
+      return stamped(std::move(reply), route_index, "", "")(refuse_auth(principal->error(), request.client_address));
+    }
     return authorized(*route, route_index, context, call, request, reply, std::move(*principal), false);
+  }
+  // An address over its failure budget is not let near the database with a key nobody knows.
+  if (auto wait_ms = auth_throttled(request.client_address)) {
+    metrics_.auth_throttled.fetch_add(1, std::memory_order_relaxed);
+    return stamped(std::move(reply), route_index, "", "")(too_many_failed_auth(*wait_ms));
   }
   // Only the database knows this key (not cached yet): ask it on a reader thread, and go on there.
   struct Pending {
@@ -281,9 +327,13 @@ void Api::handle(Request request, Reply reply, Dispatch dispatch) {
     Reply reply;
   };
   auto pending = std::make_shared<Pending>(Pending{std::move(call), std::move(request), std::move(reply)});
-  const bool queued = readers_.try_post([route, route_index, context, pending]() mutable {
-    authorized(*route, route_index, context, pending->call, pending->request, pending->reply,
-               context.auth.authenticate(pending->request.authorization), true);
+  const bool queued = readers_.try_post([this, route, route_index, context, pending]() mutable {
+    auto principal = context.auth.authenticate(pending->request.authorization);
+    if (!principal) {
+      return stamped(std::move(pending->reply), route_index, "", "")(
+          refuse_auth(principal.error(), pending->request.client_address));
+    }
+    authorized(*route, route_index, context, pending->call, pending->request, pending->reply, std::move(principal), true);
   });
   if (!queued) stamped(std::move(pending->reply), route_index, "", "")(overloaded_reads());
 }

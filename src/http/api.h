@@ -18,10 +18,12 @@
 #include <atomic>
 #include <cstdint>
 #include <functional>
+#include <memory>
 #include <optional>
 #include <string>
 
 #include "config/config.h"
+#include "coord/local_limiter.h"
 #include "coord/policies.h"
 #include "core/clock.h"
 #include "core/limits.h"
@@ -44,6 +46,7 @@ struct Request {
   std::optional<std::string> idempotency_key;  // the Idempotency-Key header, when sent
   std::string if_none_match;                   // the If-None-Match header (the console's assets)
   std::string body;
+  std::string client_address;  // the peer's IP address ("" when unknown): failed authentications are counted by it
 };
 
 struct Response {
@@ -112,6 +115,15 @@ struct ApiOptions {
   const coord::RatePolicies* ratelimits = nullptr;
   // Where the coordination routes count their decisions (for /metrics); null: not counted.
   CoordCounters* coord_counters = nullptr;
+  // Failed authentications (missing, malformed, unknown or revoked keys) per client address: after
+  // `auth_failures_limit` within `auth_failures_period_ms` (a GCRA budget that refills steadily), a
+  // request from that address whose key is not already known good answers 429 too_many_failed_auth
+  // with Retry-After, without asking the database. A key cached as good (the configured admin key, a
+  // key used within limits::kAuthCacheMs) is never refused; another address is never affected.
+  // limit 0: no throttling. At most `auth_failures_addresses_max` addresses are remembered.
+  std::int64_t auth_failures_limit = limits::kAuthFailuresLimitDefault;
+  std::int64_t auth_failures_period_ms = limits::kAuthFailuresPeriodMsDefault;
+  std::size_t auth_failures_addresses_max = limits::kAuthFailuresAddressesMax;
 };
 
 class Api {
@@ -122,6 +134,8 @@ class Api {
       ApiOptions options);
 
   void handle(Request request, Reply reply, Dispatch dispatch);
+  // The failed-authentication table (null when throttling is off), for tests and metrics.
+  const coord::LocalLimiter* auth_failures() const { return auth_failures_.get(); }
   // The server stops: reads that wait (the change feed's wait_ms) answer now with what there is.
   void begin_shutdown();
 
@@ -136,6 +150,12 @@ class Api {
   Metrics& metrics_;
   const Clock& clock_;
   const ApiOptions options_;
+  std::unique_ptr<coord::LocalLimiter> auth_failures_;  // null: no throttling
+
+  // A failed authentication from `address`: counted; 401 as before, or 429 once over the budget.
+  Response refuse_auth(const Error& error, const std::string& address);
+  // Whether `address` is over its budget now (nothing counted); its wait when it is.
+  std::optional<std::int64_t> auth_throttled(const std::string& address);
 };
 
 }  // namespace tollgate::http

@@ -41,6 +41,9 @@ class Metrics {
   // What the ledger decided (holds ended, conflicts, violations) is counted by the ledger where it
   // happens (Ledger::outcomes()); the edge counts only requests and connections.
   std::atomic<std::uint64_t> connections_rejected{0};  // over the connection limit
+  std::atomic<std::uint64_t> auth_failures{0};   // requests refused 401: missing, malformed, unknown or revoked key
+  std::atomic<std::uint64_t> auth_throttled{0};  // requests refused 429 too_many_failed_auth (api.h)
+  std::atomic<std::uint64_t> tls_handshake_failures{0};  // TLS handshakes that failed (plain HTTP, old versions)
 
   // Appends the request metrics in Prometheus text format (slots that counted nothing are left out).
   void render_requests(std::string& out) const;

@@ -3,6 +3,16 @@
 #include <boost/asio.hpp>
 #include <boost/beast/core.hpp>
 #include <boost/beast/http.hpp>
+#include <boost/beast/ssl.hpp>
+
+#include <fcntl.h>
+#include <openssl/err.h>
+#include <openssl/ssl.h>
+#include <openssl/x509.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
 
 #include "core/clock.h"
 #include "core/limits.h"
@@ -67,7 +77,11 @@ class RequestLog {
 
 }  // namespace
 
-struct Session;
+// What every connection offers the server, plain or TLS.
+struct SessionBase {
+  virtual ~SessionBase() = default;
+  virtual void stop_if_idle() = 0;
+};
 
 struct HttpServer::Impl {
   Impl(Api& api, Metrics& metrics, ServerLimits limits)
@@ -84,34 +98,69 @@ struct HttpServer::Impl {
   std::atomic<bool> stopping{false};
   std::atomic<std::size_t> connections{0};
 
+  std::unique_ptr<asio::ssl::context> tls;  // set: every connection speaks TLS (use_tls, before run)
+
   std::mutex sessions_mu;
-  std::list<std::weak_ptr<Session>> sessions;  // protected by sessions_mu
+  std::list<std::weak_ptr<SessionBase>> sessions;  // protected by sessions_mu
 
   void accept();
   void begin_shutdown();
   void schedule_log_flush();
 };
 
-struct Session : std::enable_shared_from_this<Session> {
-  Session(HttpServer::Impl& server, tcp::socket socket) : server(server), stream(std::move(socket)) {}
-  ~Session() { server.connections.fetch_sub(1, std::memory_order_relaxed); }
+// One connection. Stream: beast::tcp_stream (plain HTTP) or beast::ssl_stream<beast::tcp_stream>
+// (TLS: the handshake first, under the request time-out; then the same HTTP).
+template <typename Stream>
+struct Session : SessionBase, std::enable_shared_from_this<Session<Stream>> {
+  static constexpr bool kTls = !std::is_same_v<Stream, beast::tcp_stream>;
+
+  template <typename... Tls>
+  Session(HttpServer::Impl& server, tcp::socket socket, Tls&... tls) : server(server), stream(std::move(socket), tls...) {
+    beast::error_code ec;
+    const auto endpoint = tcp_layer().socket().remote_endpoint(ec);
+    if (!ec) peer = endpoint.address().to_string();
+  }
+  ~Session() override { server.connections.fetch_sub(1, std::memory_order_relaxed); }
+
+  using std::enable_shared_from_this<Session<Stream>>::shared_from_this;
 
   HttpServer::Impl& server;
-  beast::tcp_stream stream;
+  Stream stream;
   beast::flat_buffer buffer;
   std::optional<bhttp::request_parser<bhttp::string_body>> parser;
-  std::list<std::weak_ptr<Session>>::iterator registration;
+  std::string peer;  // the client's IP address (failed authentications are counted by it)
   bool busy = false;  // a request is being handled or answered (touched on the strand only)
   std::string head, body;  // the answer being written (one at a time; touched on the strand only)
 
-  void start() { asio::dispatch(stream.get_executor(), [self = shared_from_this()] { self->read_head(); }); }
+  beast::tcp_stream& tcp_layer() { return beast::get_lowest_layer(stream); }
+
+  void start() {
+    asio::dispatch(stream.get_executor(), [self = shared_from_this()] {
+      if constexpr (kTls) {
+        // Not busy: a shutdown cancels a handshake in progress (no request has been read yet).
+        self->tcp_layer().expires_after(std::chrono::milliseconds(self->server.limits.request_timeout_ms));
+        self->stream.async_handshake(asio::ssl::stream_base::server, [self](beast::error_code ec) {
+          if (ec) {
+            // Plain HTTP on the TLS port, an old protocol version, no common cipher, a time-out.
+            if (ec != asio::error::operation_aborted) {
+              self->server.metrics.tls_handshake_failures.fetch_add(1, std::memory_order_relaxed);
+            }
+            return self->close();
+          }
+          self->read_head();
+        });
+      } else {
+        self->read_head();
+      }
+    });
+  }
 
   void read_head() {
     if (server.stopping.load()) return close();
     parser.emplace();
     parser->header_limit(static_cast<std::uint32_t>(server.limits.header_bytes_max));
     parser->body_limit(server.limits.body_bytes_max);
-    stream.expires_after(std::chrono::milliseconds(server.limits.idle_timeout_ms));
+    tcp_layer().expires_after(std::chrono::milliseconds(server.limits.idle_timeout_ms));
     bhttp::async_read_header(stream, buffer, *parser,
                              [self = shared_from_this()](beast::error_code ec, std::size_t) { self->on_head(ec); });
   }
@@ -123,7 +172,7 @@ struct Session : std::enable_shared_from_this<Session> {
     if (const auto length = parser->content_length(); length && *length > server.limits.body_bytes_max) {
       return on_read_error(bhttp::error::body_limit);
     }
-    stream.expires_after(std::chrono::milliseconds(server.limits.request_timeout_ms));
+    tcp_layer().expires_after(std::chrono::milliseconds(server.limits.request_timeout_ms));
     if (beast::iequals(parser->get()[bhttp::field::expect], "100-continue")) {
       static const std::string kContinue = "HTTP/1.1 100 Continue\r\n\r\n";
       asio::async_write(stream, asio::buffer(kContinue), [self = shared_from_this()](beast::error_code ec2, std::size_t) {
@@ -149,7 +198,7 @@ struct Session : std::enable_shared_from_this<Session> {
       return answer_and_close(problem(431, "invalid_request", "the request head is too large"));
     }
     if (ec == bhttp::error::end_of_stream || ec == beast::error::timeout || ec == asio::error::operation_aborted ||
-        ec == asio::error::connection_reset || ec == asio::error::eof) {
+        ec == asio::error::connection_reset || ec == asio::error::eof || ec == asio::ssl::error::stream_truncated) {
       return close();
     }
     if (ec.category() == beast::error_code(bhttp::error::bad_target).category()) {
@@ -161,7 +210,7 @@ struct Session : std::enable_shared_from_this<Session> {
 
   void on_body(beast::error_code ec) {
     if (ec) return on_read_error(ec);
-    stream.expires_never();  // the answer may wait on a durable commit; the server bounds that
+    tcp_layer().expires_never();  // the answer may wait on a durable commit; the server bounds that
     auto req = parser->release();
     Request request;
     request.method = std::string(req.method_string());
@@ -171,6 +220,7 @@ struct Session : std::enable_shared_from_this<Session> {
     if (auto it = req.find("Idempotency-Key"); it != req.end()) request.idempotency_key = std::string(it->value());
     request.if_none_match = std::string(req[bhttp::field::if_none_match]);
     request.body = std::move(req.body());
+    request.client_address = peer;
     std::string request_id(req["X-Request-Id"]);
     if (!request_id_is_valid(request_id)) request_id = new_request_id();
     const bool keep_alive = req.keep_alive();
@@ -251,7 +301,7 @@ struct Session : std::enable_shared_from_this<Session> {
     }
     head += "\r\n\r\n";
     body = std::move(r.body);
-    stream.expires_after(std::chrono::milliseconds(server.limits.request_timeout_ms));
+    tcp_layer().expires_after(std::chrono::milliseconds(server.limits.request_timeout_ms));
     const std::array<asio::const_buffer, 2> buffers{asio::buffer(head), asio::buffer(body)};
     asio::async_write(stream, buffers, [self = shared_from_this(), keep](beast::error_code ec, std::size_t) {
       self->busy = false;
@@ -275,16 +325,18 @@ struct Session : std::enable_shared_from_this<Session> {
     write(std::move(r), false, 11, SteadyClock::now(), request_id, method);
   }
 
+  // A TLS connection is closed without close_notify: every answer is delimited by its
+  // Content-Length, so a truncation cannot pass for a whole answer.
   void close() {
     beast::error_code ignored;
-    stream.socket().shutdown(tcp::socket::shutdown_both, ignored);
-    stream.close();
+    tcp_layer().socket().shutdown(tcp::socket::shutdown_both, ignored);
+    tcp_layer().close();
   }
 
   // On shutdown: an idle connection closes now; a busy one closes after its answer.
-  void stop_if_idle() {
+  void stop_if_idle() override {
     asio::dispatch(stream.get_executor(), [self = shared_from_this()] {
-      if (!self->busy) self->stream.cancel();
+      if (!self->busy) self->tcp_layer().cancel();
     });
   }
 };
@@ -303,14 +355,21 @@ void HttpServer::Impl::accept() {
     }
     connections.fetch_add(1, std::memory_order_relaxed);
     socket.set_option(tcp::no_delay(true));
-    auto session = std::make_shared<Session>(*this, std::move(socket));
-    {
+    auto remember = [this](const std::shared_ptr<SessionBase>& session) {
       std::lock_guard lock(sessions_mu);
       // Forget sessions that ended, then remember this one (bounded by connections_max).
       for (auto it = sessions.begin(); it != sessions.end();) it = it->expired() ? sessions.erase(it) : std::next(it);
       sessions.push_back(session);
+    };
+    if (tls) {
+      auto session = std::make_shared<Session<beast::ssl_stream<beast::tcp_stream>>>(*this, std::move(socket), *tls);
+      remember(session);
+      session->start();
+    } else {
+      auto session = std::make_shared<Session<beast::tcp_stream>>(*this, std::move(socket));
+      remember(session);
+      session->start();
     }
-    session->start();
     accept();
   });
 }
@@ -342,6 +401,66 @@ HttpServer::HttpServer(Api& api, Metrics& metrics, ServerLimits limits)
     : impl_(std::make_unique<Impl>(api, metrics, limits)) {}
 
 HttpServer::~HttpServer() = default;
+
+namespace {
+
+// OpenSSL's last error in words ("no start line", "key values mismatch"), and its queue emptied.
+std::string openssl_error() {
+  std::string out;
+  while (const unsigned long e = ERR_get_error()) {
+    char buf[256];
+    ERR_error_string_n(e, buf, sizeof buf);
+    const char* reason = ERR_reason_error_string(e);
+    out = reason ? reason : buf;  // the last one is the closest to the cause
+  }
+  return out.empty() ? "unknown error" : out;
+}
+
+// A file that cannot be opened, in the system's words.
+Status readable(const char* key, const std::string& path) {
+  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) {
+    const int error = errno;
+    return invalid(std::string(key) + ": cannot read " + path + ": " + std::strerror(error));
+  }
+  ::close(fd);
+  return ok_status();
+}
+
+}  // namespace
+
+Status HttpServer::use_tls(const std::string& cert_file, const std::string& key_file) {
+  if (auto s = readable("tls_cert", cert_file); !s) return s;
+  if (auto s = readable("tls_key", key_file); !s) return s;
+  auto ctx = std::make_unique<asio::ssl::context>(asio::ssl::context::tls_server);
+  SSL_CTX* native = ctx->native_handle();
+  ERR_clear_error();
+  SSL_CTX_set_min_proto_version(native, TLS1_2_VERSION);
+  SSL_CTX_set_options(native, SSL_OP_NO_COMPRESSION | SSL_OP_NO_RENEGOTIATION | SSL_OP_CIPHER_SERVER_PREFERENCE |
+                                  SSL_OP_NO_SSLv2 | SSL_OP_NO_SSLv3 | SSL_OP_NO_TLSv1 | SSL_OP_NO_TLSv1_1);
+  // TLS 1.2: ECDHE and AEAD only (TLS 1.3's suites are all of that kind: OpenSSL's defaults).
+  if (SSL_CTX_set_cipher_list(native, "ECDHE+AESGCM:ECDHE+CHACHA20:!aNULL:!eNULL:!SHA1:!MD5") != 1) {
+    return invalid("TLS: the cipher list was refused: " + openssl_error());
+  }
+  if (SSL_CTX_use_certificate_chain_file(native, cert_file.c_str()) != 1) {
+    return invalid("tls_cert: " + cert_file + " is not a PEM certificate (chain): " + openssl_error());
+  }
+  if (SSL_CTX_use_PrivateKey_file(native, key_file.c_str(), SSL_FILETYPE_PEM) != 1) {
+    if (ERR_GET_REASON(ERR_peek_last_error()) == X509_R_KEY_VALUES_MISMATCH) {
+      return invalid("tls_key: " + key_file + " is not the private key of the certificate in " + cert_file + ": " +
+                     openssl_error());
+    }
+    return invalid("tls_key: " + key_file + " is not a PEM private key (or it is encrypted): " + openssl_error());
+  }
+  if (SSL_CTX_check_private_key(native) != 1) {
+    return invalid("tls_key: " + key_file + " is not the private key of the certificate in " + cert_file + ": " +
+                   openssl_error());
+  }
+  impl_->tls = std::move(ctx);
+  return ok_status();
+}
+
+bool HttpServer::tls() const { return impl_->tls != nullptr; }
 
 Result<std::uint16_t> HttpServer::listen(const std::string& host, std::uint16_t port) {
   beast::error_code ec;

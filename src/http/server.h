@@ -1,5 +1,6 @@
 // tollgate http: the transport — an asynchronous HTTP/1.1 server on Boost.Beast.
 //
+// Plain HTTP, or TLS only when use_tls() was called (native TLS: OpenSSL through Asio's ssl::stream).
 // Keep-alive connections on a few I/O threads; no I/O thread waits on a client or on the database
 // (the Api hands reads to its reader executor and writes to the ledger; answers come back through
 // the connection's strand).
@@ -39,6 +40,13 @@ class HttpServer {
   ~HttpServer();
   HttpServer(const HttpServer&) = delete;
   HttpServer& operator=(const HttpServer&) = delete;
+
+  // Every connection speaks TLS (before listen()): `cert_file` is a PEM certificate chain, `key_file`
+  // its PEM private key. TLS 1.2 and 1.3 only, no compression, no renegotiation, forward-secret AEAD
+  // ciphers for TLS 1.2 (OpenSSL's defaults for 1.3). invalid_request, in plain words, when a file
+  // is missing or unreadable, is not PEM, or the key is not the certificate's.
+  Status use_tls(const std::string& cert_file, const std::string& key_file);
+  bool tls() const;
 
   // Binds and listens; returns the bound port (useful with port 0).
   Result<std::uint16_t> listen(const std::string& host, std::uint16_t port);

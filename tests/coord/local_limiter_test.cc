@@ -72,6 +72,19 @@ TEST(LocalLimiter, AFreshKeyAdmitsTheLimitThenRefusesUntilTheNextUnit) {
   EXPECT_EQ(limiter.size(), 1u);
 }
 
+TEST(LocalLimiter, PeekTellsWithoutCounting) {
+  LocalLimiter limiter(GcraPolicy{2, 1000}, 1);
+  EXPECT_TRUE(limiter.peek("a", 1, 0).allowed);
+  EXPECT_EQ(limiter.size(), 0u);  // nothing remembered
+  EXPECT_TRUE(limiter.check("a", 1, 0).allowed);
+  EXPECT_TRUE(limiter.check("a", 1, 0).allowed);
+  for (int i = 0; i < 3; ++i) EXPECT_FALSE(limiter.peek("a", 1, 0).allowed);
+  EXPECT_EQ(limiter.peek("a", 1, 0).retry_after_ms, 500);
+  EXPECT_TRUE(limiter.peek("a", 1, 500).allowed);
+  EXPECT_TRUE(limiter.peek("b", 1, 0).allowed);
+  EXPECT_EQ(limiter.size(), 1u);
+}
+
 TEST(LocalLimiter, KeysHaveIndependentBudgets) {
   LocalLimiter limiter(kTenPerSecond, 10);
   ASSERT_TRUE(limiter.check("a", 10, kStart).allowed);

@@ -91,6 +91,32 @@ TEST(Config, TheJobsInFlightBoundIsRead) {
   EXPECT_EQ(parsed->jobs_in_flight_max, 250);
 }
 
+TEST(Config, TlsAndTheFailedAuthThrottleAreRead) {
+  auto defaults = parse_config("", "empty.toml");
+  ASSERT_TRUE(defaults.ok());
+  EXPECT_EQ(defaults->auth_failures_limit, 20);
+  EXPECT_EQ(defaults->auth_failures_period_ms, 60'000);
+  EXPECT_FALSE(defaults->tls_cert);
+  auto parsed = parse_config(
+      "tls_cert = \"/etc/t/cert.pem\"\ntls_key = \"/etc/t/key.pem\"\nauth_failures_limit = 0\n"
+      "auth_failures_period_ms = 1000\n",
+      "tls.toml");
+  ASSERT_TRUE(parsed.ok()) << parsed.error().detail;
+  EXPECT_EQ(parsed->tls_cert, "/etc/t/cert.pem");
+  EXPECT_EQ(parsed->tls_key, "/etc/t/key.pem");
+  EXPECT_EQ(parsed->auth_failures_limit, 0);
+  EXPECT_EQ(parsed->auth_failures_period_ms, 1000);
+  EXPECT_TRUE(validate_config(*parsed).ok());
+  auto half = parse_config("tls_cert = \"/etc/t/cert.pem\"\n", "half.toml");
+  ASSERT_TRUE(half.ok());
+  const Status s = validate_config(*half);
+  ASSERT_FALSE(s.ok());
+  EXPECT_NE(s.error().detail.find("tls_cert is set but tls_key is not"), std::string::npos) << s.error().detail;
+  auto negative = parse_config("auth_failures_limit = -1\n", "neg.toml");
+  ASSERT_FALSE(negative.ok());
+  EXPECT_NE(negative.error().detail.find("neg.toml:1"), std::string::npos) << negative.error().detail;
+}
+
 TEST(Config, APostgresqlDatabaseWithItsPoolAndTimeoutIsRead) {
   auto parsed = parse_config("database = \"postgresql://tollgate@pg-a:5432,pg-b:5432/tollgate?target_session_attrs=read-write\"\n"
                              "database_pool_size = 16\ndatabase_timeout_ms = 2500\n",
