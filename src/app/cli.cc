@@ -108,6 +108,7 @@ const CLI::Validator kAmount(
           n > limits::kAmountMax) {
         return "must be an integer from 1 to " + std::to_string(limits::kAmountMax) + ", got \"" + s + "\"";
       }
+      s = std::to_string(n);  // decimal, as checked: CLI11 would read "010" as octal 8
       return {};
     },
     "AMOUNT", "amount");
@@ -120,6 +121,7 @@ CLI::Validator integer_range(std::int64_t min, std::int64_t max) {
         if (s.empty() || ec != std::errc() || end != s.data() + s.size() || n < min || n > max) {
           return "must be an integer from " + std::to_string(min) + " to " + std::to_string(max) + ", got \"" + s + "\"";
         }
+        s = std::to_string(n);  // decimal, as checked: CLI11 would read "010" as octal 8
         return {};
       },
       "INT in [" + std::to_string(min) + " - " + std::to_string(max) + "]", "range");
@@ -140,7 +142,7 @@ void add_connection_options(CLI::App* command, Connection& c, bool with_timeout 
         ->add_option("--timeout-ms", c.timeout_ms,
                      "give up on the server after this many ms in all, retries included (default: 4 attempts "
                      "of up to 12 s each)")
-        ->check(integer_range(1, kTimeoutMsMax))
+        ->transform(integer_range(1, kTimeoutMsMax))
         ->group("Connection");
   }
 }
@@ -302,7 +304,7 @@ struct PageOptions {
 PageOptions add_page_options(CLI::App* command, Args& a, const char* what) {
   PageOptions o;
   o.limit = command->add_option("--limit", a.limit, "at most this many (server default 100)")
-                ->check(integer_range(1, limits::kListPageMax));
+                ->transform(integer_range(1, limits::kListPageMax));
   o.starting_after = command->add_option("--starting-after", a.starting_after,
                                          std::string("the next page: after this ") + what + " (the last one shown)")
                          ->check(kId);
@@ -355,9 +357,9 @@ void add_account_commands(CLI::App& app, int& exit_code) {
   create->add_option("ID", a->account_id, "account id")->required()->check(kId);
   auto* overdraft = create->add_option("--overdraft-limit", a->overdraft_limit,
                                        "credits that `available` may go below zero (default 0)")
-                        ->check(integer_range(0, limits::kOverdraftLimitMax));
+                        ->transform(integer_range(0, limits::kOverdraftLimitMax));
   auto* max_holds = create->add_option("--max-active-holds", a->max_active_holds, "at most this many active holds")
-                        ->check(integer_range(1, limits::kMaxActiveHoldsMax));
+                        ->transform(integer_range(1, limits::kMaxActiveHoldsMax));
   add_connection_options(create, a->connection);
   create->callback([a, &exit_code, overdraft, max_holds] {
     client::CreateAccountRequest request{a->account_id, std::nullopt, std::nullopt};
@@ -391,7 +393,7 @@ void add_account_commands(CLI::App& app, int& exit_code) {
   update->add_option("ID", a->account_id, "account id")->required()->check(kId);
   auto* new_overdraft = update->add_option("--overdraft-limit", a->overdraft_limit,
                                            "credits that `available` may go below zero")
-                            ->check(integer_range(0, limits::kOverdraftLimitMax));
+                            ->transform(integer_range(0, limits::kOverdraftLimitMax));
   auto* new_max_holds =
       update->add_option("--max-active-holds", a->max_active_holds_text, "at most this many active holds, or none")
           ->check([](const std::string& v) -> std::string {
@@ -440,7 +442,7 @@ void add_account_commands(CLI::App& app, int& exit_code) {
   a = std::make_shared<Args>();
   auto* credit = account->add_subcommand("credit", "add purchased credits (admin key); a reference counts once");
   credit->add_option("ID", a->account_id, "account id")->required()->check(kId);
-  credit->add_option("AMOUNT", a->amount, "credits, 1 to 2^53-1")->required()->check(kAmount);
+  credit->add_option("AMOUNT", a->amount, "credits, 1 to 2^53-1")->required()->transform(kAmount);
   credit->add_option("--reference", a->reference, "your unique id of this purchase (repeating it adds nothing)")
       ->required()
       ->check(kId);
@@ -464,7 +466,7 @@ void add_account_commands(CLI::App& app, int& exit_code) {
   a = std::make_shared<Args>();
   auto* debit = account->add_subcommand("debit", "remove available credits: refund, correction (admin key)");
   debit->add_option("ID", a->account_id, "account id")->required()->check(kId);
-  debit->add_option("AMOUNT", a->amount, "credits, 1 to 2^53-1")->required()->check(kAmount);
+  debit->add_option("AMOUNT", a->amount, "credits, 1 to 2^53-1")->required()->transform(kAmount);
   debit->add_option("--reference", a->reference, "your unique id of this debit (repeating it removes nothing)")
       ->required()
       ->check(kId);
@@ -547,12 +549,12 @@ void add_hold_commands(CLI::App& app, int& exit_code) {
   a = std::make_shared<Args>();
   auto* reserve = hold->add_subcommand("reserve", "move AMOUNT from available to reserved, as a hold");
   reserve->add_option("ACCOUNT", a->account_id, "account id")->required()->check(kId);
-  reserve->add_option("AMOUNT", a->amount, "credits, 1 to 2^53-1")->required()->check(kAmount);
+  reserve->add_option("AMOUNT", a->amount, "credits, 1 to 2^53-1")->required()->transform(kAmount);
   reserve->add_option("--request-id", a->request_id,
                       "your id of this reservation: the same id again answers the same hold (default: a new random id)")
       ->check(kId);
   auto* ttl = reserve->add_option("--ttl-ms", a->ttl_ms, "the hold expires after this many ms (default: the server's)")
-                  ->check(integer_range(limits::kHoldTtlMsMin, limits::kHoldTtlMsMax));
+                  ->transform(integer_range(limits::kHoldTtlMsMin, limits::kHoldTtlMsMax));
   add_connection_options(reserve, a->connection);
   reserve->callback([a, &exit_code, ttl] {
     client::ReserveRequest request;
@@ -587,7 +589,7 @@ void add_hold_commands(CLI::App& app, int& exit_code) {
   a = std::make_shared<Args>();
   auto* commit = hold->add_subcommand("commit", "move the hold (or --amount of it) to used; the rest returns to available");
   commit->add_option("HOLD", a->hold_id, "hold id")->required();
-  auto* amount = commit->add_option("--amount", a->amount, "commit only this much (default: all of it)")->check(kAmount);
+  auto* amount = commit->add_option("--amount", a->amount, "commit only this much (default: all of it)")->transform(kAmount);
   add_connection_options(commit, a->connection);
   commit->callback([a, &exit_code, amount] {
     std::optional<std::int64_t> part;
@@ -628,7 +630,7 @@ void add_hold_commands(CLI::App& app, int& exit_code) {
   extend->add_option("HOLD", a->hold_id, "hold id")->required();
   extend->add_option("--ttl-ms", a->ttl_ms, "new time to live, from now")
       ->required()
-      ->check(integer_range(limits::kHoldTtlMsMin, limits::kHoldTtlMsMax));
+      ->transform(integer_range(limits::kHoldTtlMsMin, limits::kHoldTtlMsMax));
   add_connection_options(extend, a->connection);
   extend->callback([a, &exit_code] {
     exit_code = run(
@@ -755,7 +757,7 @@ void add_job_commands(CLI::App& app, int& exit_code) {
   auto* submit = job->add_subcommand(
       "submit", "reserve --cost on --account, then the server calls --provider with --input in the background");
   submit->add_option("--account", a->account_id, "account id")->required()->check(kId);
-  submit->add_option("--cost", a->amount, "credits, 1 to 2^53-1")->required()->check(kAmount);
+  submit->add_option("--cost", a->amount, "credits, 1 to 2^53-1")->required()->transform(kAmount);
   submit->add_option("--provider", a->provider, "a provider named in the server's configuration")
       ->required()
       ->check(kId);
@@ -820,7 +822,7 @@ void add_job_commands(CLI::App& app, int& exit_code) {
       "wait", "wait until a job ends (long polls); exit 0 completed, 5 failed, 6 cancelled, 7 not ended in time");
   wait->add_option("ID", a->job_id, "the job's client_request_id")->required()->check(kId);
   auto* timeout = wait->add_option("--timeout-ms", a->timeout_ms, "give up after this many ms (default: wait until it ends)")
-                      ->check(integer_range(0, std::numeric_limits<std::int32_t>::max()));
+                      ->transform(integer_range(0, std::numeric_limits<std::int32_t>::max()));
   add_connection_options(wait, a->connection, /*with_timeout=*/false);
   wait->callback([a, &exit_code, timeout] {
     exit_code = run_job_wait(*a, timeout->count() > 0 ? std::optional<std::int64_t>(a->timeout_ms) : std::nullopt);
@@ -966,7 +968,7 @@ void add_lock_commands(CLI::App& app, int& exit_code) {
   acquire->add_option("--owner", a->owner, "who takes it (a worker's id)")->required()->check(kId);
   acquire->add_option("--ttl-ms", a->ttl_ms, "the lease, from now (renew before it runs out)")
       ->required()
-      ->check(integer_range(1, limits::kLockTtlMsMax));
+      ->transform(integer_range(1, limits::kLockTtlMsMax));
   add_connection_options(acquire, a->connection);
   acquire->callback([a, &exit_code] {
     exit_code = run_coordination(
@@ -982,10 +984,10 @@ void add_lock_commands(CLI::App& app, int& exit_code) {
   renew->add_option("--owner", a->owner, "the holder")->required()->check(kId);
   renew->add_option("--ttl-ms", a->ttl_ms, "the new lease, from now")
       ->required()
-      ->check(integer_range(1, limits::kLockTtlMsMax));
+      ->transform(integer_range(1, limits::kLockTtlMsMax));
   auto* renew_fence = renew->add_option("--fence", a->fence,
                                         "the fence that acquire answered: without it only the owner name is checked")
-                          ->check(integer_range(1, std::numeric_limits<std::int64_t>::max()));
+                          ->transform(integer_range(1, std::numeric_limits<std::int64_t>::max()));
   add_connection_options(renew, a->connection);
   renew->callback([a, &exit_code, renew_fence] {
     client::LockHolder holder{a->lock_key, a->owner, std::nullopt};
@@ -1001,7 +1003,7 @@ void add_lock_commands(CLI::App& app, int& exit_code) {
   release->add_option("--owner", a->owner, "the holder")->required()->check(kId);
   auto* release_fence = release->add_option("--fence", a->fence,
                                             "the fence that acquire answered: without it only the owner name is checked")
-                            ->check(integer_range(1, std::numeric_limits<std::int64_t>::max()));
+                            ->transform(integer_range(1, std::numeric_limits<std::int64_t>::max()));
   add_connection_options(release, a->connection);
   release->callback([a, &exit_code, release_fence] {
     client::LockHolder holder{a->lock_key, a->owner, std::nullopt};
@@ -1061,7 +1063,7 @@ void add_idempotency_commands(CLI::App& app, int& exit_code) {
       ->check(kFingerprint);
   begin->add_option("--ttl-ms", a->ttl_ms, "the claim, from now: finish or abandon before it runs out")
       ->required()
-      ->check(integer_range(1, limits::kIdempotencyTtlMsMax));
+      ->transform(integer_range(1, limits::kIdempotencyTtlMsMax));
   add_connection_options(begin, a->connection);
   begin->callback([a, &exit_code] {
     Response last = Response::success(0, nullptr);
@@ -1139,7 +1141,7 @@ void add_ratelimit_commands(CLI::App& app, int& exit_code) {
   check->add_option("POLICY", a->policy, "a policy named in the server's configuration")->required()->check(kId);
   check->add_option("KEY", a->lock_key, "what is limited: a user, an address…")->required()->check(kId);
   auto* cost = check->add_option("--cost", a->cost, "units this attempt counts (default 1; at most the policy's limit)")
-                   ->check(integer_range(1, limits::kRateLimitMax));
+                   ->transform(integer_range(1, limits::kRateLimitMax));
   add_connection_options(check, a->connection);
   check->callback([a, &exit_code, cost] {
     std::optional<std::int64_t> units;
@@ -1268,9 +1270,9 @@ void add_events_command(CLI::App& app, int& exit_code) {
       "events", "an account's audit trail, oldest first; without ACCOUNT, every account's (admin key: the change feed)");
   events->add_option("ACCOUNT", a->account_id, "account id (none: every account's events in commit order)")->check(kId);
   events->add_option("--after", a->after, "only events after this event id (a cursor: next_after)")
-      ->check(integer_range(0, std::numeric_limits<std::int64_t>::max()));
+      ->transform(integer_range(0, std::numeric_limits<std::int64_t>::max()));
   auto* limit = events->add_option("--limit", a->limit, "at most this many per page (server default 100)")
-                    ->check(integer_range(1, limits::kEventsPageMax));
+                    ->transform(integer_range(1, limits::kEventsPageMax));
   events->add_flag("--follow,-f", a->follow, "keep reading new events until interrupted (an account's: polled every 500 ms; the feed: long-polled)");
   add_connection_options(events, a->connection);
   events->callback([a, &exit_code, limit] {

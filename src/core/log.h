@@ -14,6 +14,8 @@ namespace tollgate {
 
 // Appends `text` as a JSON string literal (with its quotes) to `out`, escaped as Boost.JSON
 // escapes: \", \\, \b, \f, \n, \r, \t, and \u00XX for the other control characters.
+// Bytes that are not well-formed UTF-8 (a client's path or header can hold any) become U+FFFD, one
+// for each such byte: the result is always one valid JSON string, and valid text is kept as is.
 void append_json_string(std::string& out, std::string_view text);
 
 // Writes one log line: level ("info", "warn", "error") and message.

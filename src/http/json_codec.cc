@@ -93,7 +93,7 @@ Result<std::optional<std::optional<std::int64_t>>> FieldReader::nullable_integer
 Result<std::optional<bool>> FieldReader::boolean(std::string_view key) {
   const json::value* v = find(key);
   if (!v) return std::optional<bool>();
-  if (!v->is_bool()) return invalid(std::string(key) + " must be true or false");
+  if (!v->is_bool()) return failed(invalid(std::string(key) + " must be true or false"), std::optional<bool>());
   return std::optional<bool>(v->get_bool());
 }
 
@@ -130,7 +130,7 @@ Result<std::optional<std::string>> FieldReader::optional_id(std::string_view key
   auto v = string(key, limits::kIdLengthMax + 1);
   if (!v) return v.error();
   if (*v) {
-    if (auto s = check_id(**v, key); !s) return s.error();
+    if (auto s = check_id(**v, key); !s) return failed(s.error(), std::optional<std::string>());
   }
   return std::move(v).value();
 }

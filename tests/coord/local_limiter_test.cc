@@ -16,6 +16,7 @@
 #include <thread>
 #include <vector>
 
+#include "support/sanitizers.h"
 #include "coord/coord.h"
 #include "coord/local_limiter.h"
 #include "core/limits.h"
@@ -289,12 +290,12 @@ TEST(LocalLimiter, AMillionDistinctKeysKeepTheTableAtItsBoundAndTheMemoryFlat) {
               "+%.1f MiB more after the second\n",
               kBound, static_cast<double>(after_first - before) / (1 << 20),
               static_cast<double>(after_second - after_first) / (1 << 20));
-#if !defined(__SANITIZE_ADDRESS__) && !defined(__SANITIZE_THREAD__)
+#if !defined(TOLLGATE_ASAN) && !defined(TOLLGATE_TSAN)
   // 100,000 keys of ~20 bytes with a map node and a list node each: well under 64 MiB. (Not under
   // a sanitizer: ThreadSanitizer's shadow memory is resident too, about 6x here.)
   EXPECT_LT(after_first - before, 64LL << 20);
 #endif
-#if !defined(__SANITIZE_ADDRESS__)
+#if !defined(TOLLGATE_ASAN)
   // The second million reuses the memory of the keys it evicts: a few MiB of allocator slack at most.
   // (Not under AddressSanitizer, whose quarantine keeps freed memory resident by design.)
   EXPECT_LT(after_second - after_first, 8LL << 20);

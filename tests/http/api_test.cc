@@ -1063,6 +1063,9 @@ TEST_F(HttpPreciseErrors, AnUnknownFieldOrQueryParameterIsNamedFirstWithTheClose
       {"POST", "/v1/holds/{hold}/commit", R"({"amuont":1})", "unknown field amuont (did you mean amount?)"},
       {"POST", "/v1/holds/{hold}/release", R"({"reson":"done"})", "unknown field reson (did you mean reason?)"},
       {"POST", "/v1/holds/{hold}/extend", R"({"tll_ms":1000})", "unknown field tll_ms (did you mean ttl_ms?)"},
+      // A boolean's wrong type too (found by fuzz_json_codec's review: it failed at once).
+      {"PATCH", "/v1/accounts/{account}", R"({"frozen":"yes","overdraft":1})",
+       "unknown field overdraft (did you mean overdraft_limit?)"},
       // Nothing close: the field is named alone.
       {"POST", "/v1/accounts/{account}/credits", R"({"colour":"red"})", "unknown field colour"},
       {"POST", "/v1/accounts/{account}/keys", R"({"name":"kiosk"})", "unknown field name (this call takes no fields)"},

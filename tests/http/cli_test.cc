@@ -275,6 +275,26 @@ TEST_F(CliTest, RefusedRequestsExitOneWithTheServersCodeAndDetail) {
   EXPECT_NE(r.err.find("no key given: pass --key or set TOLLGATE_KEY"), std::string::npos) << r.err;
 }
 
+// Found by fuzz_cli_args' review: CLI11 converts integers with strtoll(..., 0), so "010" would have
+// been read as octal 8 after the validator had checked it as decimal 10. Amounts and every ranged
+// integer are decimal, leading zeros and all.
+TEST_F(CliTest, LeadingZerosAreDecimalNotOctal) {
+  ASSERT_EQ(cli({"account", "create", "oscar"}).exit_code, 0);
+  ProcessResult r = cli({"account", "credit", "oscar", "010", "--reference", "buy-octal"});
+  ASSERT_EQ(r.exit_code, 0) << describe(r);
+  r = cli({"hold", "reserve", "oscar", "0009", "--ttl-ms", "060000", "--json"});
+  ASSERT_EQ(r.exit_code, 0) << describe(r);
+  const std::string hold_id(one_document(r).at("hold_id").as_string());
+  r = cli({"hold", "commit", hold_id, "--amount", "08"});
+  ASSERT_EQ(r.exit_code, 0) << describe(r);
+  r = cli({"account", "show", "oscar", "--json"});
+  ASSERT_EQ(r.exit_code, 0) << describe(r);
+  const json::value account = one_document(r);
+  EXPECT_EQ(account.at("purchased"), 10);  // not 8
+  EXPECT_EQ(account.at("used"), 8);        // "08" is not an octal error either
+  EXPECT_EQ(account.at("available"), 2);
+}
+
 TEST_F(CliTest, UsageErrorsExitTwoWithoutAskingTheServer) {
   const std::vector<std::vector<std::string>> bad = {
       {"hold", "reserve", "g", "0"},

@@ -16,6 +16,7 @@
 #include <future>
 #include <thread>
 
+#include "support/sanitizers.h"
 #include "core/clock.h"
 #include "http/http_test_support.h"
 #include "store/postgres/pg_store.h"
@@ -24,7 +25,7 @@
 namespace tollgate::httptest {
 namespace {
 
-#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
+#if defined(TOLLGATE_ASAN) || defined(TOLLGATE_TSAN)
 constexpr std::int64_t kSqliteAccounts = 20'000;  // sanitizers make every read ~10x slower: scaled down
 #else
 constexpr std::int64_t kSqliteAccounts = 100'000;

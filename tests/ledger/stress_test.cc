@@ -36,13 +36,14 @@
 #include <unordered_map>
 #include <vector>
 
+#include "support/sanitizers.h"
 #include "ledger/ledger.h"
 #include "support/backends.h"
 
 namespace tollgate {
 namespace {
 
-#if defined(__SANITIZE_THREAD__)
+#if defined(TOLLGATE_TSAN)
 constexpr bool kThreadSanitizer = true;
 #elif defined(__has_feature)
 #if __has_feature(thread_sanitizer)

@@ -777,8 +777,11 @@ class Generator {
     const auto existing = earlier(accounts_, pending_accounts_, same);
     if (r < 35 || !existing) {
       const std::string id = (shape_ == Shape::hot ? "hot-late-" : "late-") + std::to_string(++counter_);
-      add_create(steps, id, rng_.pick(std::vector<std::int64_t>{0, 0, 10, 100}),
-                 rng_.chance(60) ? std::nullopt : std::optional<std::int64_t>(rng_.between(1, 5)));
+      // Each draw in its own statement: the order of a call's arguments is unspecified (gcc and clang
+      // differ), and the seeds must mean the same runs with either. Last argument first, as gcc did.
+      const auto max_holds = rng_.chance(60) ? std::nullopt : std::optional<std::int64_t>(rng_.between(1, 5));
+      const auto overdraft = rng_.pick(std::vector<std::int64_t>{0, 0, 10, 100});
+      add_create(steps, id, overdraft, max_holds);
       return;
     }
     Settings s = existing->second;
@@ -823,14 +826,20 @@ class Generator {
         default: return make(t.account, t.amount, ref, credit ? "" : t.reason + "-other", note(same));
       }
     }
-    if (r < 40) return make(ghost(), amount(), next_ref(), "");
+    if (r < 40) {
+      const auto ref = next_ref();
+      const auto n = amount();
+      return make(ghost(), n, ref, "");
+    }
     if (!credit && r < 50 && !views_.empty()) {  // just past what is available: refused, or fits after expiries
       auto it = views_.begin();
       std::advance(it, rng_.below(static_cast<std::int64_t>(views_.size())));
       return make(it->first, std::max<std::int64_t>(1, it->second.balances.available + rng_.between(0, 3)), next_ref(), "");
     }
     const std::string reason = credit || rng_.chance(50) ? "" : "reason-" + std::to_string(rng_.below(3));
-    make(account(), credit ? rng_.between(1, 150) : amount(), next_ref(), reason);
+    const auto ref = next_ref();
+    const auto n = credit ? rng_.between(1, 150) : amount();
+    make(account(), n, ref, reason);
   }
 
   void reserve(std::vector<Step>& steps) {
@@ -850,7 +859,11 @@ class Generator {
       if (rng_.chance(50)) return make(ra.first, ra.second + rng_.between(1, 3), request, note(same));
       return make(ra.first == "hot" || rng_.chance(30) ? ghost() : account(), ra.second, request, note(same));
     }
-    if (r < 27) return make(ghost(), amount(), next_request());
+    if (r < 27) {
+      const auto request = next_request();
+      const auto n = amount();
+      return make(ghost(), n, request);
+    }
     if (r < 38 && !views_.empty()) {
       // Aimed at a limit: into the overdraft (or just past it), or on an account at its most holds.
       std::vector<const Account*> overdraft, full;
@@ -858,7 +871,11 @@ class Generator {
         if (a.overdraft_limit > 0) overdraft.push_back(&a);
         if (a.max_active_holds && a.active_holds >= *a.max_active_holds) full.push_back(&a);
       }
-      if (!full.empty() && rng_.chance(50)) return make(rng_.pick(full)->account_id, rng_.between(1, 5), next_request());
+      if (!full.empty() && rng_.chance(50)) {
+        const auto request = next_request();
+        const auto n = rng_.between(1, 5);
+        return make(rng_.pick(full)->account_id, n, request);
+      }
       std::vector<const Account*> limited;
       for (const auto& [id, a] : views_) {
         if (a.max_active_holds && *a.max_active_holds <= 4) limited.push_back(&a);
@@ -874,7 +891,9 @@ class Generator {
         return make(a.account_id, amount, next_request());
       }
     }
-    make(account(), amount(), next_request());
+    const auto request = next_request();
+    const auto n = amount();
+    make(account(), n, request);
   }
 
   void commit(std::vector<Step>& steps) {
