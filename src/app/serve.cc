@@ -180,6 +180,10 @@ std::string render_metrics(Ledger& ledger, http::Metrics& metrics, const http::R
               static_cast<double>(outcomes.holds_late_forgiven));
   metric_header(out, "tollgate_reservation_conflicts_total", "counter", "Answers of insufficient_credits.");
   metric_line(out, "tollgate_reservation_conflicts_total", "", static_cast<double>(outcomes.reservation_conflicts));
+  metric_header(out, "tollgate_reservation_conflicts_held_total", "counter",
+                "Answers of insufficient_credits whose account had the credits, reserved by other holds.");
+  metric_line(out, "tollgate_reservation_conflicts_held_total", "",
+              static_cast<double>(outcomes.reservation_conflicts_held));
   metric_header(out, "tollgate_invariant_violations_total", "counter",
                 "Invariant violations found: by the server's sampled audit, or by GET /v1/audit.");
   metric_line(out, "tollgate_invariant_violations_total", "source=\"sampled\"",
@@ -192,6 +196,8 @@ std::string render_metrics(Ledger& ledger, http::Metrics& metrics, const http::R
   const auto last = ledger.reaper_last_run_ms();
   metric_line(out, "tollgate_reaper_last_run_age_seconds", "",
               last ? static_cast<double>(clock.now_ms() - *last) / 1000.0 : -1.0);
+  metric_header(out, "tollgate_reaper_interval_seconds", "gauge", "How often the reaper is meant to run (reaper_interval_ms).");
+  metric_line(out, "tollgate_reaper_interval_seconds", "", static_cast<double>(ledger.options().reaper_interval_ms) / 1000.0);
   const auto gc = ledger.committer().stats();
   metric_header(out, "tollgate_group_commit_batches_total", "counter", "Write transactions committed or tried.");
   metric_line(out, "tollgate_group_commit_batches_total", "", static_cast<double>(gc.batches));

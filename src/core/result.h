@@ -110,16 +110,26 @@ struct Error {
   std::optional<std::int64_t> expires_at_ms;
   // For rate_limited: how long until the same attempt would be admitted.
   std::optional<std::int64_t> retry_after_ms;
+  // For insufficient_credits: the account's reserved credits at the decision (other holds').
+  std::optional<std::int64_t> reserved;
 
   static Error make(Code code, std::string detail) {
     TG_ASSERT(code != Code::ok);
-    return Error{code, std::move(detail), std::nullopt, std::nullopt, std::nullopt, std::nullopt};
+    return Error{code, std::move(detail), std::nullopt, std::nullopt, std::nullopt, std::nullopt, std::nullopt};
   }
-  static Error insufficient(std::int64_t available, std::int64_t requested) {
+  static Error insufficient(std::int64_t available, std::int64_t requested, std::int64_t reserved) {
     return Error{Code::insufficient_credits, insufficient_credits_detail(available, requested), available, requested,
-                 std::nullopt, std::nullopt};
+                 std::nullopt, std::nullopt, reserved};
   }
 };
+
+// An insufficient_credits refusal whose account had the credits, but reserved by other holds:
+// available + reserved ≥ requested. Many of these while balances are not low is the signature of a
+// race or a client bug (a second hold taken for one action), not of customers out of credits.
+inline bool held_by_other_holds(const Error& e) {
+  return e.code == Code::insufficient_credits && e.available && e.requested && e.reserved && *e.reserved > 0 &&
+         *e.available + *e.reserved >= *e.requested;  // each bounded by 2^53: no overflow
+}
 
 inline Error invalid(std::string detail) { return Error::make(Code::invalid_request, std::move(detail)); }
 

@@ -35,7 +35,7 @@ Result<Balances> credit(const Balances& before, std::int64_t amount) {
 
 Result<Balances> debit(const Balances& before, std::int64_t amount) {
   TG_ASSERT(amount_is_valid(amount));
-  if (before.available < amount) return Error::insufficient(before.available, amount);
+  if (before.available < amount) return Error::insufficient(before.available, amount, before.reserved);
   Balances after = before;
   after.available -= amount;  // cannot overflow: available ≥ amount > 0
   after.purchased -= amount;  // purchased ≥ available (reserved, used ≥ 0)
@@ -75,7 +75,7 @@ Result<Balances> reserve(const Account& before, std::int64_t amount) {
   }
   const auto available_after = checked_sub(before.balances.available, amount);
   if (!available_after || *available_after < -before.overdraft_limit) {
-    return Error::insufficient(before.balances.available, amount);
+    return Error::insufficient(before.balances.available, amount, before.balances.reserved);
   }
   const auto reserved_after = checked_add(before.balances.reserved, amount);
   if (!reserved_after) return overflow_error("reserving " + std::to_string(amount));
@@ -107,7 +107,7 @@ Result<Balances> late_charge(const Account& before, std::int64_t amount) {
   TG_ASSERT(amount_is_valid(amount));
   const auto available_after = checked_sub(before.balances.available, amount);
   if (!available_after || *available_after < -before.overdraft_limit) {
-    return Error::insufficient(before.balances.available, amount);
+    return Error::insufficient(before.balances.available, amount, before.balances.reserved);
   }
   const auto used_after = checked_add(before.balances.used, amount);
   if (!used_after) return overflow_error("charging " + std::to_string(amount));

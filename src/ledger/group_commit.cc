@@ -99,7 +99,10 @@ void GroupCommitter::answer(std::deque<Finished>& batches, const std::optional<E
 void GroupCommitter::count_outcome(const CommandResult& result) {
   constexpr auto relaxed = std::memory_order_relaxed;
   if (!result) {
-    if (result.code() == Code::insufficient_credits) reservation_conflicts_.fetch_add(1, relaxed);
+    if (result.code() == Code::insufficient_credits) {
+      reservation_conflicts_.fetch_add(1, relaxed);
+      if (held_by_other_holds(result.error())) reservation_conflicts_held_.fetch_add(1, relaxed);
+    }
     return;
   }
   const Hold* hold = nullptr;
@@ -228,7 +231,8 @@ GroupCommitStats GroupCommitter::stats() const {
                           sync_ns_.load(),
                           split_batches_.load(),
                           OutcomeCounts{holds_committed_.load(), holds_released_.load(), holds_late_charged_.load(),
-                                        holds_late_forgiven_.load(), reservation_conflicts_.load()}};
+                                        holds_late_forgiven_.load(), reservation_conflicts_.load(),
+                                        reservation_conflicts_held_.load()}};
 }
 
 std::size_t GroupCommitter::queue_depth() const {

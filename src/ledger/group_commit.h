@@ -54,6 +54,7 @@ struct OutcomeCounts {
   std::uint64_t holds_released = 0;   // releases that ended a hold
   std::uint64_t holds_late_charged = 0, holds_late_forgiven = 0;  // commits of expired holds, by policy
   std::uint64_t reservation_conflicts = 0;  // answers of insufficient_credits
+  std::uint64_t reservation_conflicts_held = 0;  // of those, held_by_other_holds (result.h)
 };
 
 struct GroupCommitStats {
@@ -153,7 +154,7 @@ class GroupCommitter {
   std::atomic<std::uint64_t> batches_{0}, commands_{0}, overloaded_{0}, failed_batches_{0}, syncs_{0},
       answered_inline_{0}, apply_ns_{0}, sync_ns_{0}, split_batches_{0};
   std::atomic<std::uint64_t> holds_committed_{0}, holds_released_{0}, holds_late_charged_{0}, holds_late_forgiven_{0},
-      reservation_conflicts_{0};
+      reservation_conflicts_{0}, reservation_conflicts_held_{0};
   // Moving averages (1/8 weight to the newest): apply() time per command, and one sync().
   std::atomic<std::uint64_t> apply_ns_per_command_avg_{0}, sync_ns_avg_{0};
   std::once_flag joined_;

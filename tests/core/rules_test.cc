@@ -54,7 +54,7 @@ TEST(CodeName, NamesAreDistinctAndAnUnknownValueIsInternal) {
 }
 
 TEST(ErrorValues, InsufficientWithSomeAvailableNamesBothFiguresForTheKiosk) {
-  const Error e = Error::insufficient(3, 7);
+  const Error e = Error::insufficient(3, 7, 0);
   EXPECT_EQ(e.code, Code::insufficient_credits);
   EXPECT_EQ(e.available, 3);
   EXPECT_EQ(e.requested, 7);
@@ -63,7 +63,7 @@ TEST(ErrorValues, InsufficientWithSomeAvailableNamesBothFiguresForTheKiosk) {
 
 TEST(ErrorValues, InsufficientWithNothingAvailableSaysSoForTheKiosk) {
   for (const std::int64_t available : {std::int64_t{0}, std::int64_t{-4}}) {
-    const Error e = Error::insufficient(available, 2);
+    const Error e = Error::insufficient(available, 2, 0);
     EXPECT_EQ(e.available, available);
     EXPECT_EQ(e.requested, 2);
     EXPECT_EQ(e.detail, "No credits available. Another device may be using this account right now.");

@@ -568,6 +568,8 @@ TEST_F(HttpApi, MetricsServeEveryListedMetricInPrometheusText) {
   EXPECT_GE(value_of("tollgate_holds_ended_total{outcome=\"late_charged\"}"), 0);   // late
   EXPECT_GE(value_of("tollgate_holds_ended_total{outcome=\"late_forgiven\"}"), 0);
   EXPECT_GE(value_of("tollgate_reservation_conflicts_total"), 1);                   // insufficient_credits answers
+  EXPECT_GE(value_of("tollgate_reservation_conflicts_held_total"), 0);              // of those, credits held by other holds
+  EXPECT_GT(value_of("tollgate_reaper_interval_seconds"), 0);                       // for the "reaper stopped" alert
   EXPECT_EQ(value_of("tollgate_invariant_violations_total{source=\"sampled\"}"), 0);  // invariant violations found
   EXPECT_EQ(value_of("tollgate_invariant_violations_total{source=\"audit\"}"), 0);
   EXPECT_GE(value_of("tollgate_audit_sampled_accounts_total"), 0);

@@ -69,6 +69,23 @@ TEST_P(LedgerCounters, InsufficientCreditsIsCountedAsAReservationConflict) {
   auto invalid = ledger_.reserve({"carol", 0, "r-2", 60'000, "", ""});  // refused before the store
   ASSERT_EQ(invalid.code(), Code::invalid_request);
   EXPECT_EQ(ledger_.outcomes().reservation_conflicts, 2u);
+  EXPECT_EQ(ledger_.outcomes().reservation_conflicts_held, 0u);  // carol never had 6: out of credits
+}
+
+// Two kiosks, one account: the second hold is refused while the first holds the credits. The
+// account is not out of credits — they are reserved — and that is counted apart (the alert on
+// "insufficient credits without low balances" reads it).
+TEST_P(LedgerCounters, ARefusalWhileOtherHoldsHaveTheCreditsIsCountedAsHeld) {
+  ASSERT_TRUE(ledger_.create_account({"dave", 0, std::nullopt}).ok());
+  ASSERT_TRUE(ledger_.credit({"dave", 5, "c-1"}).ok());
+  ASSERT_TRUE(ledger_.reserve({"dave", 4, "kiosk-1", 60'000, "", ""}).ok());
+  auto second = ledger_.reserve({"dave", 3, "kiosk-2", 60'000, "", ""});  // 1 available, 4 held
+  ASSERT_EQ(second.code(), Code::insufficient_credits);
+  EXPECT_EQ(second.error().reserved, 4);
+  auto too_much = ledger_.reserve({"dave", 6, "kiosk-3", 60'000, "", ""});  // more than all it has
+  ASSERT_EQ(too_much.code(), Code::insufficient_credits);
+  EXPECT_EQ(ledger_.outcomes().reservation_conflicts, 2u);
+  EXPECT_EQ(ledger_.outcomes().reservation_conflicts_held, 1u);
 }
 
 TEST_P(LedgerCounters, AFullAuditInPartsChecksEveryAccountOnceInIdOrder) {
