@@ -16,6 +16,7 @@
 
 #include "core/clock.h"
 #include "core/limits.h"
+#include "http/wire.h"
 
 #include <array>
 #include <chrono>
@@ -212,19 +213,11 @@ struct Session : SessionBase, std::enable_shared_from_this<Session<Stream>> {
     if (ec) return on_read_error(ec);
     tcp_layer().expires_never();  // the answer may wait on a durable commit; the server bounds that
     auto req = parser->release();
-    Request request;
-    request.method = std::string(req.method_string());
-    request.target = std::string(req.target());
-    request.authorization = std::string(req[bhttp::field::authorization]);
-    request.content_type = std::string(req[bhttp::field::content_type]);
-    if (auto it = req.find("Idempotency-Key"); it != req.end()) request.idempotency_key = std::string(it->value());
-    request.if_none_match = std::string(req[bhttp::field::if_none_match]);
-    request.body = std::move(req.body());
-    request.client_address = peer;
     std::string request_id(req["X-Request-Id"]);
     if (!request_id_is_valid(request_id)) request_id = new_request_id();
     const bool keep_alive = req.keep_alive();
     const unsigned version = req.version();
+    Request request = to_request(std::move(req), peer);
     const auto started = SteadyClock::now();
     auto self = shared_from_this();
     // The work guard keeps the I/O threads running until this request is answered, also while

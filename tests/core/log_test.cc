@@ -26,7 +26,7 @@ TEST(AppendJsonString, KeepsWellFormedUtf8) {
   EXPECT_EQ(escaped(text), "\"" + text + "\"");
 }
 
-// Found by fuzz_json_codec: a path with a stray byte made a log line that was not JSON.
+// Found while writing fuzz_json_codec (its oracle checks it): a path with a stray byte made a log line that was not JSON.
 TEST(AppendJsonString, ReplacesBytesThatAreNotUtf8SoTheResultStaysJson) {
   const std::string replacement = "\xef\xbf\xbd";
   EXPECT_EQ(escaped("a\xff" "b"), "\"a" + replacement + "b\"");

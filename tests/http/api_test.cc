@@ -1065,7 +1065,7 @@ TEST_F(HttpPreciseErrors, AnUnknownFieldOrQueryParameterIsNamedFirstWithTheClose
       {"POST", "/v1/holds/{hold}/commit", R"({"amuont":1})", "unknown field amuont (did you mean amount?)"},
       {"POST", "/v1/holds/{hold}/release", R"({"reson":"done"})", "unknown field reson (did you mean reason?)"},
       {"POST", "/v1/holds/{hold}/extend", R"({"tll_ms":1000})", "unknown field tll_ms (did you mean ttl_ms?)"},
-      // A boolean's wrong type too (found by fuzz_json_codec's review: it failed at once).
+      // A boolean's wrong type too (found while writing fuzz_json_codec: it failed at once).
       {"PATCH", "/v1/accounts/{account}", R"({"frozen":"yes","overdraft":1})",
        "unknown field overdraft (did you mean overdraft_limit?)"},
       // Nothing close: the field is named alone.

@@ -275,7 +275,7 @@ TEST_F(CliTest, RefusedRequestsExitOneWithTheServersCodeAndDetail) {
   EXPECT_NE(r.err.find("no key given: pass --key or set TOLLGATE_KEY"), std::string::npos) << r.err;
 }
 
-// Found by fuzz_cli_args' review: CLI11 converts integers with strtoll(..., 0), so "010" would have
+// Found while writing fuzz_cli_args (reading how CLI11 converts): CLI11 converts integers with strtoll(..., 0), so "010" would have
 // been read as octal 8 after the validator had checked it as decimal 10. Amounts and every ranged
 // integer are decimal, leading zeros and all.
 TEST_F(CliTest, LeadingZerosAreDecimalNotOctal) {

@@ -1,0 +1,22 @@
+#include "http/wire.h"
+
+#include <utility>
+
+namespace tollgate::http {
+
+namespace bhttp = boost::beast::http;
+
+Request to_request(bhttp::request<bhttp::string_body>&& req, std::string client_address) {
+  Request request;
+  request.method = std::string(req.method_string());
+  request.target = std::string(req.target());
+  request.authorization = std::string(req[bhttp::field::authorization]);
+  request.content_type = std::string(req[bhttp::field::content_type]);
+  if (auto it = req.find("Idempotency-Key"); it != req.end()) request.idempotency_key = std::string(it->value());
+  request.if_none_match = std::string(req[bhttp::field::if_none_match]);
+  request.body = std::move(req.body());
+  request.client_address = std::move(client_address);
+  return request;
+}
+
+}  // namespace tollgate::http
