@@ -172,33 +172,44 @@ export class Transport {
     return init;
   }
 
-  // One attempt: send, and read the whole answer within timeoutMs.
+  // One attempt: send, and read the whole answer within timeoutMs. The deadline is kept here, not
+  // left to the platform: the timer aborts the fetch (which frees the connection) and also settles
+  // the attempt itself, so an implementation that notices the abort late (seen once with Node 18's
+  // fetch: an answer delayed 5 s was awaited whole despite a 300 ms time-out) cannot stretch it.
   private async exchange(url: string, init: RequestInit, timeoutMs: number): Promise<Outcome> {
     const controller = new AbortController();
-    let timedOut = false;
-    const timer = setTimeout(() => {
-      timedOut = true;
-      controller.abort();
-    }, timeoutMs);
+    const timedOut: Outcome = {
+      kind: "failure", failure: "timeout", detail: `no answer from ${url} within ${timeoutMs} ms`, maybeDelivered: true,
+    };
+    let timer: ReturnType<typeof setTimeout> | undefined;
+    const deadline = new Promise<Outcome>((resolve) => {
+      timer = setTimeout(() => {
+        controller.abort();
+        resolve(timedOut);
+      }, timeoutMs);
+    });
+    const attempt = (async (): Promise<Outcome> => {
+      try {
+        const response = await this.options.fetch(url, { ...init, signal: controller.signal });
+        const text = await response.text();
+        return {
+          kind: "answer",
+          status: response.status,
+          statusText: response.statusText,
+          headers: response.headers,
+          text,
+        };
+      } catch (e) {
+        if (controller.signal.aborted) return timedOut;
+        const { code, message } = describeFailure(e);
+        if (code !== undefined && NOT_CONNECTED.has(code)) {
+          return { kind: "failure", failure: "connect", detail: `connect for ${url}: ${message}`, maybeDelivered: false };
+        }
+        return { kind: "failure", failure: "connection_lost", detail: `${url}: ${message}`, maybeDelivered: true };
+      }
+    })();
     try {
-      const response = await this.options.fetch(url, { ...init, signal: controller.signal });
-      const text = await response.text();
-      return {
-        kind: "answer",
-        status: response.status,
-        statusText: response.statusText,
-        headers: response.headers,
-        text,
-      };
-    } catch (e) {
-      if (timedOut) {
-        return { kind: "failure", failure: "timeout", detail: `no answer from ${url} within ${timeoutMs} ms`, maybeDelivered: true };
-      }
-      const { code, message } = describeFailure(e);
-      if (code !== undefined && NOT_CONNECTED.has(code)) {
-        return { kind: "failure", failure: "connect", detail: `connect for ${url}: ${message}`, maybeDelivered: false };
-      }
-      return { kind: "failure", failure: "connection_lost", detail: `${url}: ${message}`, maybeDelivered: true };
+      return await Promise.race([attempt, deadline]);
     } finally {
       clearTimeout(timer);
     }
