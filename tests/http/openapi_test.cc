@@ -189,6 +189,36 @@ TEST(OpenApi, GeneratorsGetServersOperationIdsTagsAndSharedSchemas) {
   }
 }
 
+// Every operation that takes a key can be refused by the failed-authentication throttle (README:
+// Security at the edge): a generated client must know the 429 and its Retry-After.
+TEST(OpenApi, EveryOperationThatTakesAKeyDocumentsTheFailedAuthThrottle) {
+  const json::value doc = load_document();
+  ASSERT_TRUE(doc.is_object());
+  const json::object& throttled = doc.at("components").at("responses").at("TooManyFailedAuth").as_object();
+  EXPECT_NE(std::string(throttled.at("description").as_string()).find("too_many_failed_auth"), std::string::npos);
+  EXPECT_TRUE(throttled.at("headers").as_object().contains("Retry-After"));
+  int keyed = 0;
+  for (const auto& [path, item] : doc.at("paths").as_object()) {
+    for (const auto& [method, operation] : item.as_object()) {
+      if (!kMethods.count(std::string(method))) continue;
+      const json::object& op = operation.as_object();
+      const json::value* security = op.if_contains("security");
+      if (security && security->as_array().empty()) continue;  // open: no key, nothing to throttle
+      ++keyed;
+      const std::string where = std::string(method) + " " + std::string(path);
+      const json::object& responses = op.at("responses").as_object();
+      ASSERT_TRUE(responses.contains("429")) << where << " does not document 429 too_many_failed_auth";
+      const json::object& r = responses.at("429").as_object();
+      const std::string ref = r.contains("$ref") ? std::string(r.at("$ref").as_string()) : "";
+      const std::string description = r.contains("description") ? std::string(r.at("description").as_string()) : "";
+      EXPECT_TRUE(ref == "#/components/responses/TooManyFailedAuth" ||
+                  description.find("too_many_failed_auth") != std::string::npos)
+          << where << ": its 429 does not name too_many_failed_auth";
+    }
+  }
+  EXPECT_GE(keyed, 30);
+}
+
 TEST(OpenApi, GetOpenapiJsonServesTheSameDocument) {
   const json::value doc = load_document();
   ServerProcess server(server_options());
