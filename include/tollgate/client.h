@@ -83,9 +83,13 @@ struct RetryPolicy {
 };
 
 struct Options {
-  // "http://host:port" (port defaults to 80; a trailing "/" is allowed; no path, query, user
-  // info or https).
+  // "http://host:port" or "https://host:port" (port defaults to 80 or 443; a trailing "/" is
+  // allowed; no path, query or user info). https: TLS 1.2 or 1.3, the server's certificate checked
+  // against tls_ca_file (or the system's CAs) and against the host — name or IP address — of the URL.
   std::string base_url = "http://127.0.0.1:8080";
+  // https only: a PEM file of the CA certificate(s) to trust instead of the system's (a private CA,
+  // or a self-signed server certificate). Empty: the system's CAs. Set for an http URL: refused.
+  std::string tls_ca_file;
   // Sent as "Authorization: Bearer <key>"; empty sends no Authorization header (401 for every
   // call but healthz).
   std::string key;
@@ -119,9 +123,10 @@ struct Problem {
 };
 
 enum class TransportFailure {
-  invalid_url,      // Options::base_url is not http://host:port — nothing was sent
+  invalid_url,      // Options::base_url is not http(s)://host:port, or tls_ca_file unreadable — nothing was sent
   resolve,          // the host name did not resolve
   connect,          // no TCP connection (refused, unreachable, or connect_timeout passed)
+  tls,              // https: the certificate was refused or the handshake failed (never retried)
   timeout,          // connected, but no complete answer within request_timeout
   connection_lost,  // the connection broke while the request was sent or its answer read
   bad_response,     // the answer was not HTTP, too large, or a 2xx JSON answer that did not parse

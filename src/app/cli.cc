@@ -40,6 +40,8 @@ struct Connection {
   std::string url = kDefaultUrl;
   std::string key;
   bool json = false;
+  // --ca-file: https only, the CA certificate(s) to trust instead of the system's.
+  std::string ca_file;
   // --timeout-ms: the whole call's time limit (every attempt and retry included); 0: not given.
   std::int64_t timeout_ms = 0;
 };
@@ -129,12 +131,18 @@ CLI::Validator integer_range(std::int64_t min, std::int64_t max) {
 
 // `with_timeout` false: the command has its own --timeout-ms (job wait).
 void add_connection_options(CLI::App* command, Connection& c, bool with_timeout = true) {
-  command->add_option("--url", c.url, "the server, http://host:port (plain HTTP; no TLS)")
+  command->add_option("--url", c.url, "the server, http://host:port or https://host:port")
       ->envname("TOLLGATE_URL")
       ->default_str(kDefaultUrl)
       ->group("Connection");
   command->add_option("--key", c.key, "API key, admin or account (prefer $TOLLGATE_KEY: ps shows arguments)")
       ->envname("TOLLGATE_KEY")
+      ->group("Connection");
+  command
+      ->add_option("--ca-file", c.ca_file,
+                   "https: a PEM file of the CA certificate(s) to trust instead of the system's (e.g. a "
+                   "self-signed server certificate)")
+      ->envname("TOLLGATE_CA_FILE")
       ->group("Connection");
   command->add_flag("--json", c.json, "print the server's JSON, one document per line")->group("Connection");
   if (with_timeout) {
@@ -151,6 +159,7 @@ Client make_client(const Connection& c) {
   client::Options options;
   options.base_url = c.url;
   options.key = c.key;
+  options.tls_ca_file = c.ca_file;
   options.request_id_prefix = "cli-";
   options.call_timeout = std::chrono::milliseconds(c.timeout_ms);
   Client client(std::move(options));

@@ -9,8 +9,10 @@
 #include <boost/asio/connect.hpp>
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/ip/tcp.hpp>
+#include <boost/asio/ssl.hpp>
 #include <boost/beast/core.hpp>
 #include <boost/beast/http.hpp>
+#include <boost/beast/ssl.hpp>
 #include <boost/json.hpp>
 #include <boost/url/parse.hpp>
 #include <boost/url/url_view.hpp>
@@ -122,6 +124,7 @@ std::string_view failure_name(TransportFailure failure) {
     case TransportFailure::invalid_url: return "invalid_url";
     case TransportFailure::resolve: return "resolve";
     case TransportFailure::connect: return "connect";
+    case TransportFailure::tls: return "tls";
     case TransportFailure::timeout: return "timeout";
     case TransportFailure::connection_lost: return "connection_lost";
     case TransportFailure::bad_response: return "bad_response";
@@ -194,10 +197,12 @@ struct Client::Impl {
   std::string port;         // decimal
   std::string host_header;  // "host:port" as written in the URL
   bool host_is_address = false;
+  std::optional<asio::ssl::context> tls;  // https only: TLS 1.2+, peer verification on
 
   // The connection (touched by one thread at a time: see the header).
   asio::io_context io{1};
-  std::optional<beast::tcp_stream> stream;  // set while a connection is open
+  std::optional<beast::tcp_stream> stream;  // set while a plain connection is open
+  std::optional<beast::ssl_stream<beast::tcp_stream>> tls_stream;  // set while a TLS connection is open
   beast::flat_buffer buffer;
   // Added to request_timeout for the call under way (a long poll: get_job with wait_ms).
   std::chrono::milliseconds request_timeout_extra{0};
@@ -222,22 +227,56 @@ struct Client::Impl {
     auto parsed = boost::urls::parse_absolute_uri(options.base_url);
     if (!parsed) return fail("not an absolute URL like http://127.0.0.1:8080");
     const boost::urls::url_view& url = *parsed;
-    if (url.scheme() == "https") {
-      return fail("https is not supported: this client speaks plain HTTP (use a local TLS-terminating proxy or tunnel)");
-    }
-    if (url.scheme() != "http") return fail("the scheme must be http");
+    if (url.scheme() != "http" && url.scheme() != "https") return fail("the scheme must be http or https");
+    const bool https = url.scheme() == "https";
+    if (!https && !options.tls_ca_file.empty()) return fail("tls_ca_file is for an https URL; this one is http");
     if (url.has_userinfo()) return fail("user info is not supported; pass the key separately");
     if (!(url.encoded_path().empty() || url.encoded_path() == "/")) return fail("a path is not supported; give http://host:port");
     if (url.has_query() || url.has_fragment()) return fail("a query or fragment is not supported");
     if (url.encoded_host().empty()) return fail("the host is missing");
     if (url.has_port() && (url.port_number() == 0)) return fail("the port must be 1-65535");
     host = std::string(url.host_address());  // an IPv6 literal without its brackets
-    port = url.has_port() ? std::string(url.port()) : std::string("80");
+    port = url.has_port() ? std::string(url.port()) : std::string(https ? "443" : "80");
     host_header = std::string(url.encoded_host_and_port());
     boost::system::error_code ec;
     asio::ip::make_address(host, ec);
     host_is_address = !ec;
     if (options.request_id_prefix.size() > 100) return fail("request_id_prefix is longer than 100 characters");
+    if (https) {
+      if (auto why = configure_tls()) return fail(*why);
+    }
+  }
+
+  // The TLS context of an https URL: TLS 1.2 or 1.3 only, the peer's certificate verified against
+  // tls_ca_file or the system's CAs (the host itself is checked per connection, in connect()).
+  std::optional<std::string> configure_tls() {
+    tls.emplace(asio::ssl::context::tls_client);
+    tls->set_options(asio::ssl::context::default_workarounds | asio::ssl::context::no_sslv2 |
+                     asio::ssl::context::no_sslv3 | asio::ssl::context::no_tlsv1 | asio::ssl::context::no_tlsv1_1 |
+                     asio::ssl::context::no_compression);
+    tls->set_verify_mode(asio::ssl::verify_peer);
+    beast::error_code ec;
+    if (options.tls_ca_file.empty()) {
+      tls->set_default_verify_paths(ec);
+      if (ec) return "the system's CA certificates cannot be loaded: " + ec.message();
+    } else {
+      tls->load_verify_file(options.tls_ca_file, ec);
+      if (ec) return "tls_ca_file " + options.tls_ca_file + " cannot be used (a PEM file of CA certificates): " + ec.message();
+    }
+    return std::nullopt;
+  }
+
+  bool connected() const { return stream.has_value() || tls_stream.has_value(); }
+  beast::tcp_stream& tcp_layer() { return tls_stream ? beast::get_lowest_layer(*tls_stream) : *stream; }
+
+  // Calls f with the open connection's stream: the plain one or the TLS one.
+  template <class F>
+  void with_stream(F&& f) {
+    if (tls_stream) {
+      f(*tls_stream);
+    } else {
+      f(*stream);
+    }
   }
 
   // Runs the I/O context until the operations started on it are done.
@@ -246,12 +285,14 @@ struct Client::Impl {
     io.run();
   }
 
+  // Closes the connection (a TLS one without close_notify: nothing more is read from it).
   void close() {
-    if (stream) {
+    if (connected()) {
       beast::error_code ignored;
-      stream->socket().shutdown(tcp::socket::shutdown_both, ignored);
-      stream->close();
+      tcp_layer().socket().shutdown(tcp::socket::shutdown_both, ignored);
+      tcp_layer().close();
       stream.reset();
+      tls_stream.reset();
     }
     buffer.consume(buffer.size());
   }
@@ -267,14 +308,19 @@ struct Client::Impl {
       endpoints = resolver.resolve(host, port, tcp::resolver::numeric_service, ec);
     }
     if (ec) return AttemptFailure{{TransportFailure::resolve, "resolve " + host + ": " + ec.message()}, false};
-    stream.emplace(io);
+    if (tls) {
+      tls_stream.emplace(io, *tls);
+    } else {
+      stream.emplace(io);
+    }
     const auto connect_limit = left_or(options.connect_timeout);
     const bool cut = connect_limit < options.connect_timeout;
-    stream->expires_after(connect_limit);
-    stream->async_connect(endpoints, [&ec](beast::error_code e, const tcp::endpoint&) { ec = e; });
+    tcp_layer().expires_after(connect_limit);
+    tcp_layer().async_connect(endpoints, [&ec](beast::error_code e, const tcp::endpoint&) { ec = e; });
     run();
     if (ec) {
       stream.reset();
+      tls_stream.reset();
       if (ec == beast::error::timeout && cut) {
         return AttemptFailure{{TransportFailure::timeout, "connect to " + where + ": no connection within " + time_limit_text()},
                               false};
@@ -284,15 +330,45 @@ struct Client::Impl {
                                   : ec.message();
       return AttemptFailure{{TransportFailure::connect, "connect to " + where + ": " + why}, false};
     }
-    stream->socket().set_option(tcp::no_delay(true), ec);
+    tcp_layer().socket().set_option(tcp::no_delay(true), ec);
+    if (tls_stream) return handshake(cut);
     return std::nullopt;
+  }
+
+  // The TLS handshake on a new connection, within what is left of the connect time-out; the
+  // certificate must name the URL's host (a DNS name, or an IP address in its subjectAltName).
+  std::optional<AttemptFailure> handshake(bool cut) {
+    const std::string where = host_header;
+    if (!host_is_address && !SSL_set_tlsext_host_name(tls_stream->native_handle(), host.c_str())) {
+      close();
+      return AttemptFailure{{TransportFailure::tls, "TLS with " + where + ": the server name cannot be set"}, false};
+    }
+    tls_stream->set_verify_callback(asio::ssl::host_name_verification(host));
+    beast::error_code ec;
+    tls_stream->async_handshake(asio::ssl::stream_base::client, [&ec](beast::error_code e) { ec = e; });
+    run();
+    if (!ec) return std::nullopt;
+    const long verify = SSL_get_verify_result(tls_stream->native_handle());
+    close();
+    if (ec == beast::error::timeout) {
+      return AttemptFailure{{cut ? TransportFailure::timeout : TransportFailure::connect,
+                             "TLS with " + where + ": no handshake within " +
+                                 (cut ? time_limit_text() : std::to_string(options.connect_timeout.count()) + " ms")},
+                            false};
+    }
+    if (verify != X509_V_OK) {
+      return AttemptFailure{{TransportFailure::tls, "TLS with " + where + ": the server's certificate was refused: " +
+                                                        X509_verify_cert_error_string(verify)},
+                            false};
+    }
+    return AttemptFailure{{TransportFailure::tls, "TLS with " + where + ": the handshake failed: " + ec.message()}, false};
   }
 
   // One exchange: (re)connects if needed, writes the request, reads the whole answer.
   std::variant<bhttp::response<bhttp::string_body>, AttemptFailure> exchange(
       const bhttp::request<bhttp::string_body>& request) {
     for (int stale_retries = 0;; ++stale_retries) {
-      const bool reused = stream.has_value();
+      const bool reused = connected();
       if (!reused) {
         if (auto failure = connect()) return *failure;
       }
@@ -303,13 +379,15 @@ struct Client::Impl {
       const auto attempt_limit = options.request_timeout + request_timeout_extra;
       const auto request_limit = left_or(attempt_limit);
       const bool cut = request_limit < attempt_limit;
-      stream->expires_after(request_limit);
-      bhttp::async_write(*stream, request, [this, &ec, &parser](beast::error_code e, std::size_t) {
-        if (e) {
-          ec = e;
-          return;
-        }
-        bhttp::async_read(*stream, buffer, parser, [&ec](beast::error_code e2, std::size_t) { ec = e2; });
+      tcp_layer().expires_after(request_limit);
+      with_stream([&](auto& s) {
+        bhttp::async_write(s, request, [this, &s, &ec, &parser](beast::error_code e, std::size_t) {
+          if (e) {
+            ec = e;
+            return;
+          }
+          bhttp::async_read(s, buffer, parser, [&ec](beast::error_code e2, std::size_t) { ec = e2; });
+        });
       });
       run();
       if (!ec) {
@@ -320,7 +398,8 @@ struct Client::Impl {
       const bool nothing_came = !parser.got_some();
       close();
       const bool closed_by_peer = ec == bhttp::error::end_of_stream || ec == asio::error::eof ||
-                                  ec == asio::error::connection_reset || ec == asio::error::broken_pipe;
+                                  ec == asio::error::connection_reset || ec == asio::error::broken_pipe ||
+                                  ec == asio::ssl::error::stream_truncated;
       // A kept-alive connection that the server closed while idle: send once more on a new one.
       if (reused && nothing_came && closed_by_peer && stale_retries == 0) continue;
       if (ec == beast::error::timeout && cut) {
@@ -330,7 +409,8 @@ struct Client::Impl {
         return AttemptFailure{{TransportFailure::timeout, "no answer from " + host_header + " within " +
                                                               std::to_string((options.request_timeout + request_timeout_extra).count()) + " ms"}};
       }
-      if (closed_by_peer || ec.category() == asio::error::get_system_category()) {
+      if (closed_by_peer || ec.category() == asio::error::get_system_category() ||
+          ec.category() == asio::error::get_ssl_category()) {
         return AttemptFailure{{TransportFailure::connection_lost, "connection to " + host_header + " lost: " + ec.message()}};
       }
       return AttemptFailure{{TransportFailure::bad_response, "bad answer from " + host_header + ": " + ec.message()}};
@@ -376,7 +456,9 @@ struct Client::Impl {
         return true;
       };
       if (auto* failure = std::get_if<AttemptFailure>(&outcome)) {
-        const bool may_resend = resend == Resend::safe || !failure->maybe_delivered;
+        // A refused certificate or a failed handshake is the same on every attempt.
+        const bool may_resend = (resend == Resend::safe || !failure->maybe_delivered) &&
+                                failure->error.failure != TransportFailure::tls;
         if (may_resend && attempt < policy.attempts_max && !out_of_time() && wait_then_retry(std::nullopt)) continue;
         Response r = Response::failed(std::move(failure->error));
         if (may_resend && attempt < policy.attempts_max && deadline &&

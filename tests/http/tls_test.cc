@@ -11,6 +11,8 @@
 #include <openssl/ssl.h>
 
 #include "http/http_test_support.h"
+#include "support/cli_output.h"
+#include "tollgate/client.h"
 
 namespace tollgate::httptest {
 namespace {
@@ -20,12 +22,13 @@ struct CertFiles {
   std::string cert, key;
 };
 
-CertFiles make_cert(const testing::TempDir& dir, const std::string& name) {
+CertFiles make_cert(const testing::TempDir& dir, const std::string& name,
+                    const std::string& names = "IP:127.0.0.1,DNS:localhost") {
   CertFiles f{dir.file(name + "-cert.pem"), dir.file(name + "-key.pem")};
   const ProcessResult r = testing::run_process(
       {"/usr/bin/openssl", "req", "-x509", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:P-256", "-nodes", "-keyout",
        f.key, "-out", f.cert, "-days", "2", "-subj", "/CN=localhost", "-addext",
-       "subjectAltName=IP:127.0.0.1,DNS:localhost"});
+       "subjectAltName=" + names});
   if (r.exit_code != 0) throw std::runtime_error("openssl req failed: " + r.err);
   return f;
 }
@@ -205,6 +208,103 @@ TEST(HttpTls, BadCertificatesOrKeysStopStartUpWithAClearError) {
 
 double per_second(int n, std::chrono::steady_clock::time_point since) {
   return n / std::chrono::duration<double>(std::chrono::steady_clock::now() - since).count();
+}
+
+// The C++ client (and so the CLI) over https: the certificate checked against a given CA file and
+// against the URL's host; a refused certificate is a `tls` failure, reported at once (never retried).
+client::Options https_options(std::uint16_t port, std::string ca_file, std::string host = "127.0.0.1") {
+  client::Options o;
+  o.base_url = "https://" + host + ":" + std::to_string(port);
+  o.key = kAdminKey;
+  o.tls_ca_file = std::move(ca_file);
+  o.connect_timeout = 2s;
+  o.request_timeout = 5s;
+  o.retry.backoff_initial = 10ms;
+  return o;
+}
+
+TEST(HttpTls, TheClientSpeaksHttpsWithAPrivateCa) {
+  testing::TempDir dir;
+  const CertFiles f = make_cert(dir, "server");
+  ServerProcess server(tls_options(f));
+  for (const std::string host : {"127.0.0.1", "localhost"}) {  // an IP address SAN, then a DNS one
+    client::Client c(https_options(server.port(), f.cert, host));
+    ASSERT_EQ(c.configuration_error(), nullptr) << *c.configuration_error();
+    const std::string account = "tls-" + std::string(host == "localhost" ? "name" : "ip");
+    ASSERT_EQ(c.create_account({.account_id = account}).status(), 201u);
+    ASSERT_EQ(c.credit(account, 5, "seed-" + account).status(), 201u);
+    client::Response hold = c.reserve({.account_id = account, .amount = 2, .request_id = "r-" + account});
+    ASSERT_EQ(hold.status(), 201u) << hold.describe();
+    const std::string hold_id(hold.json().at("hold_id").as_string());
+    EXPECT_EQ(c.commit(hold_id, 1).status(), 200u);
+    const client::Response a = c.get_account(account);
+    ASSERT_EQ(a.status(), 200u) << a.describe();
+    EXPECT_EQ(a.json().at("used").as_int64(), 1);
+    EXPECT_EQ(a.json().at("available").as_int64(), 4);
+  }
+}
+
+TEST(HttpTls, TheClientRefusesAnUnknownCertificateOrAnotherHostsAtOnce) {
+  testing::TempDir dir;
+  const CertFiles f = make_cert(dir, "server");
+  const CertFiles other = make_cert(dir, "other");
+  const CertFiles elsewhere = make_cert(dir, "elsewhere", "DNS:elsewhere.example");
+  ServerProcess server(tls_options(f));
+  ServerProcess misnamed(tls_options(elsewhere));
+  struct Case {
+    std::uint16_t port;
+    std::string ca_file;
+  };
+  for (const Case& c : {Case{server.port(), other.cert}, Case{server.port(), ""}, Case{misnamed.port(), elsewhere.cert}}) {
+    client::Client client(https_options(c.port, c.ca_file));
+    const client::Response r = client.create_account({.account_id = "never"});
+    ASSERT_TRUE(r.is_transport_error()) << r.describe();
+    EXPECT_EQ(r.transport_error().failure, client::TransportFailure::tls) << r.describe();
+    EXPECT_NE(r.transport_error().message.find("certificate"), std::string::npos) << r.describe();
+    EXPECT_EQ(r.attempts(), 1) << "a refused certificate is not tried again";
+  }
+  // Nothing was created.
+  client::Client good(https_options(server.port(), f.cert));
+  EXPECT_EQ(good.get_account("never").status(), 404u);
+}
+
+TEST(HttpTls, TheClientRefusesBadTlsOptionsBeforeSending) {
+  testing::TempDir dir;
+  client::Options ca_for_http;
+  ca_for_http.base_url = "http://127.0.0.1:1";
+  ca_for_http.tls_ca_file = "/etc/hostname";
+  client::Options missing_ca;
+  missing_ca.base_url = "https://127.0.0.1:1";
+  missing_ca.tls_ca_file = dir.file("missing.pem");
+  for (client::Options o : {ca_for_http, missing_ca}) {
+    client::Client c(o);
+    ASSERT_NE(c.configuration_error(), nullptr) << o.base_url;
+    EXPECT_NE(c.configuration_error()->find("tls_ca_file"), std::string::npos) << *c.configuration_error();
+    EXPECT_EQ(c.get_account("a").transport_error().failure, client::TransportFailure::invalid_url);
+  }
+}
+
+TEST(HttpTls, TheCliTakesAnHttpsUrlAndACaFile) {
+  using testing::run_tollgate;
+  testing::TempDir dir;
+  const CertFiles f = make_cert(dir, "server");
+  ServerProcess server(tls_options(f));
+  const std::string url = "https://127.0.0.1:" + std::to_string(server.port());
+  ProcessResult r = run_tollgate({"account", "create", "cli-tls", "--url", url, "--ca-file", f.cert, "--json"},
+                                 {{"TOLLGATE_KEY", kAdminKey}});
+  ASSERT_EQ(r.exit_code, 0) << describe(r);
+  r = run_tollgate({"account", "show", "cli-tls", "--url", url, "--json"},
+                   {{"TOLLGATE_KEY", kAdminKey}, {"TOLLGATE_CA_FILE", f.cert}});
+  ASSERT_EQ(r.exit_code, 0) << describe(r);
+  EXPECT_EQ(one_document(r).at("account_id"), "cli-tls");
+  r = run_tollgate({"account", "show", "cli-tls", "--url", url}, {{"TOLLGATE_KEY", kAdminKey}});  // the system's CAs
+  EXPECT_EQ(r.exit_code, 3) << describe(r);
+  EXPECT_NE(r.err.find("certificate was refused"), std::string::npos) << describe(r);
+  EXPECT_EQ(r.err.find("attempts"), std::string::npos) << "tried once: " << describe(r);
+  r = run_tollgate({"account", "show", "cli-tls", "--url", url, "--ca-file", dir.file("nope.pem")},
+                   {{"TOLLGATE_KEY", kAdminKey}});
+  EXPECT_EQ(r.exit_code, 2) << describe(r);
+  EXPECT_NE(r.err.find("tls_ca_file"), std::string::npos) << describe(r);
 }
 
 TEST(DISABLED_TlsBench, PlainAgainstTls) {

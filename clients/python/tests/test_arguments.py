@@ -66,14 +66,15 @@ class ArgumentsTest(ServerTestCase):
         self.assertEqual(len(proxy.requests()), 1)
 
     def test_bad_client_options_are_refused_at_construction(self) -> None:
-        for url in ("https://127.0.0.1:8080", "127.0.0.1:8080", "http://127.0.0.1:8080/v1",
+        for url in ("127.0.0.1:8080", "http://127.0.0.1:8080/v1",
                     "http://user:pw@127.0.0.1:8080", "http://127.0.0.1:8080/?x=1", "ftp://h:1",
                     "http://127.0.0.1:99999", "http://127.0.0.1:0", "http://:80"):
             with self.subTest(url):
                 with self.assertRaises(InvalidArgumentError) as caught:
                     Client(url)
                 self.assertEqual(caught.exception.argument, "base_url")
-        for url in ("http://127.0.0.1:8080", "http://127.0.0.1:8080/", "http://localhost:1", "http://[::1]:80"):
+        for url in ("http://127.0.0.1:8080", "http://127.0.0.1:8080/", "http://localhost:1", "http://[::1]:80",
+                    "https://127.0.0.1:8443", "https://localhost"):
             Client(url).close()
         bad_options: list[dict[str, Any]] = [{"retry": RetryPolicy(attempts_max=0)}, {"request_timeout_ms": 0},
                                              {"request_id_prefix": "bad prefix"}, {"key": "two\nlines"}]

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import enum
 import re
+import ssl
 import time
 from collections.abc import Callable
 from typing import Any
@@ -61,17 +62,21 @@ class Client:
     worst case of one call is ``attempts_max × (connect + request time-out)`` plus the waits.
     ``request_id_prefix`` starts the ids the client makes for reserve and submit_job when the caller
     gives none (one per logical call: all its attempts reuse it). ``sleep`` is how the client waits
-    between attempts (tests pass their own).
+    between attempts (tests pass their own). ``tls_context`` is for an ``https://`` base_url whose
+    certificate is signed by a private CA (``ssl.create_default_context(cafile=...)``); without it
+    the system's CAs are used. The certificate and the host name are always checked.
     """
 
     def __init__(self, base_url: str = "http://127.0.0.1:8080", key: str | None = None, *,
                  connect_timeout_ms: int = 2000, request_timeout_ms: int = 10_000,
                  retry: RetryPolicy = RetryPolicy(), request_id_prefix: str = "client-",
-                 sleep: Callable[[float], None] = time.sleep) -> None:
+                 sleep: Callable[[float], None] = time.sleep,
+                 tls_context: ssl.SSLContext | None = None) -> None:
         if not isinstance(request_id_prefix, str) or REQUEST_ID_PREFIX_PATTERN.fullmatch(request_id_prefix) is None:
             raise InvalidArgumentError("request_id_prefix", "must be 0-100 characters of A-Z a-z 0-9 . _ : @ -")
         self._transport = Transport(base_url, key, connect_timeout_ms=connect_timeout_ms,
-                                    request_timeout_ms=request_timeout_ms, retry=retry, sleep=sleep)
+                                    request_timeout_ms=request_timeout_ms, retry=retry, sleep=sleep,
+                                    tls_context=tls_context)
         self.request_id_prefix = request_id_prefix
 
     def __enter__(self) -> Client:

@@ -97,7 +97,8 @@ PROBLEM_CLASSES: dict[str, type[ProblemError]] = {
 
 
 class TransportError(TollgateError):
-    """No HTTP answer: ``code`` is one of ``resolve``, ``connect``, ``timeout``,
+    """No HTTP answer: ``code`` is one of ``resolve``, ``connect``, ``tls`` (https: the server's
+    certificate was refused or the handshake failed; never tried again), ``timeout``,
     ``connection_lost``, ``bad_response``."""
 
     def __init__(self, failure: str, message: str, attempts: int) -> None:

@@ -33,6 +33,7 @@ import http.client
 import json
 import secrets
 import socket
+import ssl
 import time
 import urllib.parse
 from collections.abc import Callable
@@ -83,20 +84,20 @@ class Endpoint:
     host: str
     port: int
     host_header: str
+    tls: bool = False
 
 
 def parse_base_url(base_url: str) -> Endpoint:
-    """``http://host:port`` (port 80 by default, a trailing "/" allowed); nothing else."""
+    """``http://host:port`` or ``https://host:port`` (port 80 or 443 by default, a trailing "/"
+    allowed); nothing else."""
     def bad(why: str) -> InvalidArgumentError:
         return InvalidArgumentError("base_url", f"{base_url!r}: {why}")
 
     if not isinstance(base_url, str):
         raise bad("must be a string")
     parts = urllib.parse.urlsplit(base_url)
-    if parts.scheme == "https":
-        raise bad("https is not supported: this client speaks plain HTTP (use a local TLS-terminating proxy)")
-    if parts.scheme != "http":
-        raise bad("not an absolute URL like http://127.0.0.1:8080")
+    if parts.scheme not in ("http", "https"):
+        raise bad("not an absolute URL like http://127.0.0.1:8080 or https://tollgate.example:8443")
     if parts.username is not None or parts.password is not None:
         raise bad("user info is not supported; pass the key separately")
     if parts.path not in ("", "/"):
@@ -106,12 +107,12 @@ def parse_base_url(base_url: str) -> Endpoint:
     if not parts.hostname:
         raise bad("the host is missing")
     try:
-        port = 80 if parts.port is None else parts.port
+        port = (443 if parts.scheme == "https" else 80) if parts.port is None else parts.port
     except ValueError as e:
         raise bad(f"the port must be 1-65535 ({e})") from e
     if port == 0:
         raise bad("the port must be 1-65535")
-    return Endpoint(parts.hostname, port, parts.netloc)
+    return Endpoint(parts.hostname, port, parts.netloc, tls=parts.scheme == "https")
 
 
 @dataclass(frozen=True)
@@ -186,8 +187,16 @@ class Transport:
     """Sends calls over one kept-alive connection, applying the retry policy."""
 
     def __init__(self, base_url: str, key: str | None, *, connect_timeout_ms: int, request_timeout_ms: int,
-                 retry: RetryPolicy, sleep: Callable[[float], None] = time.sleep) -> None:
+                 retry: RetryPolicy, sleep: Callable[[float], None] = time.sleep,
+                 tls_context: ssl.SSLContext | None = None) -> None:
         self.endpoint = parse_base_url(base_url)
+        if tls_context is not None and not isinstance(tls_context, ssl.SSLContext):
+            raise InvalidArgumentError("tls_context", "must be an ssl.SSLContext or None")
+        if tls_context is not None and not self.endpoint.tls:
+            raise InvalidArgumentError("tls_context", "is for an https base_url; this one is http")
+        # https: the certificate and the host name are always checked (the default context's
+        # settings); a private CA is given with ssl.create_default_context(cafile=...).
+        self.tls_context = (tls_context or ssl.create_default_context()) if self.endpoint.tls else None
         if key is not None and (not isinstance(key, str) or not key or any(c in key for c in "\r\n")):
             raise InvalidArgumentError("key", "must be a non-empty string on one line, or None")
         for name, value in (("connect_timeout_ms", connect_timeout_ms), ("request_timeout_ms", request_timeout_ms)):
@@ -211,11 +220,22 @@ class Transport:
 
     def _connect(self) -> http.client.HTTPConnection:
         e = self.endpoint
-        conn = http.client.HTTPConnection(e.host, e.port, timeout=self.connect_timeout_ms / 1000)
+        conn: http.client.HTTPConnection
+        if self.tls_context is not None:
+            conn = http.client.HTTPSConnection(e.host, e.port, timeout=self.connect_timeout_ms / 1000,
+                                               context=self.tls_context)
+        else:
+            conn = http.client.HTTPConnection(e.host, e.port, timeout=self.connect_timeout_ms / 1000)
         try:
             conn.connect()
         except socket.gaierror as err:
             raise AttemptFailure("resolve", f"resolve {e.host}: {err}", maybe_delivered=False) from err
+        except ssl.SSLCertVerificationError as err:
+            raise AttemptFailure("tls", f"TLS with {e.host_header}: the server's certificate was refused: "
+                                 f"{err.verify_message}", maybe_delivered=False) from err
+        except ssl.SSLError as err:
+            raise AttemptFailure("tls", f"TLS with {e.host_header}: the handshake failed: {err.reason or err}",
+                                 maybe_delivered=False) from err
         except TimeoutError as err:
             raise AttemptFailure("connect", f"connect to {e.host_header}: no connection within "
                                  f"{self.connect_timeout_ms} ms", maybe_delivered=False) from err
@@ -298,7 +318,8 @@ class Transport:
                 answer = self._exchange(method, target, headers, payload, timeout_ms)
             except AttemptFailure as failure:
                 may_resend = resend is Resend.SAFE or not failure.maybe_delivered
-                if may_resend and attempt < policy.attempts_max:
+                # A refused certificate or a failed handshake is the same on every attempt.
+                if may_resend and failure.failure != "tls" and attempt < policy.attempts_max:
                     wait_before_next(None)
                     continue
                 self.last_call = CallInfo(0, attempt)
