@@ -261,7 +261,7 @@ class Client {
   Client(const Client&) = delete;
   Client& operator=(const Client&) = delete;
 
-  // Why Options cannot work (e.g. "https is not supported"), or nullptr. Every call of a client
+  // Why Options cannot work (e.g. "the scheme must be http or https"), or nullptr. Every call of a client
   // with a configuration error answers a TransportError (invalid_url) and sends nothing.
   const std::string* configuration_error() const noexcept;
   const Options& options() const noexcept;

@@ -209,6 +209,10 @@ std::optional<std::int64_t> Api::auth_throttled(const std::string& address) {
 
 Response Api::refuse_auth(const Error& error, const std::string& address) {
   if (error.code != Code::unauthorized) return problem(error);  // the database could not tell: not a failure
+  return count_failed_auth(problem(error), address);
+}
+
+Response Api::count_failed_auth(Response refused, const std::string& address) {
   if (auth_failures_) {
     const auto d = auth_failures_->check(address, 1, clock_.now_ms());
     if (!d.allowed) {
@@ -217,7 +221,7 @@ Response Api::refuse_auth(const Error& error, const std::string& address) {
     }
   }
   metrics_.auth_failures.fetch_add(1, std::memory_order_relaxed);
-  return problem(error);
+  return refused;
 }
 
 namespace {
@@ -304,6 +308,18 @@ void Api::handle(Request request, Reply reply, Dispatch dispatch) {
 
   if (route->access == Access::open) {
     call.reply = stamped(std::move(reply), route_index, "", "");
+    if (!request.authorization.empty()) {
+      // A key sent to an open route is checked by its handler (GET /metrics): guesses count, and
+      // an address over its budget is not let try one more.
+      if (auto wait_ms = auth_throttled(request.client_address)) {
+        metrics_.auth_throttled.fetch_add(1, std::memory_order_relaxed);
+        return call.reply(too_many_failed_auth(*wait_ms));
+      }
+      call.reply = [this, address = request.client_address, inner = std::move(call.reply)](Response r) {
+        if (r.status == 401) r = count_failed_auth(std::move(r), address);
+        inner(std::move(r));
+      };
+    }
     call.body = std::move(request.body);
     call.authorization = std::move(request.authorization);
     call.if_none_match = std::move(request.if_none_match);

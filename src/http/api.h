@@ -120,6 +120,8 @@ struct ApiOptions {
   // request from that address whose key is not already known good answers 429 too_many_failed_auth
   // with Retry-After, without asking the database. A key cached as good (the configured admin key, a
   // key used within limits::kAuthCacheMs) is never refused; another address is never affected.
+  // An open route that checks a key itself (GET /metrics with a metrics_key) counts too: its 401s
+  // are failures, and an address over the budget that sends any key there answers 429 unchecked.
   // limit 0: no throttling. At most `auth_failures_addresses_max` addresses are remembered.
   std::int64_t auth_failures_limit = limits::kAuthFailuresLimitDefault;
   std::int64_t auth_failures_period_ms = limits::kAuthFailuresPeriodMsDefault;
@@ -154,6 +156,8 @@ class Api {
 
   // A failed authentication from `address`: counted; 401 as before, or 429 once over the budget.
   Response refuse_auth(const Error& error, const std::string& address);
+  // The same for a 401 `refused` that an open route answered itself (GET /metrics and its key).
+  Response count_failed_auth(Response refused, const std::string& address);
   // Whether `address` is over its budget now (nothing counted); its wait when it is.
   std::optional<std::int64_t> auth_throttled(const std::string& address);
 };

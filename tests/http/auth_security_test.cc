@@ -123,6 +123,37 @@ TEST(HttpAuthThrottle, ZeroTurnsItOff) {
   EXPECT_EQ(server.stop(SIGTERM), 0) << server.log();
 }
 
+// GET /metrics checks its metrics key itself (an open route): guesses of that key are failures too,
+// and an address over its budget is answered 429 even with the right key (it is not let try).
+TEST(HttpAuthThrottle, MetricsKeyGuessesAreThrottledToo) {
+  const std::string metrics_key = "metrics-key-for-the-throttle-test-0123";
+  ServerOptions options = server_options();
+  options.env = {{"TOLLGATE_METRICS_KEY", metrics_key},
+                 {"TOLLGATE_AUTH_FAILURES_LIMIT", "3"},
+                 {"TOLLGATE_AUTH_FAILURES_PERIOD_MS", "60000"}};
+  ServerProcess server(options);
+  HttpClient guesser(server.port(), "metrics-guess-000");
+  for (int i = 0; i < 3; ++i) EXPECT_TRUE(is_problem(guesser.get("/metrics"), 401, "unauthorized"));
+  const HttpResponse throttled = guesser.get("/metrics");
+  EXPECT_TRUE(is_problem(throttled, 429, "too_many_failed_auth")) << throttled;
+  EXPECT_TRUE(throttled.has_header("Retry-After")) << throttled;
+  HttpClient right_key(server.port(), metrics_key);
+  EXPECT_TRUE(is_problem(right_key.get("/metrics"), 429, "too_many_failed_auth"));
+  // No key at all is not a guess; /healthz is not affected.
+  HttpClient anonymous(server.port());
+  EXPECT_TRUE(is_problem(anonymous.get("/metrics"), 401, "unauthorized"));
+  EXPECT_EQ(anonymous.get("/healthz").status, 200u);
+  // The configured admin key is not refused on keyed routes; another address reads metrics.
+  HttpClient admin(server.port(), kAdminKey);
+  EXPECT_EQ(admin.get("/v1/holds").status, 200u);
+  const std::string scraped = request_from("127.0.0.2", server.port(), "/metrics", metrics_key);
+  ASSERT_EQ(raw_status(scraped), 200u) << scraped;
+  const std::string body = scraped.substr(scraped.find("\r\n\r\n"));
+  EXPECT_EQ(metric_value(body, "tollgate_auth_failures_total"), 3) << body;
+  EXPECT_EQ(metric_value(body, "tollgate_auth_throttled_total"), 2) << body;
+  EXPECT_EQ(server.stop(SIGTERM), 0) << server.log();
+}
+
 // Every secret the server makes or is shown, then a grep of everything it wrote.
 TEST(HttpSecrets, NoKeyEverAppearsInTheServersOutput) {
   for (const bool generated_admin : {false, true}) {
