@@ -217,7 +217,7 @@ constexpr int kMigrationCount = static_cast<int>(std::size(kMigrations));
 static_assert(kMigrationCount == SqliteStore::kSchemaVersion);
 
 Error flush_failure() {
-  return Error::make(Code::unavailable,
+  return Error::make(Code::storage_failed,
                      "the database file could not be flushed to disk; writes are refused until tollgate restarts");
 }
 
@@ -613,6 +613,9 @@ Result<bool> SqliteStore::has_admin_key() {
 }
 
 Status SqliteStore::ping() {
+  // Not ready after a failed flush (see the power-loss argument, point 5): reads still work, but
+  // no write will until a restart.
+  if (flush_failed_.load(std::memory_order_acquire)) return flush_failure();
   return read([&](Conn& db) -> Status {
     const int version = schema_version(db);
     if (version != kSchemaVersion) {
