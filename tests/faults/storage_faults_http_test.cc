@@ -201,6 +201,96 @@ TEST(HttpStorageFaults, AFullVolumeAnswers503StorageFullKeepsReadsAndResumesWhen
   server.stop();
 }
 
+std::string pg_script() {
+  if (const char* s = std::getenv("TOLLGATE_PG_SCRIPT"); s && *s) return s;
+  return std::string(TOLLGATE_SOURCE_DIR) + "/scripts/pg";
+}
+
+// PostgreSQL on a full volume: its own server (scripts/pg) with its data on a small tmpfs. An insert
+// that must extend a table file fails with SQLSTATE 53100 ("could not extend file … No space left on
+// device"), which tollgate answers as the same 503 storage_full; nothing of that batch is written
+// (PostgreSQL rolls the transaction back), reads go on, and writes resume once space returns. (A WAL
+// write that finds no space makes PostgreSQL itself stop — PANIC, then crash recovery —, which
+// tollgate sees as a lost connection: see README, "Disk faults".)
+TEST(HttpStorageFaults, PostgresOnAFullVolumeAnswersTheSame503StorageFullAndResumes) {
+  if (::geteuid() != 0) {
+    if (root_tests_required()) FAIL() << "TOLLGATE_REQUIRE_ROOT_TESTS=1 but not root: cannot mount a tmpfs";
+    GTEST_SKIP() << "SKIPPED: mounting a small tmpfs needs root (CI runs as root with TOLLGATE_REQUIRE_ROOT_TESTS=1)";
+  }
+  if (!testing::postgres_server_uri() && !testing::postgres_required()) {
+    GTEST_SKIP() << "SKIPPED: no PostgreSQL in this run (set TOLLGATE_TEST_POSTGRES, as scripts/test does)";
+  }
+  char folder[] = "/tmp/tgsf-XXXXXX";  // short: the server's unix socket path must fit 107 bytes
+  ASSERT_NE(::mkdtemp(folder), nullptr);
+  struct Cleanup {  // the server stops before the volume goes, the folder last
+    std::string dir;
+    std::unique_ptr<SmallVolume> volume;
+    bool started = false;
+    ~Cleanup() {
+      if (started) testing::run_process({pg_script(), "stop", dir}, {}, std::chrono::seconds(120));
+      volume.reset();
+      std::error_code ignored;
+      std::filesystem::remove_all(dir, ignored);
+    }
+  } pg{folder, nullptr, false};
+  // About 40 MiB after initdb (a 16 MiB WAL segment among it), the rest for the filler to take.
+  pg.volume = std::make_unique<SmallVolume>(pg.dir, 96 << 20);
+  ASSERT_TRUE(pg.volume->mounted()) << pg.volume->error();
+  const ProcessResult started = testing::run_process({pg_script(), "start", pg.dir}, {}, std::chrono::seconds(120));
+  ASSERT_EQ(started.exit_code, 0) << started.err << started.out;
+  pg.started = true;
+  const std::string uri = started.out.substr(0, started.out.find('\n'));
+
+  ServerOptions options = server_options();
+  options.database = uri;
+  ServerProcess server(options);
+  ASSERT_EQ(wait_until_ready(server.port()).status, 200u);
+  HttpClient admin(server.port(), kAdminKey);
+  const std::string account = "acct-pg-full";
+  create_account(admin, account);
+  std::int64_t acknowledged_sum = 0;
+  for (int i = 0; i < 5; ++i) {
+    const HttpResponse r = admin.post("/v1/accounts/" + account + "/credits", credit(10, "before-" + std::to_string(i)));
+    ASSERT_EQ(r.status, 201u) << r;
+    acknowledged_sum += 10;
+  }
+
+  ASSERT_GT(fill(pg.volume->file("filler")), 0);
+  // Long references fill table pages fast: the first insert that needs a new page is refused.
+  const std::string padding(100, 'p');
+  std::vector<std::string> refused;
+  int acknowledged_while_full = 0;
+  for (int i = 0; i < 3000 && refused.size() < 5; ++i) {
+    const std::string ref = "during-" + std::to_string(i) + "-" + padding;
+    const HttpResponse r = admin.post("/v1/accounts/" + account + "/credits", credit(5, ref));
+    if (r.status == 201) {
+      acknowledged_sum += 5;
+      ++acknowledged_while_full;
+      continue;
+    }
+    ASSERT_TRUE(is_problem(r, 503, "storage_full")) << "after " << i << " writes on a full volume";
+    EXPECT_NE(jstr(r.object(), "detail").find("No space left on device"), std::string::npos) << r;
+    refused.push_back(ref);
+  }
+  ASSERT_FALSE(refused.empty()) << "PostgreSQL's full volume never refused a write";
+  std::printf("PostgreSQL on a full 96 MiB volume: %d credits acknowledged into pages it had, %zu refused\n",
+              acknowledged_while_full, refused.size());
+  EXPECT_EQ(purchased(admin, account), acknowledged_sum);
+  expect_clean_audit(admin);
+  EXPECT_EQ(admin.get("/readyz").status, 200u);
+  EXPECT_GE(metric(admin, "tollgate_storage_failures_total{kind=\"disk_full\"}"), 1);
+
+  std::filesystem::remove(pg.volume->file("filler"));
+  for (const std::string& ref : refused) {
+    const HttpResponse r = admin.post("/v1/accounts/" + account + "/credits", credit(5, ref));
+    ASSERT_EQ(r.status, 201u) << r;
+    acknowledged_sum += 5;
+  }
+  EXPECT_EQ(purchased(admin, account), acknowledged_sum);
+  expect_clean_audit(admin);
+  server.stop();
+}
+
 TEST(HttpStorageFaults, AFailedFlushIsNeverAcknowledgedWritesStopAndNotReadyUntilARestartRecoversTheWal) {
   testing::TempDir faults;
   ServerOptions options = server_options();
