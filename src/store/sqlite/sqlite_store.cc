@@ -442,7 +442,8 @@ Status SqliteStore::sync() {
   if (rc != SQLITE_OK) {
     flush_failed_.store(true, std::memory_order_release);
     log("error", "sqlite: flushing the WAL failed (" + std::string(sqlite3_errstr(rc)) +
-                     "); refusing writes until tollgate is restarted");
+                     "); refusing writes until tollgate is restarted (check the device and the kernel log "
+                     "first: a restart recovers from the WAL as it is on disk)");
     return flush_failure();
   }
   raise_to(durable_event_id_, committed_event_id);
