@@ -23,15 +23,15 @@
 // by them (it is the system resolver's); an IP address is never resolved.
 //
 // Retry policy — what to do next depends on why a call failed:
-//   - Time-out, failed connect, lost connection, or 503 (`unavailable`, `overloaded`): the request
-//     is sent again with exactly the same method, path and body — hence the same request_id,
-//     reference or hold id, which the server deduplicates: safe by design (api.md: "it has either
-//     fully happened or not at all, and retrying the same request with the same id is always
-//     safe"). At most `attempts_max` attempts in all; before attempt n+1 the client waits
-//     backoff_initial × 2^(n−1), capped at backoff_max; a 503's Retry-After raises that wait, still
-//     capped at backoff_max. Worst case for one call: attempts_max × (connect_timeout +
-//     request_timeout) + the waits (defaults: 4 × 12 s + 0.7 s; 0.7 s when nothing listens),
-//     unless Options::call_timeout bounds the whole call (the CLI's --timeout-ms).
+//   - Time-out, failed connect, lost connection, or 503 (`unavailable`, `overloaded`, `storage_full`,
+//     `storage_failed`): the request is sent again with exactly the same method, path and body —
+//     hence the same request_id, reference or hold id, which the server deduplicates: safe by
+//     design (api.md: "it has either fully happened or not at all, and retrying the same request
+//     with the same id is always safe"). At most `attempts_max` attempts in all; before attempt
+//     n+1 the client waits backoff_initial × 2^(n−1), capped at backoff_max; a 503's Retry-After
+//     raises that wait, still capped at backoff_max. Worst case for one call: attempts_max ×
+//     (connect_timeout + request_timeout) + the waits (defaults: 4 × 12 s + 0.7 s; 0.7 s when
+//     nothing listens), unless Options::call_timeout bounds the whole call (the CLI's --timeout-ms).
 //     Exception: create_key is not idempotent (each call makes a new key), so it is sent again only
 //     when it certainly never reached the server (connect failed); otherwise its failure is
 //     reported at once (the worst outcome of a lost answer is an unused key, which revoke removes).

@@ -207,6 +207,10 @@ std::string render_metrics(Ledger& ledger, http::Metrics& metrics, const http::R
   metric_line(out, "tollgate_group_commit_overloaded_total", "", static_cast<double>(gc.overloaded));
   metric_header(out, "tollgate_group_commit_failed_batches_total", "counter", "Write transactions that failed.");
   metric_line(out, "tollgate_group_commit_failed_batches_total", "", static_cast<double>(gc.failed_batches));
+  metric_header(out, "tollgate_storage_failures_total", "counter",
+                "Storage faults: write transactions refused for a full disk, flushes that failed (writes stop).");
+  metric_line(out, "tollgate_storage_failures_total", "kind=\"disk_full\"", static_cast<double>(gc.disk_full_batches));
+  metric_line(out, "tollgate_storage_failures_total", "kind=\"flush\"", static_cast<double>(gc.failed_syncs));
   metric_header(out, "tollgate_write_queue_depth", "gauge", "Operations waiting for the writer.");
   metric_line(out, "tollgate_write_queue_depth", "", static_cast<double>(ledger.committer().queue_depth()));
   metric_header(out, "tollgate_http_connections_rejected_total", "counter", "Connections closed: over the limit.");

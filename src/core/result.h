@@ -8,7 +8,8 @@
 //   - fix the request and do not retry:           invalid_request, not_found, idempotency_mismatch, conflict, overflow
 //   - wait for the state to change, then retry:   insufficient_credits, too_many_holds, account_frozen
 //   - the hold has ended; nothing to retry:       hold_committed, hold_released, hold_expired
-//   - retry the same request (same id) later:     overloaded, unavailable
+//   - retry the same request (same id) later:     overloaded, unavailable, storage_full
+//   - retry on another instance, or after an operator restarted this one: storage_failed
 //   - report it:                                  internal
 //   - bring a valid key:                          unauthorized, forbidden
 // The string form of a Code (code_name) is the `code` field of the HTTP problem document: stable.
@@ -59,6 +60,8 @@ enum class Code : std::uint8_t {
   lock_cancelled,        // the lock was cancelled: the holder must stop; the lock is now free (HTTP 409)
   in_progress,           // the idempotency key is claimed by a request still running (HTTP 409, with expires_at)
   rate_limited,          // the rate limit refused the attempt (HTTP 429, with retry_after_ms)
+  storage_full,          // the database's disk is full: nothing was written; retry when space returns (HTTP 503)
+  storage_failed,        // a flush to disk failed: this instance refuses writes until restarted (HTTP 503)
 };
 
 constexpr std::string_view code_name(Code code) {
@@ -85,6 +88,8 @@ constexpr std::string_view code_name(Code code) {
     case Code::lock_cancelled: return "lock_cancelled";
     case Code::in_progress: return "in_progress";
     case Code::rate_limited: return "rate_limited";
+    case Code::storage_full: return "storage_full";
+    case Code::storage_failed: return "storage_failed";
   }
   return "internal";
 }

@@ -89,7 +89,9 @@ unsigned http_status(Code code) {
     case Code::idempotency_mismatch:
     case Code::overflow: return 422;
     case Code::overloaded:
-    case Code::unavailable: return 503;
+    case Code::unavailable:
+    case Code::storage_full:
+    case Code::storage_failed: return 503;
     case Code::internal: return 500;
   }
   return 500;

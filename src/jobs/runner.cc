@@ -56,6 +56,11 @@ std::string describe(const Exchange& e) {
   return "?";
 }
 
+// A write refused for a reason that passes (a busy or full database, a full queue): try it again.
+bool worth_retrying(Code code) {
+  return code == Code::unavailable || code == Code::overloaded || code == Code::storage_full;
+}
+
 std::uint64_t seed_or_random(std::uint64_t seed) {
   if (seed != 0) return seed;
   std::random_device rd;
@@ -135,7 +140,7 @@ void JobRunner::claim(std::shared_ptr<Run> run, bool begin_attempt, std::string 
                     lease_ms(*run->provider),   begin_attempt,           note};
   ledger_.submit(std::move(c), [this, run, begin_attempt, note, tries](CommandResult r) {
     if (r.ok()) return after_claim(run, std::get<JobOutcome>(r.value()).job, begin_attempt);
-    if ((r.code() == Code::unavailable || r.code() == Code::overloaded) && tries + 1 < kWriteTriesMax) {
+    if (worth_retrying(r.code()) && tries + 1 < kWriteTriesMax) {
       return after(kRetryWriteMs, [this, run, begin_attempt, note, tries] { claim(run, begin_attempt, note, tries + 1); });
     }
     // Ended, leased by another instance, or the database stays away: not ours to drive.
@@ -272,7 +277,7 @@ void JobRunner::end(std::shared_ptr<Run> run, JobStatus status, std::optional<st
       run->job = std::get<JobOutcome>(r.value()).job;
       return finish(run, run->job.status, true);
     }
-    if ((r.code() == Code::unavailable || r.code() == Code::overloaded) && tries + 1 < kWriteTriesMax) {
+    if (worth_retrying(r.code()) && tries + 1 < kWriteTriesMax) {
       return after(kRetryWriteMs, [=, this] { end(run, status, result, error, by, note, tries + 1); });
     }
     tollgate::log("error", "job " + run->job.client_request_id + ": its end could not be written (" + r.error().detail +

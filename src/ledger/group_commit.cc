@@ -74,6 +74,7 @@ std::optional<Error> GroupCommitter::flush(const std::deque<Finished>& batches) 
   sync_ns_.fetch_add(took, std::memory_order_relaxed);
   average_in(sync_ns_avg_, took);
   if (synced) return std::nullopt;
+  failed_syncs_.fetch_add(1, std::memory_order_relaxed);
   return synced.error();
 }
 
@@ -170,6 +171,7 @@ void GroupCommitter::writer_loop() {
       TG_ASSERT(finished.results.size() == commands.size());
     } else {
       failed_batches_.fetch_add(1, std::memory_order_relaxed);
+      if (committed.code() == Code::storage_full) disk_full_batches_.fetch_add(1, std::memory_order_relaxed);
       finished.results.clear();
       finished.batch_error = committed.error();
     }
@@ -232,7 +234,9 @@ GroupCommitStats GroupCommitter::stats() const {
                           split_batches_.load(),
                           OutcomeCounts{holds_committed_.load(), holds_released_.load(), holds_late_charged_.load(),
                                         holds_late_forgiven_.load(), reservation_conflicts_.load(),
-                                        reservation_conflicts_held_.load()}};
+                                        reservation_conflicts_held_.load()},
+                          disk_full_batches_.load(),
+                          failed_syncs_.load()};
 }
 
 std::size_t GroupCommitter::queue_depth() const {

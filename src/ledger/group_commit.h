@@ -68,6 +68,8 @@ struct GroupCommitStats {
   std::uint64_t sync_ns = 0;          // wall time in Store::sync() (the flush)
   std::uint64_t split_batches = 0;    // batches that took half of what waited, to overlap the flush
   OutcomeCounts outcomes;
+  std::uint64_t disk_full_batches = 0;  // of failed_batches, those the store refused as storage_full
+  std::uint64_t failed_syncs = 0;       // Store::sync() calls that failed (storage_failed: fsyncgate)
 };
 
 // Calls `submit(callback)` and blocks (without spinning) until the callback delivered the result.
@@ -152,7 +154,7 @@ class GroupCommitter {
   bool writer_done_ = false;        // protected by committed_mu_
 
   std::atomic<std::uint64_t> batches_{0}, commands_{0}, overloaded_{0}, failed_batches_{0}, syncs_{0},
-      answered_inline_{0}, apply_ns_{0}, sync_ns_{0}, split_batches_{0};
+      answered_inline_{0}, apply_ns_{0}, sync_ns_{0}, split_batches_{0}, disk_full_batches_{0}, failed_syncs_{0};
   std::atomic<std::uint64_t> holds_committed_{0}, holds_released_{0}, holds_late_charged_{0}, holds_late_forgiven_{0},
       reservation_conflicts_{0}, reservation_conflicts_held_{0};
   // Moving averages (1/8 weight to the newest): apply() time per command, and one sync().

@@ -11,8 +11,9 @@
 //     at most conflict_retries_max times, then the batch answers `unavailable`;
 //   - connection lost: once more on a new connection (safe even when the COMMIT's answer was what
 //     got lost: every command is idempotent, and a batch that did commit replays), then `unavailable`;
-//   - transient (busy, out of space, a time-out): the whole batch answers `unavailable` — nothing of
-//     it happened, and a retry with the same ids is safe;
+//   - transient (busy, out of space, a time-out): the whole batch answers `unavailable` — or
+//     `storage_full` when the disk is full (the backend's to_error() tells) — nothing of it
+//     happened, and a retry with the same ids is safe;
 //   - permanent (a bug, a broken row, a constraint the decision should have ruled out): the batch is
 //     run again one command per transaction, so only the command at fault answers `internal`.
 //

@@ -118,7 +118,8 @@ class Store {
   // Whether any admin key is stored (a first start generates one when none is configured).
   virtual Result<bool> has_admin_key() = 0;
 
-  // The database answers and its schema is the one this binary expects.
+  // The database answers, its schema is the one this binary expects, and writes are possible:
+  // after a failed flush (storage_failed) a store is not ready until it is opened again.
   virtual Status ping() = 0;
   // The store's notion of now (ms since the epoch): every expiry decision uses it.
   virtual std::int64_t now_ms() = 0;

@@ -37,6 +37,8 @@ class PgError : public std::runtime_error {
   bool is_conflict() const;
   // The database may answer later: connection trouble, shutdown, time-outs, resources.
   bool is_transient() const;
+  // 53100 disk_full: the server found no space ("could not extend file", ENOSPC on a temporary file).
+  bool is_disk_full() const { return sqlstate_ == "53100"; }
 
  private:
   std::string sqlstate_;

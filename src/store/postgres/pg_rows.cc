@@ -273,6 +273,9 @@ std::string bool_array(const std::vector<std::optional<bool>>& items) {
 }
 
 Error pg_failure(const PgError& e) {
+  if (e.is_disk_full()) {
+    return Error::make(Code::storage_full, std::string("the database's disk is full; nothing was written: ") + e.what());
+  }
   return Error::make(e.is_transient() ? Code::unavailable : Code::internal, std::string("database: ") + e.what());
 }
 

@@ -79,6 +79,9 @@ void bind_reason_and_settings(Stmt& s, int first, const Event& e) {
 }
 
 Error sql_failure(const SqlError& e) {
+  if (e.is_disk_full()) {
+    return Error::make(Code::storage_full, std::string("the database's disk is full; nothing was written: ") + e.what());
+  }
   return Error::make(e.is_transient() ? Code::unavailable : Code::internal, std::string("database: ") + e.what());
 }
 

@@ -2,7 +2,7 @@
 //
 // Conn owns one sqlite3 connection and a cache of its prepared statements. Unexpected SQLite
 // failures (I/O errors, a full disk, constraint violations that the code rules out) throw SqlError;
-// the store turns them into Code::unavailable / Code::internal at its boundary. Expected outcomes
+// the store turns them into Code::storage_full / Code::unavailable / Code::internal at its boundary. Expected outcomes
 // (no row) are plain return values.
 //
 // Thread safety: a Conn and its statements belong to one thread at a time.
@@ -26,6 +26,8 @@ class SqlError : public std::runtime_error {
   int code() const { return code_; }
   // The database is busy, locked, out of space or failing I/O: the operation may succeed later.
   bool is_transient() const;
+  // SQLITE_FULL: a write found no space (ENOSPC, or a short write) — transient, with a code of its own.
+  bool is_disk_full() const { return (code_ & 0xff) == SQLITE_FULL; }
 
  private:
   int code_;

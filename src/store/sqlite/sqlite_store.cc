@@ -217,7 +217,7 @@ constexpr int kMigrationCount = static_cast<int>(std::size(kMigrations));
 static_assert(kMigrationCount == SqliteStore::kSchemaVersion);
 
 Error flush_failure() {
-  return Error::make(Code::unavailable,
+  return Error::make(Code::storage_failed,
                      "the database file could not be flushed to disk; writes are refused until tollgate restarts");
 }
 
@@ -442,7 +442,8 @@ Status SqliteStore::sync() {
   if (rc != SQLITE_OK) {
     flush_failed_.store(true, std::memory_order_release);
     log("error", "sqlite: flushing the WAL failed (" + std::string(sqlite3_errstr(rc)) +
-                     "); refusing writes until tollgate is restarted");
+                     "); refusing writes until tollgate is restarted (check the device and the kernel log "
+                     "first: a restart recovers from the WAL as it is on disk)");
     return flush_failure();
   }
   raise_to(durable_event_id_, committed_event_id);
@@ -613,6 +614,9 @@ Result<bool> SqliteStore::has_admin_key() {
 }
 
 Status SqliteStore::ping() {
+  // Not ready after a failed flush (see the power-loss argument, point 5): reads still work, but
+  // no write will until a restart.
+  if (flush_failed_.load(std::memory_order_acquire)) return flush_failure();
   return read([&](Conn& db) -> Status {
     const int version = schema_version(db);
     if (version != kSchemaVersion) {

@@ -29,8 +29,18 @@
 //   4. the first sync of the WAL file also syncs its directory (the unix VFS's DIRSYNC on a file
 //      opened for creation), so a new WAL file's name survives too;
 //   5. a flush that fails leaves durability unknown (the kernel may have dropped the pages it
-//      could not write while still showing them): the store then refuses every write with
-//      `unavailable` until it is opened again, when WAL recovery reads what is really on disk.
+//      could not write while still showing them, and reports the error once: a second fsync that
+//      succeeds proves nothing — PostgreSQL's "fsyncgate"). The batches it was to cover are never
+//      acknowledged (their callers get `storage_failed`), and the store refuses every later write
+//      with `storage_failed`, without trying, and reports not ready (ping) until it is opened
+//      again, when WAL recovery reads the file: every acknowledged batch was covered by an earlier
+//      flush that succeeded; the unacknowledged ones are there wholly or not at all. It stops
+//      rather than crashes so that reads (balances, the audit, the durable change feed) go on while
+//      an operator looks at the device; a restart is the recovery (README, "Disk faults").
+//   6. a full disk (SQLITE_FULL: a WAL append found no space) fails the COMMIT itself, before
+//      anything was published: the batch answers `storage_full`, nothing of it is written, and the
+//      next batch tries again — writes resume by themselves once there is space.
+// tests/store/storage_faults_test.cc and tests/faults/storage_faults_http_test.cc check 5 and 6.
 // tests/store/power_loss_test.cc checks it: a VFS that forgets every write not yet synced (whole
 // or sector by sector) at a random moment, over many seeded cuts; every acknowledged operation
 // must be in the reopened file and the audit clean.
@@ -163,7 +173,7 @@ class SqliteStore final : public Store {
   // Used only by the thread in sync(): the WAL file, opened through the store's VFS on first use.
   std::mutex sync_mu_;
   std::unique_ptr<sqlite3_file, void (*)(sqlite3_file*)> wal_{nullptr, nullptr};  // guarded by sync_mu_
-  // Set when a flush failed: every later write answers `unavailable` (see the argument above).
+  // Set when a flush failed: every later write answers `storage_failed` (see the argument above).
   std::atomic<bool> flush_failed_{false};
   // The change feed shows only durable events: the largest event id committed (set by apply()
   // after its COMMIT), and the largest a completed sync() covered (the committed id it read before

@@ -84,7 +84,9 @@ class RateLimitedError(ProblemError):
 
 
 class UnavailableError(ProblemError):
-    """503 ``unavailable`` or ``overloaded``, still so after the client's retries."""
+    """503 ``unavailable``, ``overloaded``, ``storage_full`` (the server's disk is full) or
+    ``storage_failed`` (a flush failed: that server refuses writes until restarted), still so after
+    the client's retries."""
 
 
 PROBLEM_CLASSES: dict[str, type[ProblemError]] = {
@@ -93,6 +95,8 @@ PROBLEM_CLASSES: dict[str, type[ProblemError]] = {
     "rate_limited": RateLimitedError,
     "unavailable": UnavailableError,
     "overloaded": UnavailableError,
+    "storage_full": UnavailableError,
+    "storage_failed": UnavailableError,
 }
 
 
