@@ -5,6 +5,7 @@
 #   /etc/tollgate/tollgate.toml              a conffile (deploy/debian/conffiles)
 #   /usr/share/man/man1/tollgate.1.gz        help2man, from the command's --help (target tollgate_man)
 #   /usr/share/doc/tollgate/copyright, changelog.gz
+#   /usr/share/lintian/overrides/tollgate    deploy/debian/lintian-overrides (one tag, explained there)
 #
 # Only scripts/package installs: the man page and the compressed changelog are built by the
 # targets it names (tollgate_man, tollgate_changelog), so a normal build needs no help2man.
@@ -46,6 +47,8 @@ install(FILES ${TOLLGATE_DEB_DIR}/tollgate.service DESTINATION /lib/systemd/syst
 install(FILES ${TOLLGATE_DEB_DIR}/tollgate.toml DESTINATION /etc/tollgate)
 install(FILES ${TOLLGATE_MAN} DESTINATION share/man/man1)
 install(FILES ${TOLLGATE_DEB_DIR}/copyright ${TOLLGATE_CHANGELOG_GZ} DESTINATION share/doc/tollgate)
+# The one lintian tag left, with why (deploy/debian/lintian-overrides).
+install(FILES ${TOLLGATE_DEB_DIR}/lintian-overrides DESTINATION share/lintian/overrides RENAME tollgate)
 # `cmake --install` / cpack must not build every target (the tests, the benchmarks) first.
 set(CMAKE_SKIP_INSTALL_ALL_DEPENDENCY TRUE)
 
