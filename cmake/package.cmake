@@ -76,6 +76,8 @@ the admin key generated at the first start is written to
 /var/lib/tollgate/admin.key.")
 # Depends: computed by dpkg-shlibdeps from the binary's libraries.
 set(CPACK_DEBIAN_PACKAGE_SHLIBDEPS ON)
+# Providers on https:// are verified against the system's trust store (jobs/provider_client.h).
+set(CPACK_DEBIAN_PACKAGE_RECOMMENDS "ca-certificates")
 # deb-systemd-helper / deb-systemd-invoke in the maintainer scripts (what dh_installsystemd adds).
 set(CPACK_DEBIAN_PACKAGE_PREDEPENDS "init-system-helpers (>= 1.54~)")
 set(CPACK_DEBIAN_PACKAGE_CONTROL_EXTRA
