@@ -22,6 +22,8 @@
 #include "jobs/provider_client.h"
 #include "jobs/runner.h"
 #include "ledger/ledger.h"
+#include "service/admin_key_file.h"
+#include "service/sd_notify.h"
 #include "store/postgres/pg_store.h"
 #include "store/sqlite/sqlite_store.h"
 
@@ -272,11 +274,12 @@ constexpr const char* kGeneratedAdminKeyId = "admin";
 // The admin key (api.md): a configured one retires the generated key, through the ordinary write
 // path — idempotent, so instances starting together on one PostgreSQL database agree (the key's row
 // is locked by whichever batch comes first; the other then finds it revoked). With none
-// configured, a key is generated at the first start and printed once; once a configured key has
-// retired it, start-up needs a configured key (a new one is never generated behind the operator's
-// back). invalid_request: a configuration to fix; anything else: the database.
-Status settle_admin_key(Ledger& ledger, const std::optional<std::string>& configured) {
-  if (configured) {
+// configured, a key is generated at the first start and printed once — or, with admin_key_file,
+// written to that file (service/admin_key_file.h) before it is stored, and not printed; once a
+// configured key has retired it, start-up needs a configured key (a new one is never generated
+// behind the operator's back). invalid_request: a configuration to fix; anything else: the database.
+Status settle_admin_key(Ledger& ledger, const ServerConfig& config) {
+  if (config.admin_key) {
     auto retired = ledger.run(RevokeKeyCommand{kGeneratedAdminKeyId, /*replaced_by_configured_admin_key=*/true});
     if (!retired && retired.code() != Code::not_found) {  // not_found: none was ever generated
       return Error::make(retired.code(), "retiring the generated admin key: " + retired.error().detail);
@@ -289,16 +292,42 @@ Status settle_admin_key(Ledger& ledger, const std::optional<std::string>& config
   auto has = ledger.store().has_admin_key();
   if (!has) return has.error();
   if (*has) return ok_status();
-  const std::string secret = http::new_secret();
+  std::string secret;
+  bool wrote_file = false;  // this start created admin_key_file (else it found one there)
+  if (config.admin_key_file) {
+    // A file left by a start that stopped before storing its key: that key is stored now, so that
+    // whoever read the file holds the admin key.
+    auto existing = service::read_admin_key_file(*config.admin_key_file);
+    if (existing) {
+      secret = *existing;
+    } else if (existing.code() != Code::not_found) {
+      return existing.error();
+    } else {
+      secret = http::new_secret();
+      if (auto s = service::write_admin_key_file(*config.admin_key_file, secret); !s) return s;
+      wrote_file = true;
+    }
+  } else {
+    secret = http::new_secret();
+  }
   auto created = ledger.run(CreateKeyCommand{kGeneratedAdminKeyId, std::nullopt, http::sha256_hex(secret)});
   if (created) {
-    std::printf("tollgate: generated admin key (shown once, stored hashed): %s\n", secret.c_str());
-    std::fflush(stdout);
+    if (config.admin_key_file) {
+      log_line("info", std::string(wrote_file ? "generated the admin key into " : "stored the admin key found in ") +
+                           *config.admin_key_file + " (mode 0600; it is not printed)");
+    } else {
+      std::printf("tollgate: generated admin key (shown once, stored hashed): %s\n", secret.c_str());
+      std::fflush(stdout);
+    }
     return ok_status();
   }
   if (created.code() != Code::conflict) return Error::make(created.code(), "storing the admin key: " + created.error().detail);
-  // The key id exists: another instance generated it at the same moment (and printed it), or a
-  // configured key retired it.
+  // The key id exists: another instance generated it at the same moment (and printed it or wrote
+  // its file), or a configured key retired it. A file this start wrote holds a key that was never
+  // stored: it goes.
+  if (wrote_file) {
+    if (auto s = service::remove_admin_key_file(*config.admin_key_file); !s) log_line("warn", s.error().detail);
+  }
   auto again = ledger.store().has_admin_key();
   if (!again) return again.error();
   if (*again) return ok_status();
@@ -400,14 +429,19 @@ int serve(const ServerConfig& config, const std::function<void(std::uint16_t)>& 
     log_line("error", port.error().detail);
     return 1;
   }
-  if (auto s = settle_admin_key(ledger, config.admin_key); !s) {
+  if (auto s = settle_admin_key(ledger, config); !s) {
     log_line("error", s.error().detail);
     return s.error().code == Code::invalid_request ? 2 : 1;
   }
   log_line("info", "tollgate " + std::string(kVersion) + " listening on " + listen->host + ":" + std::to_string(*port) +
                        ", database " + redacted(config.database) + (server.tls() ? ", TLS" : ""));
   if (on_listening) on_listening(*port);
+  // systemd (Type=notify): the port is bound and the key settled; connections queued from here on
+  // are answered as soon as run() starts, right after.
+  const auto notify_socket = process_env("NOTIFY_SOCKET");
+  if (auto s = service::notify(notify_socket, "READY=1"); !s) log_line("warn", s.error().detail);
   server.run();
+  if (auto s = service::notify(notify_socket, "STOPPING=1"); !s) log_line("warn", s.error().detail);
   readers.stop();
   runner.stop();  // jobs in flight stay running in the store: recovered by the next instance to run
   ledger.stop();  // writes what is queued, commits

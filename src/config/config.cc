@@ -219,6 +219,7 @@ Result<ServerConfig> parse_config(std::string_view text, std::string_view source
   top.string("listen", c.listen);
   top.string("database", c.database);
   top.string("admin_key", c.admin_key);
+  top.string("admin_key_file", c.admin_key_file);
   top.string("metrics_key", c.metrics_key);
   top.integer("database_pool_size", c.database_pool_size, 1, limits::kDatabasePoolSizeMax);
   top.integer("database_timeout_ms", c.database_timeout_ms, limits::kDatabaseTimeoutMsMin, limits::kDatabaseTimeoutMsMax);
@@ -252,6 +253,9 @@ Result<ServerConfig> parse_config(std::string_view text, std::string_view source
   }
   if (c.metrics_key && c.metrics_key->size() < limits::kAdminKeyLengthMin) {
     return invalid(top.where("metrics_key") + key_too_short("metrics_key"));
+  }
+  if (c.admin_key_file && c.admin_key_file->empty()) {
+    return invalid(top.where("admin_key_file") + "admin_key_file must be a file's path (or be left out)");
   }
 
   auto tables = [&](const char* name, auto&& each) -> Status {
@@ -356,6 +360,7 @@ Status validate_config(const ServerConfig& c) {
   }
   if (c.admin_key && c.admin_key->size() < limits::kAdminKeyLengthMin) return invalid(key_too_short("admin_key"));
   if (c.metrics_key && c.metrics_key->size() < limits::kAdminKeyLengthMin) return invalid(key_too_short("metrics_key"));
+  if (c.admin_key_file && c.admin_key_file->empty()) return invalid("admin_key_file must be a file's path (or be left out)");
   if (c.auth_failures_limit < 0 || c.auth_failures_limit > limits::kRateLimitMax) {
     return invalid("auth_failures_limit must be from 0 (off) to " + std::to_string(limits::kRateLimitMax));
   }
@@ -397,6 +402,7 @@ Result<ServerConfig> load_config(const ConfigOverrides& o, EnvLookup env) {
   if (auto v = env("TOLLGATE_DATABASE")) c.database = *v;
   if (auto v = env("TOLLGATE_ADMIN_KEY")) c.admin_key = *v;
   if (auto v = env("TOLLGATE_METRICS_KEY")) c.metrics_key = *v;
+  if (auto v = env("TOLLGATE_ADMIN_KEY_FILE")) c.admin_key_file = *v;
   TG_TRY(env_int("TOLLGATE_HOLD_TTL_MS", c.hold_ttl_ms));
   TG_TRY(env_int("TOLLGATE_HOLD_TTL_MAX_MS", c.hold_ttl_max_ms));
   TG_TRY(env_int("TOLLGATE_REAPER_INTERVAL_MS", c.reaper_interval_ms));
@@ -413,6 +419,7 @@ Result<ServerConfig> load_config(const ConfigOverrides& o, EnvLookup env) {
   }
   if (o.listen) c.listen = *o.listen;
   if (o.database) c.database = *o.database;
+  if (o.admin_key_file) c.admin_key_file = *o.admin_key_file;
   TG_TRY(validate_config(c));
   return c;
 }

@@ -46,6 +46,9 @@ struct ServerConfig {
   std::int64_t database_pool_size = limits::kDatabasePoolSizeDefault;
   std::int64_t database_timeout_ms = limits::kDatabaseTimeoutMsDefault;
   std::optional<std::string> admin_key;  // unset: generated at first start and printed once
+  // Set (and admin_key unset): the generated admin key is written to this file (mode 0600, created
+  // once, never replaced; service/admin_key_file.h) instead of being printed.
+  std::optional<std::string> admin_key_file;
   // Set: GET /metrics needs `Authorization: Bearer <metrics_key>` (or the admin key); unset: public.
   std::optional<std::string> metrics_key;
   std::int64_t hold_ttl_ms = limits::kHoldTtlMsDefault;
@@ -72,6 +75,7 @@ struct ConfigOverrides {
   std::optional<std::string> config_file;  // --config
   std::optional<std::string> listen;       // --listen
   std::optional<std::string> database;     // --database
+  std::optional<std::string> admin_key_file;  // --admin-key-file
 };
 
 // Looks up an environment variable; injected so tests need not touch the process environment.

@@ -25,7 +25,9 @@ int main(int argc, char** argv) {
   auto* serve = app.add_subcommand("serve", "run the HTTP server (embedded SQLite store by default)");
   serve->add_option("--config", overrides.config_file, "TOML configuration file");
   serve->add_option("--listen", overrides.listen, "HOST:PORT to listen on (overrides the configuration)");
-  serve->add_option("--database", overrides.database, "sqlite:PATH (overrides the configuration)");
+  serve->add_option("--database", overrides.database, "sqlite:PATH or a postgresql:// URI (overrides the configuration)");
+  serve->add_option("--admin-key-file", overrides.admin_key_file,
+                    "write the admin key generated at the first start to this file (mode 0600) instead of stdout");
   serve->callback([&] {
     auto config = tollgate::load_config(overrides);
     if (!config) {
