@@ -1,5 +1,5 @@
-// The console's shell: sign-in, the routes (#/, #/account/ID, #/hold/ID, #/job/ID), and the live
-// loop. Live means the change feed (GET /v1/events, admin), long-polled: one request waits up to
+// The console's shell: sign-in, the routes (#/, #/account/ID, #/hold/ID, #/job/ID, #/locks,
+// #/ratelimits), and the live loop. Live means the change feed (GET /v1/events, admin), long-polled: one request waits up to
 // FEED_WAIT_MS for an event newer than the last one seen; when events come, the view on screen is
 // asked whether they concern it (affectedBy) and, if so, re-reads what it shows — at once after a
 // quiet spell, at most once every REFRESH_GAP_MS under a steady stream (one refresh at a time, never
@@ -13,10 +13,11 @@ import { api, ApiError, key, hooks } from './api.js';
 import * as overview from './overview.js';
 import * as account from './account.js';
 import * as hold from './hold.js';
+import * as coord from './coord.js';
 
 const FEED_WAIT_MS = 25_000;     // one long-poll's wait (the server allows up to 60 s)
 const FEED_LIMIT = 1000;         // events a feed answer carries at most (the server's page limit)
-const FEED_GAP_MS = 1000;        // after an answer with events, wait this long: a stream comes in pages
+const FEED_GAP_MS = 2000;        // after an answer with events, wait this long: a stream comes in pages
 const REFRESH_GAP_MS = 2000;     // event-driven refreshes at most this often
 const BACKOFF_MS = [1000, 2000, 5000, 10_000, 30_000];
 const TICK_MS = 500;
@@ -198,6 +199,8 @@ async function route() {
   if ((m = /^#\/account\/(.+)$/.exec(hash))) current = account.mount(ctx, decodeURIComponent(m[1]));
   else if ((m = /^#\/hold\/(.+)$/.exec(hash))) current = hold.mount(ctx, decodeURIComponent(m[1]));
   else if ((m = /^#\/job\/(.+)$/.exec(hash))) current = hold.mountJob(ctx, decodeURIComponent(m[1]));
+  else if (hash === '#/locks') current = coord.mountLocks(ctx);
+  else if (hash === '#/ratelimits') current = coord.mountRateLimits(ctx);
   else current = overview.mount(ctx);
   startFeed();
   restartPeriodic();

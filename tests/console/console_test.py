@@ -38,7 +38,11 @@ class ConsoleTest(unittest.TestCase):
         os.makedirs(SHOTS, exist_ok=True)
         cls.provider = support.FakeProvider(BINARY)
         config_dir = tempfile.mkdtemp(prefix="tollgate-console-config-")
-        cls.server = support.Server(BINARY, extra_args=("--config", cls.provider.config(config_dir)))
+        config = cls.provider.config(config_dir)
+        with open(config, "a") as f:  # two rate-limit policies for the policies page
+            f.write('\n[ratelimits.login]\nlimit = 5\nperiod_ms = 60000\nstore = "shared"\n'
+                    '\n[ratelimits.search]\nlimit = 100\nperiod_ms = 1000\nstore = "local"\n')
+        cls.server = support.Server(BINARY, extra_args=("--config", config))
         cls.api = support.Api(cls.server.url)
         cls.driver = support.chrome()
 
@@ -307,6 +311,52 @@ class ConsoleTest(unittest.TestCase):
         shown = self.driver.find_elements(By.CSS_SELECTOR, "#job-history-body tr")
         self.assertEqual([x.find_elements(By.TAG_NAME, "td")[1].text for x in shown], [e["kind"] for e in history])
         self.shot("job")
+
+    def test_7c_locks_and_rate_limit_policies(self):
+        self.api.ok("POST", "/v1/locks/report-7c/acquire", {"owner": "worker-1", "ttl_ms": 60000})
+        self.api.ok("POST", "/v1/locks/sweep-7c/acquire", {"owner": "worker-2", "ttl_ms": 60000})
+        self.api.ok("POST", "/v1/locks/sweep-7c/release", {"owner": "worker-2"})
+        for _ in range(7):
+            self.api.call("POST", "/v1/ratelimits/login/check", {"key": "alice"})
+        self.signed_in()
+        self.go("#/locks")
+
+        def lock_rows():
+            return {r.get_attribute("data-lock"): r for r in self.driver.find_elements(By.CSS_SELECTOR, "#locks-body tr[data-lock]")}
+
+        rows = wait_for(lambda: lock_rows() if "report-7c" in lock_rows() else None, "the held lock in the table")
+        self.assertNotIn("sweep-7c", rows, "released: not held, not shown with 'held only'")
+        api_lock = self.api.ok("GET", "/v1/locks/report-7c")
+        row = rows["report-7c"]
+        self.assertEqual(row.find_element(By.CLASS_NAME, "owner").text, "worker-1")
+        self.assertEqual(row.find_element(By.CLASS_NAME, "fence").text, str(api_lock["fence"]))
+        self.assertEqual(row.find_element(By.CLASS_NAME, "state").text, "held")
+        lease1 = int(row.find_element(By.CLASS_NAME, "lease").get_attribute("data-lease-left-ms"))
+        self.assertTrue(50000 < lease1 <= 60000, lease1)
+        shown1 = row.find_element(By.CLASS_NAME, "lease").text
+        time.sleep(1.2)
+        self.assertNotEqual(wait_for(lambda: lock_rows()["report-7c"].find_element(By.CLASS_NAME, "lease").text, "the lease"),
+                            shown1, "the lease counts down")
+        self.shot("locks")
+        self.driver.find_element(By.ID, "locks-held").click()  # every key ever used
+        rows = wait_for(lambda: lock_rows() if "sweep-7c" in lock_rows() else None, "the released lock")
+        self.assertEqual(rows["sweep-7c"].find_element(By.CLASS_NAME, "state").text, "free")
+        self.assertEqual(rows["sweep-7c"].find_element(By.CLASS_NAME, "owner").text, "–")
+
+        self.go("#/ratelimits")
+        expected = {p["policy"]: p for p in self.api.ok("GET", "/v1/ratelimits")["policies"]}
+        self.assertEqual(set(expected), {"login", "search"})
+        self.assertEqual((expected["login"]["allowed"], expected["login"]["limited"]), (5, 2))
+
+        def policy_cells(name, cls):
+            return self.driver.find_element(By.CSS_SELECTOR, f'#policies-body tr[data-policy="{name}"] .{cls}').text
+
+        wait_for(lambda: policy_cells("login", "limited") == "2", "the login policy's refusals")
+        self.assertEqual(policy_cells("login", "allowed"), "5")
+        self.assertEqual(policy_cells("login", "limit"), "5")
+        self.assertEqual(policy_cells("search", "limit"), "100")
+        self.assertEqual(policy_cells("search", "period"), "1.0s")
+        self.shot("ratelimits")
 
     def test_8_no_request_leaves_the_server(self):
         self.signed_in()
