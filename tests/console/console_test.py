@@ -100,9 +100,18 @@ class ConsoleTest(unittest.TestCase):
         self.assertEqual(self.driver.execute_script("return sessionStorage.getItem('tollgate.key')"), support.ADMIN_KEY)
         self.assertEqual(self.driver.get_cookies(), [], "the key must not be in a cookie")
         self.assertNotIn(support.ADMIN_KEY, self.driver.current_url)
+        wait_for(lambda: self.driver.find_element(By.ID, "live").get_attribute("data-feed") == "following",
+                 "the page to follow the change feed")
         self.driver.find_element(By.ID, "sign-out").click()
         wait_for(lambda: self.driver.find_element(By.ID, "sign-in").is_displayed(), "the sign-in form after sign-out")
         self.assertIsNone(self.driver.execute_script("return sessionStorage.getItem('tollgate.key')"))
+        # Signed out, the page stops following the feed: an event comes and nothing is asked.
+        self.driver.get_log("performance")  # forget what was sent so far
+        self.api.account("acct-2-after-sign-out", 3)
+        time.sleep(2.5)
+        sent = [json.loads(e["message"])["message"]["params"]["request"]["url"] for e in self.driver.get_log("performance")
+                if json.loads(e["message"])["message"]["method"] == "Network.requestWillBeSent"]
+        self.assertEqual(sent, [], "requests after sign-out")
 
     def test_3_an_account_key_cannot_use_the_admin_views(self):
         self.api.account("kiosk-key", 5)
