@@ -188,5 +188,8 @@ export function mount(ctx, accountId) {
     drawEvents();
   }
 
-  return { refresh, tick };
+  // Only this account's events change what the page shows (holds expiring included: the reaper
+  // writes an event); ages and countdowns tick on their own.
+  const affectedBy = (evs) => evs.some((e) => e.account_id === accountId);
+  return { refresh, tick, affectedBy, periodicMs: null };
 }

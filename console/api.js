@@ -19,12 +19,14 @@ export class ApiError extends Error {
 // Hooks the shell sets: called when the server refuses the key (401).
 export const hooks = { unauthorized: () => {} };
 
-export async function api(path, { method = 'GET', body, keyOverride, text = false } = {}) {
+// `signal` (an AbortSignal) cancels the request: the change feed's long-poll is aborted when the
+// page is hidden or signed out.
+export async function api(path, { method = 'GET', body, keyOverride, text = false, signal } = {}) {
   const headers = { Authorization: `Bearer ${keyOverride ?? key.get() ?? ''}` };
   if (body !== undefined) headers['Content-Type'] = 'application/json';
   const r = await fetch(path, {
     method, headers, body: body === undefined ? undefined : JSON.stringify(body),
-    credentials: 'omit', cache: 'no-store', referrerPolicy: 'no-referrer',
+    credentials: 'omit', cache: 'no-store', referrerPolicy: 'no-referrer', signal,
   });
   if (!r.ok) {
     let code = '', detail = '';

@@ -69,5 +69,7 @@ export function mount(ctx, holdIdGiven, jobId = null) {
           h('td', {}, x.attempt ?? ''), h('td', {}, typeof x.detail === 'string' ? x.detail : JSON.stringify(x.detail)))))));
   }
 
-  return { refresh };
+  // The hold's (or its job's) events; a job's provider attempts are not events: every 15 s.
+  const affectedBy = (evs) => evs.some((e) => (holdId && e.hold_id === holdId) || (jobId && e.job_id === jobId));
+  return { refresh, affectedBy, periodicMs: 15_000 };
 }

@@ -50,7 +50,7 @@ export function mount(ctx) {
       card('ended-expired', 'Expired'), card('ended-late', 'Late (charged + forgiven)'),
       card('ended-share', 'Expired + released share', 'of holds ended; high: time-outs shorter than the work')),
     h('p', { id: 'ended-window' }),
-    h('p', { class: 'note' }, 'Counters are this instance\'s since it started (GET /metrics); rates are over the last refresh.'),
+    h('p', { class: 'note' }, 'Counters are this instance\'s since it started (GET /metrics); re-read on every change the feed announces and every 15 s; rates are over the last re-read.'),
     h('h2', {}, 'Invariant'),
     h('p', {}, auditButton, ' ', auditResult),
     h('h2', {}, 'Jobs'),
@@ -155,5 +155,7 @@ export function mount(ctx) {
     await loadAccounts();
   }
 
-  return { refresh };
+  // Every event moves a figure here (counts, balances); the rates, the reaper's age and the
+  // provider's latency have no event: read again every 15 s.
+  return { refresh, affectedBy: () => true, periodicMs: 15_000 };
 }

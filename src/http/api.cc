@@ -260,7 +260,7 @@ void authorized(const Route& route, std::size_t route_index, Context& ctx, Call&
     account = call.params[0];
   }
   call.reply = stamped(std::move(reply), route_index, principal->key_id, std::move(account));
-  if (request.method != "GET" && request.method != "DELETE" && !request.body.empty() &&
+  if (request.method != "GET" && request.method != "HEAD" && request.method != "DELETE" && !request.body.empty() &&
       !is_json_media_type(request.content_type)) {
     return call.reply(problem(415, "unsupported_media_type", "the body must be application/json"));
   }
@@ -287,13 +287,17 @@ void Api::handle(Request request, Reply reply, Dispatch dispatch) {
   const auto table = routes();
   const Route* route = nullptr;
   std::string allowed;
+  // HEAD is GET without the body (RFC 9110 §9.3.2): it runs the GET route — same status, same
+  // headers, same Content-Length — and the server sends no body (http/server.cc).
+  const std::string_view method = request.method == "HEAD" ? std::string_view("GET") : std::string_view(request.method);
   for (std::size_t i = 0; i < table.size(); ++i) {
     if (!matches(i, segments, call.params)) continue;
-    if (request.method == table[i].method) {
+    if (method == table[i].method) {
       route = &table[i];
       break;
     }
     allowed += allowed.empty() ? table[i].method : std::string(", ") + table[i].method;
+    if (std::string_view(table[i].method) == "GET") allowed += ", HEAD";
   }
   if (!route) {
     if (!allowed.empty()) {

@@ -121,6 +121,8 @@ void renew_lock(Context&, Call&);
 void release_lock(Context&, Call&);
 void cancel_lock(Context&, Call&);
 void get_lock(Context&, Call&);
+void list_locks(Context&, Call&);
+void list_ratelimits(Context&, Call&);
 void begin_idempotency(Context&, Call&);
 void finish_idempotency(Context&, Call&);
 void abandon_idempotency(Context&, Call&);

@@ -32,7 +32,14 @@ void append_lock(std::string& out, const coord::Lock& l, std::int64_t now_ms) {
     out += "null";
   }
   out += ",\"held\":";
-  out += coord::is_held(l, now_ms) ? "true" : "false";
+  const bool held = coord::is_held(l, now_ms);
+  out += held ? "true" : "false";
+  out += ",\"lease_left_ms\":";  // on the store's clock; null when not held
+  if (held) {
+    append_json_int(out, *l.expires_at_ms - now_ms);
+  } else {
+    out += "null";
+  }
   out += ",\"cancelled\":";
   out += l.cancelled ? "true" : "false";
   out += '}';
@@ -231,6 +238,68 @@ void get_lock(Context& ctx, Call& call) {
   TG_REPLY_IF_ERROR(read);
   if (!read->row) return call.reply(problem(not_found("lock " + call.params[0])));
   call.reply(written_response(200, [&](std::string& out) { append_lock(out, *read->row, read->now_ms); }));
+}
+
+// GET /v1/locks?starting_after=&limit=&held=: a page of locks by key (store/lists.h's paging).
+void list_locks(Context& ctx, Call& call) {
+  TG_REPLY_IF_ERROR(known_query(call, {"limit", "starting_after", "held"}));
+  auto page = page_request(call);
+  TG_REPLY_IF_ERROR(page);
+  bool held_only = false;
+  if (auto it = call.query.find("held"); it != call.query.end()) {
+    if (it->second != "true" && it->second != "false") {
+      return call.reply(problem(invalid("held must be true or false")));
+    }
+    held_only = it->second == "true";
+  }
+  auto read = ctx.ledger.list_locks(*page, held_only);
+  TG_REPLY_IF_ERROR(read);
+  call.reply(written_response(200, [&](std::string& out) {
+    out += "{\"locks\":[";
+    for (std::size_t i = 0; i < read->locks.size(); ++i) {
+      if (i > 0) out += ',';
+      append_lock(out, read->locks[i], read->now_ms);
+    }
+    out += "],\"has_more\":";
+    out += read->has_more ? "true" : "false";
+    out += '}';
+  }));
+}
+
+// GET /v1/ratelimits: the policies this instance serves, with their parameters and the decisions
+// it answered since it started (per instance, like every counter in /metrics).
+void list_ratelimits(Context& ctx, Call& call) {
+  TG_REPLY_IF_ERROR(known_query(call, {}));
+  call.reply(written_response(200, [&](std::string& out) {
+    out += "{\"policies\":[";
+    bool first = true;
+    if (ctx.options.ratelimits) {
+      for (const auto& [name, p] : ctx.options.ratelimits->all()) {
+        if (!first) out += ',';
+        first = false;
+        out += "{\"policy\":";
+        append_json_string(out, name);
+        out += ",\"limit\":";
+        append_json_int(out, p->gcra.limit);
+        out += ",\"period_ms\":";
+        append_json_int(out, p->gcra.period_ms);
+        out += ",\"store\":";
+        out += p->shared ? "\"shared\"" : "\"local\"";
+        out += ",\"allowed\":";
+        append_json_int(out, static_cast<std::int64_t>(p->allowed.load(std::memory_order_relaxed)));
+        out += ",\"limited\":";
+        append_json_int(out, static_cast<std::int64_t>(p->limited.load(std::memory_order_relaxed)));
+        out += ",\"local_keys\":";
+        if (p->local) {
+          append_json_int(out, static_cast<std::int64_t>(p->local->size()));
+        } else {
+          out += "null";
+        }
+        out += '}';
+      }
+    }
+    out += "]}";
+  }));
 }
 
 void begin_idempotency(Context& ctx, Call& call) { idempotency_route<coord::IdemOp::begin>(ctx, call); }

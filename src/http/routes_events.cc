@@ -1,7 +1,8 @@
 // The change feed: GET /v1/events?after=&limit=&wait_ms= (admin) — every account's events in
 // commit order; with wait_ms, the answer comes as soon as something newer is durable (or when the
 // wait is over). A waiting request holds no thread: it is parked with the ledger's event waiters;
-// once woken it reads again on the reader executor (http/read_executor.h).
+// once woken it reads again on the reader executor (http/read_executor.h). `after=latest` starts at
+// the head (Store::last_event_id): what a live view follows from.
 #include <chrono>
 #include <limits>
 #include <memory>
@@ -29,7 +30,14 @@ Response feed_response(const EventPage& page) {
 
 void events_feed(Context& ctx, Call& call) {
   TG_REPLY_IF_ERROR(known_query(call, {"after", "limit", "wait_ms"}));
-  auto after = query_int(call, "after", 0, 0, std::numeric_limits<std::int64_t>::max());
+  // after=latest: from the feed's head — nothing that is already there, only what comes next
+  // (next_after says where the head was, to go on from).
+  const auto given = call.query.find("after");
+  const bool latest = given != call.query.end() && given->second == "latest";
+  auto after = latest ? ctx.ledger.last_event_id() : query_int(call, "after", 0, 0, std::numeric_limits<std::int64_t>::max());
+  if (!after && !latest) {
+    return call.reply(problem(invalid(after.error().detail + ", or latest")));
+  }
   TG_REPLY_IF_ERROR(after);
   auto limit = query_int(call, "limit", 100, 1, limits::kEventsPageMax);
   TG_REPLY_IF_ERROR(limit);

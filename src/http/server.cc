@@ -293,6 +293,8 @@ struct Session : SessionBase, std::enable_shared_from_this<Session<Stream>> {
       head += std::to_string(r.body.size());
     }
     head += "\r\n\r\n";
+    // A HEAD's answer is its GET's head alone: the Content-Length above is the GET's body's.
+    if (method == "HEAD") r.body.clear();
     body = std::move(r.body);
     tcp_layer().expires_after(std::chrono::milliseconds(server.limits.request_timeout_ms));
     const std::array<asio::const_buffer, 2> buffers{asio::buffer(head), asio::buffer(body)};

@@ -206,6 +206,8 @@ Result<EventPage> Ledger::read_events(std::string_view account_id, std::int64_t 
 
 Result<EventPage> Ledger::read_feed(std::int64_t after, std::int64_t limit) { return store_.read_feed(after, limit); }
 
+Result<std::int64_t> Ledger::last_event_id() { return store_.last_event_id(); }
+
 void Ledger::when_events_after(std::int64_t after, EventWaiters::TimePoint deadline, EventWaiters::Ready ready) {
   waiters_.when_events_after(after, deadline, std::move(ready));
 }
@@ -311,6 +313,10 @@ Result<coord::RateLimitOutcome> Ledger::ratelimit(RateLimitCommand command) {
 Result<coord::RowRead<coord::Lock>> Ledger::get_lock(std::string_view key) {
   if (auto s = check_id(key, "key"); !s) return s.error();
   return store_.coord().get_lock(key);
+}
+
+Result<coord::LockPage> Ledger::list_locks(const PageRequest& page, bool held_only) {
+  return store_.coord().list_locks(page, held_only);
 }
 
 Result<coord::RowRead<coord::IdempotencyKey>> Ledger::get_idempotency_key(std::string_view key) {

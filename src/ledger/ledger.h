@@ -98,6 +98,8 @@ class Ledger {
   Result<coord::IdempotencyOutcome> idempotency(IdempotencyCommand command);
   Result<coord::RateLimitOutcome> ratelimit(RateLimitCommand command);
   Result<coord::RowRead<coord::Lock>> get_lock(std::string_view key);
+  // Locks by key (coord::CoordReads::list_locks): every key ever used, or only the held ones.
+  Result<coord::LockPage> list_locks(const PageRequest& page, bool held_only);
   Result<coord::RowRead<coord::IdempotencyKey>> get_idempotency_key(std::string_view key);
   // One prune pass (at most limits::kIdempotencyPruneBatchMax rows of each kind).
   Result<coord::PruneOutcome> prune_once();
@@ -130,6 +132,8 @@ class Ledger {
 
   // The change feed: every account's events after `after`, in commit order (Store::read_feed).
   Result<EventPage> read_feed(std::int64_t after, std::int64_t limit);
+  // The feed's head: the largest event id read_feed() may answer now (0 when none; Store::last_event_id).
+  Result<std::int64_t> last_event_id();
   // For a feed read that found nothing after `after` and may wait: calls `ready` once, as soon as
   // something newer is durable (also written by another instance), or at `deadline` — ok means
   // "read again now". Never blocks the calling thread; `ready` runs on the waiters' thread.

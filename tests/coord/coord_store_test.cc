@@ -248,6 +248,68 @@ TEST_P(CoordStoreConformance, BadLockCommandsAreRefusedByNameAndChangeNothing) {
   EXPECT_EQ(stored_lock("k"), before);
 }
 
+TEST_P(CoordStoreConformance, LocksAreListedByKeyInPagesWithTheirLeaseOnTheStoresClock) {
+  // Five keys, acquired out of order; "lk-c" released, "lk-e" left to run out.
+  for (const char* key : {"lk-d", "lk-a", "lk-e", "lk-c", "lk-b"}) {
+    locked(lock_cmd(LockOp::acquire, key, std::string("w-") + key, std::nullopt, key == std::string("lk-e") ? 1'000 : kLease));
+  }
+  locked(lock_cmd(LockOp::release, "lk-c", "w-lk-c", 1));
+  clock_.advance_ms(2'000);  // lk-e's lease (1 s) ran out; the others have 8 s left
+
+  // Every key ever used, two a page, in key order; each page's cursor is its last key.
+  std::vector<coord::Lock> all;
+  PageRequest page{2, std::nullopt};
+  for (int pages = 0; pages < 10; ++pages) {
+    auto r = ledger_->list_locks(page, false);
+    ASSERT_OK(r);
+    EXPECT_EQ(r->now_ms, clock_.now_ms());
+    EXPECT_LE(r->locks.size(), 2u);
+    all.insert(all.end(), r->locks.begin(), r->locks.end());
+    if (!r->has_more) break;
+    page.starting_after = r->locks.back().key;
+  }
+  ASSERT_EQ(all.size(), 5u);
+  std::vector<std::string> keys;
+  for (const auto& l : all) keys.push_back(l.key);
+  EXPECT_EQ(keys, (std::vector<std::string>{"lk-a", "lk-b", "lk-c", "lk-d", "lk-e"}));
+  EXPECT_EQ(all[0].owner, "w-lk-a");
+  EXPECT_EQ(all[0].fence, 1);
+  EXPECT_EQ(*all[0].expires_at_ms - clock_.now_ms(), kLease - 2'000);
+  EXPECT_FALSE(all[2].owner.has_value()) << "released: free";
+  EXPECT_FALSE(coord::is_held(all[4], clock_.now_ms())) << "lk-e's lease ran out";
+  EXPECT_EQ(all, (std::vector<coord::Lock>{*stored_lock("lk-a"), *stored_lock("lk-b"), *stored_lock("lk-c"),
+                                           *stored_lock("lk-d"), *stored_lock("lk-e")}));
+
+  // Only the held ones: a, b, d (c is free, e's lease ran out).
+  auto held = ledger_->list_locks(PageRequest{10, std::nullopt}, true);
+  ASSERT_OK(held);
+  keys.clear();
+  for (const auto& l : held->locks) keys.push_back(l.key);
+  EXPECT_EQ(keys, (std::vector<std::string>{"lk-a", "lk-b", "lk-d"}));
+  EXPECT_FALSE(held->has_more);
+  // A cursor that is a lock no longer held still pages on (the row exists).
+  auto after_c = ledger_->list_locks(PageRequest{10, std::string("lk-c")}, true);
+  ASSERT_OK(after_c);
+  ASSERT_EQ(after_c->locks.size(), 1u);
+  EXPECT_EQ(after_c->locks[0].key, "lk-d");
+  // A page of exactly what is left: has_more is false.
+  auto last = ledger_->list_locks(PageRequest{2, std::string("lk-c")}, false);
+  ASSERT_OK(last);
+  EXPECT_EQ(last->locks.size(), 2u);
+  EXPECT_FALSE(last->has_more);
+}
+
+TEST_P(CoordStoreConformance, ListingLocksRefusesAnUnknownCursorAndABadLimit) {
+  locked(lock_cmd(LockOp::acquire, "k", "w1"));
+  EXPECT_CODE(ledger_->list_locks(PageRequest{10, std::string("never-used")}, false), Code::invalid_request);
+  EXPECT_CODE(ledger_->list_locks(PageRequest{0, std::nullopt}, false), Code::invalid_request);
+  EXPECT_CODE(ledger_->list_locks(PageRequest{limits::kListPageMax + 1, std::nullopt}, false), Code::invalid_request);
+  auto empty = ledger_->list_locks(PageRequest{10, std::string("k")}, false);
+  ASSERT_OK(empty);
+  EXPECT_TRUE(empty->locks.empty());
+  EXPECT_FALSE(empty->has_more);
+}
+
 // --- idempotency keys ----------------------------------------------------------------------------
 
 TEST_P(CoordStoreConformance, BeginClaimsThenInProgressThenFinishedReplaysTheStoredResponse) {

@@ -704,15 +704,15 @@ TEST_F(HttpApi, AWrongMethodIs405WithTheAllowHeader) {
     std::set<std::string> allow;
   };
   const std::vector<Case> cases{
-      {"PUT", "/v1/holds", {"GET", "POST"}},
-      {"DELETE", "/v1/accounts", {"GET", "POST"}},
-      {"POST", "/v1/accounts/x", {"GET", "PATCH"}},
+      {"PUT", "/v1/holds", {"GET", "HEAD", "POST"}},  // HEAD wherever GET is (HttpHead)
+      {"DELETE", "/v1/accounts", {"GET", "HEAD", "POST"}},
+      {"POST", "/v1/accounts/x", {"GET", "HEAD", "PATCH"}},
       {"GET", "/v1/accounts/x/credits", {"POST"}},
-      {"PATCH", "/v1/holds/h", {"GET"}},
+      {"PATCH", "/v1/holds/h", {"GET", "HEAD"}},
       {"GET", "/v1/holds/h/commit", {"POST"}},
       {"GET", "/v1/keys/k", {"DELETE"}},
-      {"POST", "/healthz", {"GET"}},
-      {"DELETE", "/v1/audit", {"GET"}},
+      {"POST", "/healthz", {"GET", "HEAD"}},
+      {"DELETE", "/v1/audit", {"GET", "HEAD"}},
   };
   for (const Case& c : cases) {
     const HttpResponse r = admin().request(c.method, c.target, "");

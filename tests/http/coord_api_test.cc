@@ -10,7 +10,9 @@
 #include <csignal>
 #include <fstream>
 #include <functional>
+#include <algorithm>
 #include <latch>
+#include <map>
 #include <memory>
 #include <string>
 #include <thread>
@@ -351,6 +353,93 @@ TEST_F(HttpCoord, TheyAreAdminCallsAccountKeysAreForbiddenAndNoKeyIsUnauthorized
   }
   EXPECT_TRUE(is_problem(kiosk.get("/v1/locks/" + lock), 403, "forbidden"));
   EXPECT_TRUE(is_problem(admin().get("/v1/locks/" + lock), 404, "not_found")) << "nothing was acquired";
+}
+
+TEST_F(HttpCoord, LocksAreListedByKeyInPagesWithOwnerFenceAndLeaseLeft) {
+  const std::string prefix = unique("list");
+  const std::string a = prefix + "-a", b = prefix + "-b", c = prefix + "-c";
+  for (const std::string& key : {c, a, b}) {
+    ASSERT_EQ(lock_call(key, "acquire", lock_body("owner-" + key, 30'000)).status, 200u);
+  }
+  ASSERT_EQ(lock_call(b, "release", json::object{{"owner", "owner-" + b}}).status, 200u);
+  // Page through every lock, two at a time (other tests' locks are there too): each once, by key.
+  std::vector<json::object> mine;
+  std::vector<std::string> keys;
+  std::string cursor;
+  for (int pages = 0; pages < 1000; ++pages) {
+    const HttpResponse r = admin().get("/v1/locks?limit=2" + (cursor.empty() ? "" : "&starting_after=" + cursor));
+    ASSERT_EQ(r.status, 200u) << r;
+    const json::array& page = r.object().at("locks").as_array();
+    ASSERT_LE(page.size(), 2u);
+    for (const auto& l : page) {
+      keys.push_back(jstr(l.as_object(), "key"));
+      if (keys.back().rfind(prefix, 0) == 0) mine.push_back(l.as_object());
+    }
+    if (!r.object().at("has_more").as_bool()) break;
+    cursor = keys.back();
+  }
+  EXPECT_TRUE(std::is_sorted(keys.begin(), keys.end()));
+  EXPECT_EQ(std::adjacent_find(keys.begin(), keys.end()), keys.end()) << "a key twice";
+  ASSERT_EQ(mine.size(), 3u);
+  EXPECT_EQ(jstr(mine[0], "key"), a);
+  EXPECT_EQ(jstr(mine[0], "owner"), "owner-" + a);
+  EXPECT_GE(jint(mine[0], "fence"), 1);
+  EXPECT_TRUE(mine[0].at("held").as_bool());
+  const std::int64_t left = jint(mine[0], "lease_left_ms");
+  EXPECT_GT(left, 20'000);
+  EXPECT_LE(left, 30'000);
+  EXPECT_EQ(jstr(mine[1], "key"), b);
+  EXPECT_TRUE(mine[1].at("owner").is_null());
+  EXPECT_FALSE(mine[1].at("held").as_bool());
+  EXPECT_TRUE(mine[1].at("lease_left_ms").is_null());
+  EXPECT_EQ(jstr(mine[2], "key"), c);
+  // held=true: the released one is left out; a single lock's read agrees.
+  const HttpResponse held = admin().get("/v1/locks?held=true&limit=1000");
+  ASSERT_EQ(held.status, 200u) << held;
+  std::vector<std::string> held_mine;
+  for (const auto& l : held.object().at("locks").as_array()) {
+    if (jstr(l.as_object(), "key").rfind(prefix, 0) == 0) held_mine.push_back(jstr(l.as_object(), "key"));
+  }
+  EXPECT_EQ(held_mine, (std::vector<std::string>{a, c}));
+  const HttpResponse one = admin().get("/v1/locks/" + a);
+  ASSERT_EQ(one.status, 200u) << one;
+  EXPECT_LE(jint(one.object(), "lease_left_ms"), left);
+  // Bad parameters are refused by name.
+  EXPECT_TRUE(is_problem(admin().get("/v1/locks?starting_after=" + unique("never")), 400, "invalid_request"));
+  EXPECT_TRUE(is_problem(admin().get("/v1/locks?held=yes"), 400, "invalid_request"));
+  EXPECT_TRUE(is_problem(admin().get("/v1/locks?limit=0"), 400, "invalid_request"));
+  EXPECT_TRUE(is_problem(admin().get("/v1/locks?owner=x"), 400, "invalid_request"));
+}
+
+TEST_F(HttpCoord, RateLimitPoliciesAreListedWithTheirParametersAndThisInstancesDecisions) {
+  auto policies = [&] {
+    const HttpResponse r = admin().get("/v1/ratelimits");
+    EXPECT_EQ(r.status, 200u) << r;
+    std::map<std::string, json::object> out;
+    if (r.status != 200) return out;
+    for (const auto& p : r.object().at("policies").as_array()) out[jstr(p.as_object(), "policy")] = p.as_object();
+    return out;
+  };
+  const auto before = policies();
+  ASSERT_EQ(before.size(), 3u);
+  const json::object& login = before.at("login");
+  EXPECT_EQ(jint(login, "limit"), 5);
+  EXPECT_EQ(jint(login, "period_ms"), 60'000);
+  EXPECT_EQ(jstr(login, "store"), "shared");
+  EXPECT_TRUE(login.at("local_keys").is_null());
+  EXPECT_EQ(jstr(before.at("cheap"), "store"), "local");
+  EXPECT_EQ(jint(before.at("small_table"), "limit"), 3);
+  // One check admitted and one refused on a local policy: its counters move by one each.
+  const std::string key = unique("who");
+  for (int i = 0; i < 4; ++i) admin().post("/v1/ratelimits/cheap/check", json::object{{"key", key}});
+  const auto after = policies();
+  EXPECT_EQ(jint(after.at("cheap"), "allowed"), jint(before.at("cheap"), "allowed") + 3);
+  EXPECT_EQ(jint(after.at("cheap"), "limited"), jint(before.at("cheap"), "limited") + 1);
+  EXPECT_GE(jint(after.at("cheap"), "local_keys"), 1);
+  EXPECT_TRUE(is_problem(admin().get("/v1/ratelimits?policy=login"), 400, "invalid_request"));
+  HttpClient nobody(server_->port());
+  EXPECT_TRUE(is_problem(nobody.get("/v1/ratelimits"), 401, "unauthorized"));
+  EXPECT_TRUE(is_problem(nobody.get("/v1/locks"), 401, "unauthorized"));
 }
 
 TEST_F(HttpCoord, TwentyConcurrentAcquiresOverHttpMakeExactlyOneHolder) {

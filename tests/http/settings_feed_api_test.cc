@@ -226,6 +226,33 @@ TEST_F(HttpSettingsAndFeed, AWaitingFeedReadWithNothingNewAnswersEmptyAtItsDeadl
   EXPECT_TRUE(admin().get("/healthz").status == 200u);
 }
 
+TEST_F(HttpSettingsAndFeed, AfterLatestStartsAtTheHeadAndWaitsOnlyForWhatComesNext) {
+  const std::string id = make_account(7);  // an event already there: latest must not answer it
+  const HttpResponse head = admin().get("/v1/events?after=latest");
+  ASSERT_EQ(head.status, 200u) << head;
+  EXPECT_TRUE(head.object().at("events").as_array().empty()) << head;
+  EXPECT_EQ(jint(head.object(), "next_after"), feed_end());
+  // Waiting from the head: the next commit, and only it, comes back.
+  HttpResponse waited;
+  std::thread follower([&] {
+    HttpClient client(port(), kAdminKey, std::chrono::seconds(40));
+    waited = client.get("/v1/events?after=latest&wait_ms=30000");
+  });
+  std::this_thread::sleep_for(std::chrono::milliseconds(300));
+  ASSERT_EQ(admin().post("/v1/accounts/" + id + "/credits", json::object{{"amount", 3}, {"reference", unique("c")}}).status,
+            201u);
+  follower.join();
+  ASSERT_EQ(waited.status, 200u) << waited;
+  const json::array& events = waited.object().at("events").as_array();
+  ASSERT_EQ(events.size(), 1u) << waited;
+  EXPECT_EQ(jstr(events[0].as_object(), "account_id"), id);
+  EXPECT_EQ(jint(events[0].as_object(), "amount"), 3);
+  EXPECT_EQ(jint(waited.object(), "next_after"), jint(events[0].as_object(), "event_id"));
+  const HttpResponse bad = admin().get("/v1/events?after=newest");
+  ASSERT_TRUE(is_problem(bad, 400, "invalid_request")) << bad;
+  EXPECT_NE(jstr(bad.object(), "detail").find("or latest"), std::string::npos) << bad;
+}
+
 TEST_F(HttpSettingsAndFeed, TheFeedIsForTheAdminAndRefusesBadParameters) {
   EXPECT_TRUE(is_problem(admin().get("/v1/events?wait_ms=60001"), 400, "invalid_request"));
   EXPECT_TRUE(is_problem(admin().get("/v1/events?limit=0"), 400, "invalid_request"));

@@ -112,6 +112,7 @@ class RecordingStore final : public Store {
     Result<coord::RowRead<coord::IdempotencyKey>> get_idempotency_key(std::string_view) override {
       return unsupported();
     }
+    Result<coord::LockPage> list_locks(const PageRequest&, bool) override { return unsupported(); }
   } no_coord_;
   std::mutex mu_;
   std::uint64_t seq_ = 0;

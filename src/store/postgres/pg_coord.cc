@@ -26,6 +26,9 @@ const std::string kLoadPrunable = "SELECT " TG_IDEM_COLUMNS
 const std::string kLoadIdleRates = "SELECT policy, key, tat_ns FROM ratelimits WHERE tat_ns <= " TG_NOW
                                    " * 1000000 ORDER BY tat_ns LIMIT $1 FOR UPDATE SKIP LOCKED";
 const std::string kGetLock = "SELECT " TG_LOCK_COLUMNS " FROM locks WHERE key = $1";
+const std::string kListLocks = "SELECT " TG_LOCK_COLUMNS
+                               " FROM locks WHERE key > $1 AND (NOT $2::boolean OR (owner IS NOT NULL AND expires_at_ms > "
+                               "$3::bigint)) ORDER BY key LIMIT $4::bigint";
 const std::string kGetIdem = "SELECT " TG_IDEM_COLUMNS " FROM idempotency_keys WHERE key = $1";
 
 const std::string kInsertLock =
@@ -168,6 +171,24 @@ Result<coord::RowRead<coord::IdempotencyKey>> PgCoordReads::get_idempotency_key(
                          if (!r.empty()) out.row = read_idem(r, 0);
                          return out;
                        });
+}
+
+Result<coord::LockPage> PgCoordReads::list_locks(const PageRequest& page, bool held_only) {
+  if (auto s = validate_page(page); !s) return s.error();
+  return read_snapshot(readers_, clock_, [&](Conn& db, std::int64_t now_ms) -> Result<coord::LockPage> {
+    coord::LockPage out;
+    out.now_ms = now_ms;
+    if (page.starting_after && db.query(kGetLock, *page.starting_after).empty()) {
+      return unknown_cursor("lock", *page.starting_after);
+    }
+    const Rows r = db.query(kListLocks, page.starting_after.value_or(""), held_only ? "true" : "false", now_ms, page.limit + 1);
+    std::vector<coord::Lock> rows;
+    for (int i = 0; i < r.size(); ++i) rows.push_back(read_lock(r, i));
+    auto p = page_of(std::move(rows), page);
+    out.locks = std::move(p.items);
+    out.has_more = p.has_more;
+    return out;
+  });
 }
 
 }  // namespace tollgate::pg

@@ -39,6 +39,7 @@ class PgCoordReads final : public coord::CoordReads {
   PgCoordReads(ConnPool<Conn>& readers, const Clock* clock) : readers_(readers), clock_(clock) {}
   Result<coord::RowRead<coord::Lock>> get_lock(std::string_view key) override;
   Result<coord::RowRead<coord::IdempotencyKey>> get_idempotency_key(std::string_view key) override;
+  Result<coord::LockPage> list_locks(const PageRequest& page, bool held_only) override;
 
  private:
   ConnPool<Conn>& readers_;

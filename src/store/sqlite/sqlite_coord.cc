@@ -131,4 +131,23 @@ Result<coord::RowRead<coord::IdempotencyKey>> SqliteCoordReads::get_idempotency_
   });
 }
 
+Result<coord::LockPage> SqliteCoordReads::list_locks(const PageRequest& page, bool held_only) {
+  if (auto s = validate_page(page); !s) return s.error();
+  return read_snapshot(readers_, [&](Conn& db) -> Result<coord::LockPage> {
+    coord::LockPage out;
+    out.now_ms = clock_.now_ms();
+    if (page.starting_after && !lock_row(db, *page.starting_after)) return unknown_cursor("lock", *page.starting_after);
+    static const std::string sql = std::string("SELECT ") + kLockColumns +
+                                   " FROM locks WHERE key > ?1 AND (?2 = 0 OR (owner IS NOT NULL AND expires_at_ms > ?3)) "
+                                   "ORDER BY key LIMIT ?4";
+    Query q(db.stmt(sql.c_str()), page.starting_after.value_or(""), std::int64_t{held_only}, out.now_ms, page.limit + 1);
+    std::vector<coord::Lock> rows;
+    while (q.step()) rows.push_back(read_lock(q.row()));
+    auto p = page_of(std::move(rows), page);
+    out.locks = std::move(p.items);
+    out.has_more = p.has_more;
+    return out;
+  });
+}
+
 }  // namespace tollgate::sqlite
