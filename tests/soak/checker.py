@@ -450,13 +450,17 @@ def summarize(history: list[dict[str, Any]], state: dict[str, Any], report: Repo
     by_kind: dict[str, Counter[str]] = defaultdict(Counter)
     for o in history:
         by_kind[o["kind"]][o["outcome"]] += 1
-    rows = [[k, c["ok"], c["refused"], c["unknown"], sum(c.values())] for k, c in sorted(by_kind.items())]
-    total = Counter()
+    retried: Counter[str] = Counter()  # operations that needed more than one attempt (the same id again)
+    for o in history:
+        if len(o["attempts"]) > 1:
+            retried[o["kind"]] += 1
+    rows = [[k, c["ok"], c["refused"], c["unknown"], sum(c.values()), retried[k]] for k, c in sorted(by_kind.items())]
+    total: Counter[str] = Counter()
     for c in by_kind.values():
         total.update(c)
-    rows.append(["all", total["ok"], total["refused"], total["unknown"], sum(total.values())])
-    out.append("operations by kind and outcome:")
-    out.append(table(rows, ["kind", "ok", "refused", "unknown", "total"]))
+    rows.append(["all", total["ok"], total["refused"], total["unknown"], sum(total.values()), sum(retried.values())])
+    out.append("operations by kind and outcome (retried: more than one attempt, the same id each time):")
+    out.append(table(rows, ["kind", "ok", "refused", "unknown", "total", "retried"]))
     faults = Counter(state.get("faults", {}))
     out.append("faults injected by kind:")
     out.append(table([[k, n] for k, n in sorted(faults.items())] + [["all", sum(faults.values())]], ["fault", "count"]))
@@ -467,6 +471,7 @@ def summarize(history: list[dict[str, Any]], state: dict[str, Any], report: Repo
         out.append(f"  … and {len(report.anomalies) - ANOMALY_LINES_MAX} more")
     summary = {"backend": state.get("backend"), "seed": state.get("seed"), "operations": sum(total.values()),
                "ok": total["ok"], "refused": total["refused"], "unknown": total["unknown"],
+               "retried": sum(retried.values()),
                "faults": sum(faults.values()), "faults_by_kind": dict(sorted(faults.items())),
                "anomalies": len(report.anomalies)}
     return "\n".join(out), summary

@@ -49,8 +49,9 @@ SETTLE_S_MAX = 180           # the end: how long every job and hold may take to 
 HTTP_RATES = FaultRates(reset_at_accept=0.02, cut_request=0.02, cut_response=0.03, reset_response=0.02,
                         delay=0.04, stall=0.02, bytes_range=(1, 500), delay_ms_range=(20, 600),
                         stall_s_range=(1.0, 5.0))
-DB_RATES = FaultRates(cut_request=0.04, cut_response=0.04, reset_response=0.03, delay=0.05, stall=0.04,
-                      bytes_range=(200, 400_000), delay_ms_range=(1, 40), stall_s_range=(0.5, 3.0))
+DB_RATES = FaultRates(cut_request=0.1, cut_response=0.1, reset_response=0.05, delay=0.1, stall=0.08,
+                      bytes_range=(200, 60_000), delay_ms_range=(1, 40), stall_s_range=(0.5, 3.0))
+OPENING_CREDITS = 60
 
 
 def log(msg: str) -> None:
@@ -159,8 +160,9 @@ def run_backend(backend: str, args: argparse.Namespace, work: str) -> tuple[list
                             lock_keys=["lk-0", "lk-1"], ratelimit_keys=["rl-0", "rl-1"], provider="imagegen",
                             hold_ttl_ms_range=HOLD_TTL_RANGE_MS, lock_ttl_ms_range=LOCK_TTL_RANGE_MS)
         for a in accounts:
-            op = history.new_op("credit", "setup", {"account_id": a, "amount": 200, "reference": f"open-{a}"})
-            status, body = admin(p0, "POST", f"/v1/accounts/{a}/credits", {"amount": 200, "reference": f"open-{a}"})
+            op = history.new_op("credit", "setup", {"account_id": a, "amount": OPENING_CREDITS, "reference": f"open-{a}"})
+            status, body = admin(p0, "POST", f"/v1/accounts/{a}/credits",
+                                 {"amount": OPENING_CREDITS, "reference": f"open-{a}"})
             op.attempts.append(Attempt("direct", status, "", 0, 0))
             op.result = body
             op.classify()

@@ -170,7 +170,7 @@ class Worker:
 
     # --- money ------------------------------------------------------------------------------------
     def credit(self) -> None:
-        acct, amount, ref = self._account(), self.rng.randint(1, 40), self._id("cr")
+        acct, amount, ref = self._account(), self.rng.randint(1, 20), self._id("cr")
         self.caller.call("credit", {"account_id": acct, "amount": amount, "reference": ref}, "POST",
                          f"/v1/accounts/{acct}/credits", {"amount": amount, "reference": ref})
 
