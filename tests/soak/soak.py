@@ -172,7 +172,7 @@ def run_backend(backend: str, args: argparse.Namespace, work: str) -> tuple[list
         workers = [Worker(i, history, settings, seed, stop) for i in range(args.workers)]
         threads = [threading.Thread(target=w.run, name=f"w{i}", daemon=True) for i, w in enumerate(workers)]
         nemesis = Nemesis(seed, instances, pg, provider, db_proxy.cut_all if db_proxy else None,
-                          interval_s=(2.0, 6.0), pause_s=PAUSE_S, log=log)
+                          interval_s=(1.0, 4.0), pause_s=PAUSE_S, log=log)
         for t in threads:
             t.start()
         nemesis.thread.start()
