@@ -236,10 +236,15 @@ def check_holds(history: list[dict[str, Any]], state: dict[str, Any], r: Report)
             r.bad(f"hold {hid} is still active (expires_at {h['expires_at']}) after every TTL passed")
         if hid not in events_of:
             r.bad(f"hold {hid} has no events")
+        end = terminal(events_of.get(hid, []))
+        # Times are RFC 3339 UTC with milliseconds, one format: their text orders as their time.
+        if end and end["type"] == "expired" and "at" in end and end["at"] < h["expires_at"]:
+            r.bad(f"hold {hid} expired at {end['at']}, before its expires_at {h['expires_at']}")
     for hid in events_of:
         if hid not in holds:
             r.bad(f"events name hold {hid}, which no hold list has")
-    r.checked["holds: none active past its TTL, every hold has events and every hold event a hold"] += len(holds)
+    r.checked["holds: none active past its TTL, none expired before it, every hold has events and every hold "
+              "event a hold"] += len(holds)
 
     # Commits, releases and extends, per hold.
     on_hold: dict[str, dict[str, list[dict[str, Any]]]] = {k: defaultdict(list) for k in ("commit", "release", "extend")}

@@ -77,7 +77,7 @@ class ModelLedger:
             a["reserved"] += amount
             a["active_holds"] += 1
             hold = {"hold_id": hid, "account_id": acct, "request_id": rid, "amount": amount,
-                    "committed_amount": 0, "status": "active", "expires_at": "later"}
+                    "committed_amount": 0, "status": "active", "expires_at": "2026-01-01T00:00:10.000Z"}
             self.holds[acct].append(hold)
             self._event(acct, "reserved", amount, hold_id=hid)
         self.op("reserve", {"account_id": acct, "amount": amount, "request_id": rid}, outcome,
@@ -152,6 +152,7 @@ def clean_run() -> ModelLedger:
     m.release(h3)
     h4 = m.reserve("b", 3, "rq-4", outcome="unknown", applied=True)
     m.end(h4, "expired")                                          # its client never heard; the reaper ended it
+    m.events["b"][-1]["at"] = "2026-01-01T00:00:10.150Z"          # after its expires_at
     m.reserve("b", 500, "rq-5", outcome="refused", applied=False)
     m.job("a", 2, "job-1", "completed")
     m.job("b", 2, "job-2", "failed")
@@ -276,6 +277,12 @@ class CheckerSelfTest(unittest.TestCase):
             if h["status"] == "expired":
                 h["status"] = "active"
         self.assertAnomaly("still active", state=s)
+
+    def test_a_hold_expired_before_its_ttl(self) -> None:
+        s = copy.deepcopy(self.state)
+        acct, i = find_event(s, lambda e: e["type"] == "expired")
+        s["events"][acct][i]["at"] = "2026-01-01T00:00:09.999Z"
+        self.assertAnomaly("before its expires_at", state=s)
 
     def test_a_phantom_credit_nobody_asked_for(self) -> None:
         s = copy.deepcopy(self.state)
