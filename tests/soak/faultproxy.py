@@ -234,5 +234,12 @@ class ProxyLoop:
     def close(self) -> None:
         for p in self.proxies:
             asyncio.run_coroutine_threadsafe(p.stop(), self.loop).result(timeout=10)
+
+        async def cancel_the_rest() -> None:
+            tasks = [t for t in asyncio.all_tasks() if t is not asyncio.current_task()]
+            for t in tasks:
+                t.cancel()
+            await asyncio.gather(*tasks, return_exceptions=True)
+        asyncio.run_coroutine_threadsafe(cancel_the_rest(), self.loop).result(timeout=10)
         self.loop.call_soon_threadsafe(self.loop.stop)
         self._thread.join(timeout=10)
