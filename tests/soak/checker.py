@@ -331,7 +331,10 @@ def check_jobs(history: list[dict[str, Any]], state: dict[str, Any], r: Report) 
         end = terminal(evs)
         late = [e["type"] for e in evs if e["type"] in ("late_charged", "late_forgiven")]
         if job["status"] == "completed":
+            charged = [e["amount"] for e in evs if e["type"] in ("committed", "late_charged")]
             fine = end is not None and (end["type"] == "committed" or (end["type"] == "expired" and len(late) == 1))
+            if fine and charged and charged != [job["cost"]]:
+                r.bad(f"job {jid} of cost {job['cost']} completed and charged {charged}")
         else:
             fine = end is not None and end["type"] in ("released", "expired") and not late
         if not fine:

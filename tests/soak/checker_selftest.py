@@ -308,6 +308,14 @@ class CheckerSelfTest(unittest.TestCase):
         s["jobs"]["job-2"]["status"] = "completed"
         self.assertAnomaly("job job-2 completed but its hold", state=s)
 
+    def test_a_completed_job_charged_another_amount(self) -> None:
+        s = copy.deepcopy(self.state)
+        hid = s["jobs"]["job-1"]["hold_id"]
+        acct, i = find_event(s, lambda e: e["type"] == "committed" and e.get("hold_id") == hid)
+        s["events"][acct][i]["amount"] = 1
+        refold_row(s, acct)
+        self.assertAnomaly("job job-1 of cost 2 completed and charged [1]", state=s)
+
     def test_an_acknowledged_job_missing(self) -> None:
         s = copy.deepcopy(self.state)
         s["jobs"]["job-1"] = None
