@@ -151,7 +151,7 @@ def check_transfers(history: list[dict[str, Any]], state: dict[str, Any], r: Rep
             if e["type"] in ("credited", "debited"):
                 by_ref[e.get("reference", "")].append(e)
     asked: set[str] = set()
-    totals = Counter()
+    totals: Counter[str] = Counter()
     for kind, etype in (("credit", "credited"), ("debit", "debited")):
         for o in ops_of(history, kind):
             a = o["args"]
@@ -442,7 +442,7 @@ def check(history: list[dict[str, Any]], state: dict[str, Any]) -> Report:
     return r
 
 
-def table(rows: list[list[str]], header: list[str]) -> str:
+def table(rows: list[list[Any]], header: list[str]) -> str:
     widths = [max(len(str(x)) for x in col) for col in zip(header, *rows)]
     line = lambda cells: "  ".join(str(c).ljust(w) for c, w in zip(cells, widths))  # noqa: E731
     return "\n".join([line(header), line(["-" * w for w in widths])] + [line(r) for r in rows])

@@ -82,12 +82,12 @@ class ModelLedger:
             self._event(acct, "reserved", amount, hold_id=hid)
         self.op("reserve", {"account_id": acct, "amount": amount, "request_id": rid}, outcome,
                 dict(hold) if hold and outcome == "ok" else None, code="insufficient_credits" if outcome == "refused" else "")
-        return hold["hold_id"] if hold else None
+        return str(hold["hold_id"]) if hold else None
 
-    def _hold(self, hid: str) -> dict[str, Any]:
+    def _hold(self, hid: str | None) -> dict[str, Any]:
         return next(h for hs in self.holds.values() for h in hs if h["hold_id"] == hid)
 
-    def end(self, hid: str, how: str, amount: int | None = None) -> dict[str, Any]:
+    def end(self, hid: str | None, how: str, amount: int | None = None) -> dict[str, Any]:
         h = self._hold(hid)
         a = self.accounts[h["account_id"]]
         used = (h["amount"] if amount is None else amount) if how == "committed" else 0
@@ -99,14 +99,14 @@ class ModelLedger:
         self._event(h["account_id"], how, used if how == "committed" else h["amount"], hold_id=hid)
         return h
 
-    def commit(self, hid: str, amount: int | None = None) -> None:
+    def commit(self, hid: str | None, amount: int | None = None) -> None:
         h = self.end(hid, "committed", amount)
         args = {"hold_id": hid, "hold_amount": h["amount"]}
         if amount is not None:
             args["amount"] = amount
         self.op("commit", args, "ok", dict(h))
 
-    def release(self, hid: str) -> None:
+    def release(self, hid: str | None) -> None:
         h = self.end(hid, "released")
         self.op("release", {"hold_id": hid}, "ok", dict(h))
 

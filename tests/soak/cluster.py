@@ -19,6 +19,7 @@ import threading
 import time
 from collections import Counter
 from dataclasses import dataclass, field
+from typing import Callable
 
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 PG_SCRIPT = os.path.join(REPO, "scripts", "pg")
@@ -206,8 +207,8 @@ class Nemesis:
     itself is restarted and noted (Instance.unexpected_exits)."""
 
     def __init__(self, seed: int, instances: list[Instance], pg: Postgres | None, provider: Provider | None,
-                 db_proxy_cut: "callable | None", interval_s: tuple[float, float], pause_s: tuple[float, float],
-                 log: "callable") -> None:
+                 db_proxy_cut: Callable[[], None] | None, interval_s: tuple[float, float],
+                 pause_s: tuple[float, float], log: Callable[[str], None]) -> None:
         self.rng = random.Random(f"{seed}:nemesis")
         self.instances = instances
         self.pg = pg

@@ -27,7 +27,7 @@ import tempfile
 import threading
 import time
 from collections import Counter
-from typing import Any
+from typing import Any, Callable
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
@@ -83,7 +83,7 @@ def admin(port: int, method: str, path: str, body: dict[str, Any] | None = None,
     raise RuntimeError(f"{method} {path}: no answer after {tries} tries (last status {status})")
 
 
-def wait_until(what: str, done: "callable", timeout_s: float) -> bool:
+def wait_until(what: str, done: Callable[[], bool], timeout_s: float) -> bool:
     deadline = time.monotonic() + timeout_s
     while time.monotonic() < deadline:
         if done():
@@ -93,7 +93,8 @@ def wait_until(what: str, done: "callable", timeout_s: float) -> bool:
     return False
 
 
-def read_paged(port: int, path: str, items: str, cursor_of: "callable", pages_max: int = 10_000) -> list[Any]:
+def read_paged(port: int, path: str, items: str, cursor_of: Callable[[Any], str],
+               pages_max: int = 10_000) -> list[Any]:
     out: list[Any] = []
     cursor = ""
     for _ in range(pages_max):
@@ -149,7 +150,7 @@ def run_backend(backend: str, args: argparse.Namespace, work: str) -> tuple[list
                 raise RuntimeError(f"{inst.name} did not become ready (log: {inst.log_path})")
         fronts = [loop.add(f"http-{inst.name}", inst.port, HTTP_RATES, seed) for inst in instances]
         log(f"{backend}: {n} instance(s) ready, proxies on {[p.port for p in fronts]}"
-            + (f", PostgreSQL :{pg.port} behind :{db_proxy.port}" if pg else ""))
+            + (f", PostgreSQL :{pg.port} behind :{db_proxy.port}" if pg and db_proxy else ""))
 
         accounts = [f"acct-{i}" for i in range(ACCOUNTS)]
         p0 = instances[0].port
@@ -242,13 +243,13 @@ def run_backend(backend: str, args: argparse.Namespace, work: str) -> tuple[list
             status, lock = admin(p0, "GET", f"/v1/locks/{key}")
             state["locks"][key] = lock if status == 200 else None
         _, state["audit"] = admin(p0, "GET", "/v1/audit")
-        ops = [dataclasses.asdict(o) for o in history.operations()]
+        records = [dataclasses.asdict(o) for o in history.operations()]
         with open(os.path.join(work, f"{backend}-history.jsonl"), "w", encoding="utf-8") as f:
-            for o in ops:
-                f.write(json.dumps(o, separators=(",", ":")) + "\n")
+            for record in records:
+                f.write(json.dumps(record, separators=(",", ":")) + "\n")
         with open(os.path.join(work, f"{backend}-state.json"), "w", encoding="utf-8") as f:
             json.dump(state, f)
-        return ops, state
+        return records, state
     finally:
         for inst in instances:
             inst.terminate()
