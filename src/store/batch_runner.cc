@@ -14,8 +14,10 @@ enum class Attempt : std::uint8_t { done, again };
 Attempt attempt(BatchIo& io, std::span<const Command> commands, const batch::Keys& keys,
                 std::vector<CommandResult>& results, int& conflicts, bool& reconnected, const BatchRunOptions& options,
                 BatchRunCounters& counters, std::optional<Error>& failure, bool& isolate) {
+  bool writing = false;  // write_and_commit() was called: the COMMIT may have been sent
   try {
     batch::Decision decision = batch::decide(commands, io.begin_and_load(keys));
+    writing = true;
     const std::vector<std::int64_t> ids = io.write_and_commit(decision.effects);
     batch::fill_event_ids(decision, ids);
     results = std::move(decision.results);
@@ -33,6 +35,18 @@ Attempt attempt(BatchIo& io, std::span<const Command> commands, const batch::Key
                                                      std::string(e.what()) + ")");
         return Attempt::done;
       case FailureKind::connection_lost:
+        if (writing) {
+          // The connection broke while the batch was being written and committed: it may have
+          // committed (only its answer lost). Running it again would apply twice what has no id
+          // of its own — an extend, a shared rate-limit check — so the batch answers `unavailable`
+          // and each caller's retry with the same ids settles it (a replay where the id makes it
+          // one). Found by the chaos soak: one extend request, two `extended` events.
+          counters.unknown_commits.fetch_add(1, std::memory_order_relaxed);
+          failure = Error::make(Code::unavailable,
+                                "database: the connection was lost while the batch was committed, so whether it "
+                                "was applied is unknown; retry with the same ids (" + std::string(e.what()) + ")");
+          return Attempt::done;
+        }
         if (!reconnected) {
           reconnected = true;
           counters.reconnect_reruns.fetch_add(1, std::memory_order_relaxed);

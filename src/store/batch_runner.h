@@ -9,8 +9,12 @@
 //   - conflict (another writer won a race: a unique key inserted first, a deadlock): the batch runs
 //     again from the start — the reload sees the winner's rows, so a retried reserve is a replay;
 //     at most conflict_retries_max times, then the batch answers `unavailable`;
-//   - connection lost: once more on a new connection (safe even when the COMMIT's answer was what
-//     got lost: every command is idempotent, and a batch that did commit replays), then `unavailable`;
+//   - connection lost while loading (nothing written yet): once more on a new connection, then
+//     `unavailable`;
+//   - connection lost while writing and committing: `unavailable`, never run again here — the
+//     COMMIT may have landed with only its answer lost, and not every command is idempotent (an
+//     extend, a shared rate-limit check would apply twice). The caller's retry with the same ids
+//     settles it: a replay for what has an id, a new request for what has none;
 //   - transient (busy, out of space, a time-out): the whole batch answers `unavailable` — or
 //     `storage_full` when the disk is full (the backend's to_error() tells) — nothing of it
 //     happened, and a retry with the same ids is safe;
@@ -65,6 +69,7 @@ struct BatchRunCounters {
   std::atomic<std::uint64_t> batches{0};
   std::atomic<std::uint64_t> conflict_reruns{0};      // batches run again after losing a race
   std::atomic<std::uint64_t> reconnect_reruns{0};     // batches run again on a new connection
+  std::atomic<std::uint64_t> unknown_commits{0};      // connection lost while committing: `unavailable`
   std::atomic<std::uint64_t> isolated_batches{0};     // batches split one command per transaction
 };
 

@@ -24,11 +24,12 @@
 //   - a batch that lost a race to another instance (unique violation on a request_id, a reference
 //     or a new account; a deadlock; a serialization failure) is rolled back and run again, where
 //     the winner's effects are visible (a retried reserve is then a replay);
-//   - a lost connection: the batch (or read) runs once more on a new connection — safe even when
-//     the COMMIT's answer was what got lost, since every command is idempotent (request_id,
-//     reference, hold state) and a batch that did commit replays. If that fails too the batch
-//     answers `unavailable` (all of it or none of it happened: the commit is atomic; the client's
-//     retry with the same ids settles which) and the next call connects again — libpq multi-host
+//   - a lost connection: a batch that was still loading (or a read) runs once more on a new
+//     connection; a batch lost while writing and committing answers `unavailable` at once — its
+//     COMMIT may have landed with only the answer lost, and an extend or a shared rate-limit check
+//     run again would apply twice (store/batch_runner.h). All of it or none of it happened (the
+//     commit is atomic); the client's retry with the same ids settles which, and the next call
+//     connects again — libpq multi-host
 //     URIs with target_session_attrs=read-write follow a fail-over to a promoted standby.
 // Commits are durable: the session sets synchronous_commit=on, so sync() has nothing left to do.
 //
