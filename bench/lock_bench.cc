@@ -5,7 +5,7 @@
 // WAL and waits for a flush. tollgate's batches do not insert blindly: a batch loads the row (FOR
 // UPDATE on PostgreSQL), decides in memory and writes only what changed, so a refusal writes
 // nothing of its own and shares the batch's flush. This bench measures whether the read pays anyway;
-// it did not (README "Benchmarks: coordination"), so Ledger::lock goes straight to the batch and the
+// it did not (docs/internals/benchmarks.md, "Coordination"), so Ledger::lock goes straight to the batch and the
 // "read" cells below do the read here, with the batch's own rule (coord::decide_lock on the row read):
 //
 //   refused/read    read the key "held" (which the bench holds as another owner), refuse from the read

@@ -25,7 +25,7 @@
 # its owner and fence 1, and no check was refused.
 #
 # PostgreSQL: a throw-away server (scripts/pg: synchronous_commit=on, fsync=on) in a temp folder,
-# analyzing quickly as in bench/postgres (stale plans, see the README), stopped at the end.
+# analyzing quickly as in bench/postgres (stale plans, see docs/internals/benchmarks.md), stopped at the end.
 #
 # Output (stdout): a table per store, then as the LAST line one JSON object (bench "coord", per
 # store: the workloads' figures and the two ratios of issue 11 — local check CPU per request over

@@ -125,7 +125,7 @@ psql_c() { "$PG_BIN/psql" "$uri" -X -q -At -v ON_ERROR_STOP=1 -c "$1"; }
 # connection: plans made while `holds` is nearly empty use sequential scans that grow with the run,
 # until an ANALYZE replaces them. A long-running server gets that from autovacuum within a minute; a
 # cell of a few seconds never would, and would measure stale plans (about half the throughput,
-# README "Stale plans"). So autovacuum analyzes quickly here, during the warm-up — for the
+# docs/internals/benchmarks.md, "Stale plans"). So autovacuum analyzes quickly here, during the warm-up — for the
 # baseline's tables too.
 psql_c "ALTER SYSTEM SET autovacuum_naptime = '1s'"
 psql_c "ALTER SYSTEM SET autovacuum_analyze_threshold = 500"

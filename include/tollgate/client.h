@@ -1,4 +1,4 @@
-// tollgate client: a thin, typed C++ wrapper around tollgate's HTTP API (docs: shared/spec/api.md).
+// tollgate client: a thin, typed C++ wrapper around tollgate's HTTP API (docs/api.md).
 //
 // What it is. One `Client` talks to one tollgate server over plain HTTP/1.1 (`http://host:port`;
 // there is no TLS — reach a remote server through a TLS-terminating proxy or tunnel on the local

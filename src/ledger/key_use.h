@@ -6,7 +6,7 @@
 // (group commit, one command per kKeyUsesPerCommandMax keys). So each instance writes at most ONE
 // update per key per interval, however many requests the key made; stop() writes what is left.
 //
-// Precision (api/README): a stored last_used_at is the time of the latest use a flush carried, to
+// Precision (docs/internals/architecture.md): a stored last_used_at is the time of the latest use a flush carried, to
 // the millisecond of the instance's clock; it lags the real last use by at most one flush interval
 // plus one write (a use between two flushes shows up at the second). On several instances each
 // writes its own uses; a key's last_used_at only moves forward, so the newest use wins. A flush

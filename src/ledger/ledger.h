@@ -93,7 +93,7 @@ class Ledger {
   // writes nothing for it (3 bytes of WAL per refusal on PostgreSQL, the shared commit record), and
   // answering it from a read first was measured slower — one round trip per caller on a reader
   // connection instead of one statement per batch: 0.20x the refusals/s on PostgreSQL, 0.56x on
-  // SQLite, and 0.37x / 0.77x the granted pairs/s (build/lock_bench, README "Benchmarks").
+  // SQLite, and 0.37x / 0.77x the granted pairs/s (build/lock_bench, docs/internals/benchmarks.md).
   Result<coord::LockOutcome> lock(LockCommand command);
   Result<coord::IdempotencyOutcome> idempotency(IdempotencyCommand command);
   Result<coord::RateLimitOutcome> ratelimit(RateLimitCommand command);

@@ -1,4 +1,4 @@
-"""The console's figures (README, Console): page weight over the wire on a first load, time to first
+"""The console's figures (docs/internals/benchmarks.md, Console): page weight over the wire on a first load, time to first
 render against a server with 10,000 accounts and 1,000 active holds, and what one open console costs
 the server (requests/s and CPU seconds/s, from the server's own /metrics).
 

@@ -1,4 +1,4 @@
-"""What one open console costs the server, idle and under a steady write load (README, Console):
+"""What one open console costs the server, idle and under a steady write load (docs/internals/benchmarks.md, Console):
 the server's CPU (utime + stime of its process, /proc/PID/stat) and the requests the console causes
 (the server's tollgate_http_requests_total for GET routes, less this script's own /metrics reads),
 each over --seconds, for no console, the overview and an account page.

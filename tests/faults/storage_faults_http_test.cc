@@ -211,7 +211,7 @@ std::string pg_script() {
 // device"), which tollgate answers as the same 503 storage_full; nothing of that batch is written
 // (PostgreSQL rolls the transaction back), reads go on, and writes resume once space returns. (A WAL
 // write that finds no space makes PostgreSQL itself stop — PANIC, then crash recovery —, which
-// tollgate sees as a lost connection: see README, "Disk faults".)
+// tollgate sees as a lost connection: see docs/operations/disk-faults.md.)
 TEST(HttpStorageFaults, PostgresOnAFullVolumeAnswersTheSame503StorageFullAndResumes) {
   if (::geteuid() != 0) {
     if (root_tests_required()) FAIL() << "TOLLGATE_REQUIRE_ROOT_TESTS=1 but not root: cannot mount a tmpfs";

@@ -21,7 +21,7 @@ using testing::describe;
 using testing::ServerOptions;
 using testing::ServerProcess;
 
-// The README's "Recipes" configuration.
+// The configuration of docs/guides/recipes.md.
 constexpr const char* kPolicies = R"([ratelimits.login_account]
 limit = 5
 period_ms = 15000

@@ -1,4 +1,4 @@
-// TollgateClient: every call of tollgate's HTTP API (docs: ../shared/spec/api.md), typed.
+// TollgateClient: every call of tollgate's HTTP API (docs/api.md), typed.
 //
 // Each method is one call: it checks its arguments (an ArgumentError, nothing sent), sends the
 // request under the retry policy (transport.ts) and resolves to the server's JSON as it is (types.ts),

@@ -1,4 +1,4 @@
-// The JSON shapes tollgate answers with (docs/openapi.json, ../shared/spec/api.md), unchanged: field
+// The JSON shapes tollgate answers with (docs/openapi.json, docs/api.md), unchanged: field
 // names stay the server's snake_case. Amounts and balances are integers of credits (at most 2^53 − 1,
 // exact in a JS number); times are RFC 3339 UTC strings with milliseconds; durations carry their
 // unit in the name.

@@ -36,7 +36,7 @@
 //      again, when WAL recovery reads the file: every acknowledged batch was covered by an earlier
 //      flush that succeeded; the unacknowledged ones are there wholly or not at all. It stops
 //      rather than crashes so that reads (balances, the audit, the durable change feed) go on while
-//      an operator looks at the device; a restart is the recovery (README, "Disk faults").
+//      an operator looks at the device; a restart is the recovery (docs/operations/disk-faults.md).
 //   6. a full disk (SQLITE_FULL: a WAL append found no space) fails the COMMIT itself, before
 //      anything was published: the batch answers `storage_full`, nothing of it is written, and the
 //      next batch tries again — writes resume by themselves once there is space.

@@ -1,4 +1,4 @@
-"""The tollgate client: one method per call of the HTTP API (shared/spec/api.md).
+"""The tollgate client: one method per call of the HTTP API (docs/api.md).
 
 Each method checks its arguments (a bad one raises InvalidArgumentError and nothing is sent),
 sends one logical call with the retry policy of :mod:`tollgate_client.transport`, and answers a
