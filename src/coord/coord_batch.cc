@@ -4,6 +4,7 @@
 #include <algorithm>
 
 #include "core/checked.h"
+#include "core/limits.h"
 
 namespace tollgate::coord {
 namespace {
@@ -118,5 +119,71 @@ CoordEffects CoordState::effects() && {
   collect(rates_, e.rates);
   return e;
 }
+
+// --- validation at the service boundary ---------------------------------------------------------
+#define TG_TRY(expr)                      \
+  do {                                    \
+    if (auto s_ = (expr); !s_) return s_; \
+  } while (0)
+
+namespace {
+
+Status check_coord_ttl(std::int64_t ttl_ms, std::int64_t max, std::string_view field) {
+  if (ttl_ms < 1 || ttl_ms > max) {
+    return invalid(std::string(field) + " must be from 1 to " + std::to_string(max) + ", got " + std::to_string(ttl_ms));
+  }
+  return ok_status();
+}
+
+}  // namespace
+
+Status CoordSlice::validate(const LockCommand& c, const ValidationLimits&) {
+  TG_TRY(check_id(c.key, "key"));
+  if (c.op == LockOp::cancel) return ok_status();
+  TG_TRY(check_id(c.owner, "owner"));
+  if (c.fence && *c.fence < 1) return invalid("fence must be at least 1, got " + std::to_string(*c.fence));
+  if (c.op == LockOp::release) return ok_status();
+  return check_coord_ttl(c.ttl_ms, limits::kLockTtlMsMax, "ttl_ms");
+}
+
+Status CoordSlice::validate(const IdempotencyCommand& c, const ValidationLimits&) {
+  TG_TRY(check_id(c.key, "key"));
+  if (c.fingerprint.empty()) return invalid("fingerprint must not be empty");
+  TG_TRY(check_text(c.fingerprint, limits::kFingerprintLengthMax, "fingerprint"));
+  if (c.attempt && *c.attempt < 1) return invalid("attempt must be at least 1, got " + std::to_string(*c.attempt));
+  if (c.op == IdemOp::begin) return check_coord_ttl(c.ttl_ms, limits::kIdempotencyTtlMsMax, "ttl_ms");
+  if (c.op == IdemOp::finish) {
+    if (c.response_json.empty()) return invalid("response must be a JSON value");
+    return check_text(c.response_json, limits::kIdempotencyResponseBytesMax, "response");
+  }
+  return ok_status();
+}
+
+Status CoordSlice::validate(const RateLimitCommand& c, const ValidationLimits&) {
+  TG_TRY(check_id(c.policy, "policy"));
+  TG_TRY(check_id(c.key, "key"));
+  if (c.op == RateOp::reset) return ok_status();
+  if (c.gcra.limit < 1 || c.gcra.limit > limits::kRateLimitMax || c.gcra.period_ms < 1 ||
+      c.gcra.period_ms > limits::kRateLimitPeriodMsMax || c.gcra.limit > c.gcra.period_ms * 1000) {
+    return invalid("policy " + c.policy + " has no valid limit and period");
+  }
+  if (c.cost < 1 || c.cost > c.gcra.limit) {
+    return invalid("cost must be from 1 to the policy's limit (" + std::to_string(c.gcra.limit) + "), got " +
+                   std::to_string(c.cost));
+  }
+  return ok_status();
+}
+
+Status CoordSlice::validate(const PruneCoordCommand& c, const ValidationLimits&) {
+  if (c.retention_ms < 1 || c.retention_ms > limits::kIdempotencyRetentionMsMax) {
+    return invalid("retention_ms out of range: " + std::to_string(c.retention_ms));
+  }
+  if (c.max_rows < 1 || c.max_rows > limits::kIdempotencyPruneBatchMax) {
+    return invalid("max_rows out of range: " + std::to_string(c.max_rows));
+  }
+  return ok_status();
+}
+
+#undef TG_TRY
 
 }  // namespace tollgate::coord

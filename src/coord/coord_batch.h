@@ -1,6 +1,7 @@
-// tollgate coordination: the part of a write batch (core/batch.h) that decides lock,
-// idempotency-key and shared rate-limit commands — which rows it reads, what it decides, what it
-// writes. Pure: no I/O, no clock, no threads.
+// tollgate coordination: the coordination slice of a write batch (core/batch.h's seam) — lock,
+// idempotency-key and shared rate-limit commands: which rows they read, what they decide, what
+// they write. Pure: no I/O, no clock, no threads. The dialects' loaders and writers:
+// store/sqlite/sqlite_coord.h, store/postgres/pg_coord.h.
 //
 // The rows are keyed on their own (a lock's key, an idempotency key, a policy's key): they touch
 // no account, so the batch loads them by key — locked FOR UPDATE on PostgreSQL, in a fixed order
@@ -17,8 +18,12 @@
 #include <utility>
 #include <vector>
 
+#include <tuple>
+
 #include "coord/coord.h"
+#include "core/batch.h"
 #include "core/result.h"
+#include "core/validate.h"
 
 namespace tollgate::coord {
 
@@ -89,11 +94,44 @@ class CoordState {
   std::vector<RateLimitRow> idle_rates_;
 };
 
-// The keys of one command (core/batch.cc calls these from its keys_of).
+// The keys of one command (CoordSlice::add_keys).
 void add_keys(const LockCommand& c, CoordKeys& k);
 void add_keys(const IdempotencyCommand& c, CoordKeys& k);
 void add_keys(const RateLimitCommand& c, CoordKeys& k);
 void add_keys(const PruneCoordCommand& c, CoordKeys& k);
 void finish_keys(CoordKeys& k);  // sorts and removes duplicates
+
+// --- the slice (core/batch.h's seam): no account involved, so the ledger's part is untouched ------
+struct CoordSlice {
+  using Commands = std::tuple<LockCommand, IdempotencyCommand, RateLimitCommand, PruneCoordCommand>;
+  using Outcomes = std::tuple<LockOutcome, IdempotencyOutcome, RateLimitOutcome, PruneOutcome>;
+  using Keys = CoordKeys;
+  using Snapshot = CoordSnapshot;
+  using Effects = CoordEffects;
+  using State = CoordState;
+
+  static void finish(CoordKeys& k) { finish_keys(k); }
+
+  template <typename C>
+  static void add_keys(const C& c, CoordKeys& k, batch::LedgerKeys& /*ledger*/) {
+    coord::add_keys(c, k);
+  }
+
+  static Result<LockOutcome> decide(const LockCommand& c, CoordState& s, batch::LedgerBatch&) { return s.lock(c); }
+  static Result<IdempotencyOutcome> decide(const IdempotencyCommand& c, CoordState& s, batch::LedgerBatch&) {
+    return s.idempotency(c);
+  }
+  static Result<RateLimitOutcome> decide(const RateLimitCommand& c, CoordState& s, batch::LedgerBatch&) {
+    return s.rate(c);
+  }
+  static Result<PruneOutcome> decide(const PruneCoordCommand& c, CoordState& s, batch::LedgerBatch&) {
+    return s.prune(c);
+  }
+
+  static Status validate(const LockCommand& c, const ValidationLimits& limits);
+  static Status validate(const IdempotencyCommand& c, const ValidationLimits& limits);
+  static Status validate(const RateLimitCommand& c, const ValidationLimits& limits);
+  static Status validate(const PruneCoordCommand& c, const ValidationLimits& limits);
+};
 
 }  // namespace tollgate::coord

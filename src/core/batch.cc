@@ -22,81 +22,64 @@ void sort_unique(std::vector<T>& v) {
   v.erase(std::unique(v.begin(), v.end()), v.end());
 }
 
-// --- the keys of each command kind (an overload per kind: a new kind must add one) -------------
-void add_keys(const CreateAccountCommand& c, Keys& k) {
+// --- the keys of each ledger command kind (an overload per kind: a new kind must add one) ------
+}  // namespace
+
+void add_keys(const CreateAccountCommand& c, LedgerKeys& k) {
   k.accounts.push_back(c.account_id);
   k.view_accounts.push_back(c.account_id);
 }
-void add_keys(const CreditCommand& c, Keys& k) {
+void add_keys(const CreditCommand& c, LedgerKeys& k) {
   k.accounts.push_back(c.account_id);
   k.references.push_back(c.reference);
   k.view_accounts.push_back(c.account_id);
 }
-void add_keys(const DebitCommand& c, Keys& k) {
+void add_keys(const DebitCommand& c, LedgerKeys& k) {
   k.accounts.push_back(c.account_id);
   k.references.push_back(c.reference);
   k.view_accounts.push_back(c.account_id);
   ++k.zombie_expiring_commands;
 }
-void add_keys(const ReserveCommand& c, Keys& k) {
+void add_keys(const ReserveCommand& c, LedgerKeys& k) {
   k.accounts.push_back(c.account_id);
   k.request_ids.push_back(c.request_id);
   ++k.new_holds_max;
   ++k.zombie_expiring_commands;
 }
-void add_hold(std::string_view hold_id, Keys& k) {
+void add_hold_key(std::string_view hold_id, LedgerKeys& k) {
   k.hold_ids.emplace_back(hold_id);
   if (auto seq = hold_id_seq(hold_id)) k.hold_seqs.push_back(*seq);
 }
-void add_keys(const CommitCommand& c, Keys& k) {
-  add_hold(c.hold_id, k);
+void add_keys(const CommitCommand& c, LedgerKeys& k) {
+  add_hold_key(c.hold_id, k);
   ++k.live_holds_ending_max;
   ++k.zombie_expiring_commands;  // a late charge refused on the stored row
 }
-void add_keys(const ReleaseCommand& c, Keys& k) {
-  add_hold(c.hold_id, k);
+void add_keys(const ReleaseCommand& c, LedgerKeys& k) {
+  add_hold_key(c.hold_id, k);
   ++k.live_holds_ending_max;
 }
-void add_keys(const ExtendCommand& c, Keys& k) { add_hold(c.hold_id, k); }
-void add_keys(const ExpireOverdueCommand& c, Keys& k) {
+void add_keys(const ExtendCommand& c, LedgerKeys& k) { add_hold_key(c.hold_id, k); }
+void add_keys(const ExpireOverdueCommand& c, LedgerKeys& k) {
   const auto total = checked_add(k.overdue_max, c.max_holds);
   TG_ASSERT(total.has_value());
   k.overdue_max = *total;
 }
-void add_keys(const CreateKeyCommand& c, Keys& k) {
+void add_keys(const CreateKeyCommand& c, LedgerKeys& k) {
   k.key_ids.push_back(c.key_id);
   if (c.account_id) k.accounts.push_back(*c.account_id);
 }
-void add_keys(const RevokeKeyCommand& c, Keys& k) { k.key_ids.push_back(c.key_id); }
-void add_keys(const RecordKeyUseCommand& c, Keys& k) {
+void add_keys(const RevokeKeyCommand& c, LedgerKeys& k) { k.key_ids.push_back(c.key_id); }
+void add_keys(const RecordKeyUseCommand& c, LedgerKeys& k) {
   for (const auto& use : c.uses) k.key_ids.push_back(use.key_id);
 }
-void add_keys(const SubmitJobCommand& c, Keys& k) {
-  k.job_ids.push_back(c.client_request_id);
-  k.accounts.push_back(c.account_id);
-  k.request_ids.push_back(jobs::hold_request_id(c.client_request_id));
-  ++k.new_holds_max;
-  ++k.zombie_expiring_commands;
-}
-void add_keys(const ClaimJobCommand& c, Keys& k) {
-  k.job_ids.push_back(c.client_request_id);
-  add_hold(c.hold_id, k);
-}
-void add_keys(const EndJobCommand& c, Keys& k) {
-  k.job_ids.push_back(c.client_request_id);
-  add_hold(c.hold_id, k);
-  ++k.live_holds_ending_max;
-  ++k.zombie_expiring_commands;  // a late charge refused on the stored row
-}
-void add_keys(const LockCommand& c, Keys& k) { coord::add_keys(c, k.coord); }
-void add_keys(const IdempotencyCommand& c, Keys& k) { coord::add_keys(c, k.coord); }
-void add_keys(const RateLimitCommand& c, Keys& k) { coord::add_keys(c, k.coord); }
-void add_keys(const PruneCoordCommand& c, Keys& k) { coord::add_keys(c, k.coord); }
-void add_keys(const UpdateAccountCommand& c, Keys& k) {
+void add_keys(const UpdateAccountCommand& c, LedgerKeys& k) {
   k.accounts.push_back(c.account_id);
   k.view_accounts.push_back(c.account_id);
   ++k.zombie_expiring_commands;  // lowering the overdraft limit, refused on the stored row
 }
+
+namespace {
 
 // --- the batch's rows in memory -----------------------------------------------------------------
 template <typename Row>
@@ -119,10 +102,11 @@ struct KnownTransfer {
   std::optional<std::size_t> new_event_index;
 };
 
-class State {
+}  // namespace
+
+class LedgerBatch::State {
  public:
-  explicit State(Snapshot s)
-      : now_(s.now_ms), new_seqs_(std::move(s.new_hold_seqs)), coord_(std::move(s.coord), s.now_ms) {
+  explicit State(LedgerSnapshot s) : now_(s.now_ms), new_seqs_(std::move(s.new_hold_seqs)) {
     TG_ASSERT(std::is_sorted(new_seqs_.begin(), new_seqs_.end()));
     for (Account& a : s.accounts) {
       const std::string id = a.account_id;
@@ -146,10 +130,6 @@ class State {
       const std::string id = k.key_id;
       keys_.try_emplace(id, Slot<ApiKey>{k, std::move(k)});
     }
-    for (jobs::Job& j : s.jobs) {
-      const std::string id = j.client_request_id;
-      jobs_.try_emplace(id, Slot<jobs::Job>{j, std::move(j)});
-    }
     for (AccountView& v : s.views) {
       TG_ASSERT(std::is_sorted(v.oldest_live.begin(), v.oldest_live.end()));
       const std::string id = v.account_id;
@@ -165,7 +145,8 @@ class State {
   }
 
   std::int64_t now() const { return now_; }
-  coord::CoordState& coord() { return coord_; }
+  // Results that carry a new event: (result index, event index).
+  std::vector<std::pair<std::size_t, std::size_t>>& result_events() { return result_events_; }
 
   Account* account(std::string_view id) {
     auto it = accounts_.find(std::string(id));
@@ -187,20 +168,6 @@ class State {
     auto it = keys_.find(std::string(id));
     return it == keys_.end() ? nullptr : &it->second.now;
   }
-  jobs::Job* job(std::string_view id) {
-    auto it = jobs_.find(std::string(id));
-    return it == jobs_.end() ? nullptr : &it->second.now;
-  }
-  jobs::Job& insert_job(jobs::Job j) {
-    const std::string id = j.client_request_id;
-    TG_ASSERT(jobs_.count(id) == 0);
-    return jobs_.try_emplace(id, Slot<jobs::Job>{std::nullopt, std::move(j)}).first->second.now;
-  }
-  // Appends a line to a job's history.
-  void note(const jobs::Job& j, std::string kind, std::optional<int> attempt, std::string detail) {
-    entries_.push_back(jobs::JobEntry{j.client_request_id, now_, std::move(kind), attempt, std::move(detail)});
-  }
-
   // The account as a reader sees it now: overdue holds already count as available.
   Account view(std::string_view id) {
     const Account* row = account(id);
@@ -251,7 +218,7 @@ class State {
     const std::string ref = t.reference;
     TG_ASSERT(transfers_.count(ref) == 0);
     transfers_.try_emplace(ref, KnownTransfer{t, event, event_index});
-    new_transfers_.push_back(Effects::NewTransfer{std::move(t), event_index});
+    new_transfers_.push_back(LedgerEffects::NewTransfer{std::move(t), event_index});
   }
 
   ApiKey& insert_key(ApiKey k) {
@@ -298,8 +265,8 @@ class State {
     return out;
   }
 
-  Effects effects() && {
-    Effects e;
+  LedgerEffects effects() && {
+    LedgerEffects e;
     for (auto& [id, slot] : accounts_) {
       if (!slot.before) {
         e.new_accounts.push_back(std::move(slot.now));
@@ -321,15 +288,6 @@ class State {
         e.changed_keys.push_back(Change<ApiKey>{std::move(*slot.before), std::move(slot.now)});
       }
     }
-    for (auto& [id, slot] : jobs_) {
-      if (!slot.before) {
-        e.new_jobs.push_back(std::move(slot.now));
-      } else if (!(*slot.before == slot.now)) {
-        e.changed_jobs.push_back(Change<jobs::Job>{std::move(*slot.before), std::move(slot.now)});
-      }
-    }
-    e.job_entries = std::move(entries_);
-    e.coord = std::move(coord_).effects();  // in key order already
     e.events = std::move(events_);
     e.transfers = std::move(new_transfers_);
     // Unique keys in one order on every instance (two instances inserting the same keys then wait
@@ -348,35 +306,31 @@ class State {
               [](const ApiKey& a, const ApiKey& b) { return a.key_id < b.key_id; });
     std::sort(e.changed_keys.begin(), e.changed_keys.end(),
               [](const auto& a, const auto& b) { return a.after.key_id < b.after.key_id; });
-    std::sort(e.new_jobs.begin(), e.new_jobs.end(),
-              [](const auto& a, const auto& b) { return a.client_request_id < b.client_request_id; });
-    std::sort(e.changed_jobs.begin(), e.changed_jobs.end(),
-              [](const auto& a, const auto& b) { return a.after.client_request_id < b.after.client_request_id; });
     return e;
   }
 
  private:
   const std::int64_t now_;
   std::vector<std::int64_t> new_seqs_;
-  coord::CoordState coord_;  // lock, idempotency-key and rate-limit rows
   std::size_t next_seq_ = 0;
   std::unordered_map<std::string, Slot<Account>> accounts_;
   std::unordered_map<std::string, Slot<Hold>> holds_;
   std::unordered_map<std::string, std::string> by_request_;
   std::unordered_map<std::string, KnownTransfer> transfers_;
   std::unordered_map<std::string, Slot<ApiKey>> keys_;
-  std::unordered_map<std::string, Slot<jobs::Job>> jobs_;
-  std::vector<jobs::JobEntry> entries_;
   std::unordered_map<std::string, AccountView> views_;
   std::vector<std::string> overdue_;  // hold ids, by deadline
   std::vector<Event> events_;
-  std::vector<Effects::NewTransfer> new_transfers_;
+  std::vector<LedgerEffects::NewTransfer> new_transfers_;
+  std::vector<std::pair<std::size_t, std::size_t>> result_events_;
 };
+
+namespace {
+using State = LedgerBatch::State;
 
 // --- deciding each command kind (an overload per kind) -----------------------------------------
 struct Context {
   State& state;
-  Decision& decision;
   std::size_t index;  // of the command being decided
 };
 
@@ -404,7 +358,7 @@ Event make_event(std::string_view account_id, EventType type, std::int64_t amoun
 Event hold_event(const Hold& hold, EventType type, std::int64_t amount, const Balances& after, std::int64_t now_ms) {
   Event e = make_event(hold.account_id, type, amount, after, now_ms);
   e.hold_id = hold.hold_id;
-  e.job_id = jobs::job_of_hold(hold.request_id);  // a job's hold: every event names the job
+  e.job_id = job_of_hold(hold.request_id);  // a job's hold: every event names the job
   return e;
 }
 
@@ -450,7 +404,7 @@ Hold* hold_for_change(State& s, std::string_view hold_id) {
   return h;
 }
 
-CommandResult decide_one(Context& x, const CreateAccountCommand& c) {
+Result<AccountOutcome> decide_one(Context& x, const CreateAccountCommand& c) {
   State& s = x.state;
   if (const Account* existing = s.account(c.account_id)) {
     if (existing->overdraft_limit != c.overdraft_limit || existing->max_active_holds != c.max_active_holds) {
@@ -468,7 +422,7 @@ CommandResult decide_one(Context& x, const CreateAccountCommand& c) {
 }
 
 template <typename TransferCommand>
-CommandResult transfer(Context& x, const TransferCommand& c, EventType kind, std::string_view reason) {
+Result<TransferOutcome> transfer(Context& x, const TransferCommand& c, EventType kind, std::string_view reason) {
   State& s = x.state;
   if (const KnownTransfer* existing = s.transfer(c.reference)) {
     const Transfer& t = existing->transfer;
@@ -479,7 +433,7 @@ CommandResult transfer(Context& x, const TransferCommand& c, EventType kind, std
                              std::to_string(t.amount) + " on account " + t.account_id);
     }
     // A replay of a transfer made earlier in this batch answers its event once it has its id.
-    if (existing->new_event_index) x.decision.result_events.emplace_back(x.index, *existing->new_event_index);
+    if (existing->new_event_index) x.state.result_events().emplace_back(x.index, *existing->new_event_index);
     return TransferOutcome{existing->event, s.view(c.account_id), false};
   }
   Account* a = s.account(c.account_id);
@@ -498,14 +452,14 @@ CommandResult transfer(Context& x, const TransferCommand& c, EventType kind, std
   if (!reason.empty()) e.reason = std::string(reason);
   const std::size_t event_index = s.append(e);
   s.insert_transfer(Transfer{c.reference, c.account_id, kind, c.amount, std::string(reason), 0}, event_index, e);
-  x.decision.result_events.emplace_back(x.index, event_index);
+  x.state.result_events().emplace_back(x.index, event_index);
   return TransferOutcome{std::move(e), s.view(c.account_id), true};
 }
 
-CommandResult decide_one(Context& x, const CreditCommand& c) { return transfer(x, c, EventType::credited, ""); }
-CommandResult decide_one(Context& x, const DebitCommand& c) { return transfer(x, c, EventType::debited, c.reason); }
+Result<TransferOutcome> decide_one(Context& x, const CreditCommand& c) { return transfer(x, c, EventType::credited, ""); }
+Result<TransferOutcome> decide_one(Context& x, const DebitCommand& c) { return transfer(x, c, EventType::debited, c.reason); }
 
-CommandResult decide_one(Context& x, const ReserveCommand& c) {
+Result<HoldOutcome> decide_one(Context& x, const ReserveCommand& c) {
   State& s = x.state;
   if (const Hold* existing = s.hold_by_request(c.request_id)) {
     if (existing->account_id != c.account_id || existing->amount != c.amount) {
@@ -535,14 +489,14 @@ CommandResult decide_one(Context& x, const ReserveCommand& c) {
 Status check_not_a_jobs_hold(State& s, std::string_view hold_id, std::string_view verb) {
   const Hold* h = s.hold(hold_id);
   if (!h) return ok_status();
-  if (auto job = jobs::job_of_hold(h->request_id)) {
+  if (auto job = job_of_hold(h->request_id)) {
     return Error::make(Code::conflict, "hold " + std::string(hold_id) + " belongs to job " + *job + ": it cannot be " +
                                            std::string(verb) + " on its own (cancel the job to release it)");
   }
   return ok_status();
 }
 
-CommandResult commit_hold(Context& x, const CommitCommand& c) {
+Result<HoldOutcome> commit_hold(Context& x, const CommitCommand& c) {
   State& s = x.state;
   Hold* h = hold_for_change(s, c.hold_id);
   if (!h) return hold_not_found(c.hold_id);
@@ -579,12 +533,12 @@ CommandResult commit_hold(Context& x, const CommitCommand& c) {
   TG_ASSERT(false && "unreachable commit action");
 }
 
-CommandResult decide_one(Context& x, const CommitCommand& c) {
+Result<HoldOutcome> decide_one(Context& x, const CommitCommand& c) {
   if (auto ok = check_not_a_jobs_hold(x.state, c.hold_id, "committed"); !ok) return ok.error();
   return commit_hold(x, c);
 }
 
-CommandResult release_hold(Context& x, const ReleaseCommand& c) {
+Result<HoldOutcome> release_hold(Context& x, const ReleaseCommand& c) {
   State& s = x.state;
   Hold* h = hold_for_change(s, c.hold_id);
   if (!h) return hold_not_found(c.hold_id);
@@ -599,12 +553,12 @@ CommandResult release_hold(Context& x, const ReleaseCommand& c) {
   return HoldOutcome{*h, true};
 }
 
-CommandResult decide_one(Context& x, const ReleaseCommand& c) {
+Result<HoldOutcome> decide_one(Context& x, const ReleaseCommand& c) {
   if (auto ok = check_not_a_jobs_hold(x.state, c.hold_id, "released"); !ok) return ok.error();
   return release_hold(x, c);
 }
 
-CommandResult decide_one(Context& x, const ExtendCommand& c) {
+Result<HoldOutcome> decide_one(Context& x, const ExtendCommand& c) {
   if (auto ok = check_not_a_jobs_hold(x.state, c.hold_id, "extended"); !ok) return ok.error();
   State& s = x.state;
   Hold* h = hold_for_change(s, c.hold_id);
@@ -617,7 +571,7 @@ CommandResult decide_one(Context& x, const ExtendCommand& c) {
   return HoldOutcome{*h, true};
 }
 
-CommandResult decide_one(Context& x, const UpdateAccountCommand& c) {
+Result<AccountOutcome> decide_one(Context& x, const UpdateAccountCommand& c) {
   State& s = x.state;
   Account* a = s.account(c.account_id);
   if (!a) return account_not_found(c.account_id);
@@ -634,14 +588,14 @@ CommandResult decide_one(Context& x, const UpdateAccountCommand& c) {
   return AccountOutcome{s.view(c.account_id), true};
 }
 
-CommandResult decide_one(Context& x, const ExpireOverdueCommand& c) {
+Result<ExpireOutcome> decide_one(Context& x, const ExpireOverdueCommand& c) {
   TG_ASSERT(c.max_holds >= 1);
   const auto overdue = x.state.overdue(std::nullopt, c.max_holds);
   for (Hold* h : overdue) expire(x.state, *h);
   return ExpireOutcome{static_cast<std::int64_t>(overdue.size())};
 }
 
-CommandResult decide_one(Context& x, const CreateKeyCommand& c) {
+Result<KeyOutcome> decide_one(Context& x, const CreateKeyCommand& c) {
   State& s = x.state;
   if (const ApiKey* existing = s.key(c.key_id)) {
     if (existing->account_id != c.account_id || existing->secret_sha256 != c.secret_sha256) {
@@ -653,7 +607,7 @@ CommandResult decide_one(Context& x, const CreateKeyCommand& c) {
   return KeyOutcome{s.insert_key(ApiKey{c.key_id, c.account_id, c.secret_sha256, s.now(), std::nullopt}), true};
 }
 
-CommandResult decide_one(Context& x, const RevokeKeyCommand& c) {
+Result<KeyOutcome> decide_one(Context& x, const RevokeKeyCommand& c) {
   State& s = x.state;
   ApiKey* key = s.key(c.key_id);
   if (!key) return Error::make(Code::not_found, "key " + c.key_id + " does not exist");
@@ -664,7 +618,7 @@ CommandResult decide_one(Context& x, const RevokeKeyCommand& c) {
   return KeyOutcome{*key, true};
 }
 
-CommandResult decide_one(Context& x, const RecordKeyUseCommand& c) {
+Result<KeyUseOutcome> decide_one(Context& x, const RecordKeyUseCommand& c) {
   State& s = x.state;
   KeyUseOutcome out;
   for (const auto& use : c.uses) {
@@ -676,250 +630,82 @@ CommandResult decide_one(Context& x, const RecordKeyUseCommand& c) {
   return out;
 }
 
-// --- jobs: the job row and its hold change together ----------------------------------------------
-Error job_not_found(std::string_view id) {
-  return Error::make(Code::not_found, "job " + std::string(id) + " does not exist");
-}
-
-// The job named by a claim or an end, checked against the hold the caller read with it.
-Result<jobs::Job*> job_for_change(State& s, const std::string& id, const std::string& hold_id) {
-  jobs::Job* j = s.job(id);
-  if (!j) return job_not_found(id);
-  if (j->hold_id != hold_id) {
-    return Error::make(Code::conflict, "job " + id + "'s hold is " + j->hold_id + ", not " + hold_id);
-  }
-  return j;
-}
-
-std::optional<int> attempt_of(const jobs::Job& j) {
-  return j.attempts > 0 ? std::optional<int>(j.attempts) : std::nullopt;
-}
-
-std::int64_t lease_until(std::int64_t now_ms, std::int64_t lease_ms) {
-  const auto until = checked_add(now_ms, lease_ms);
-  TG_ASSERT(until.has_value());  // lease_ms is validated
-  return *until;
-}
-
-CommandResult decide_one(Context& x, const SubmitJobCommand& c) {
-  State& s = x.state;
-  if (const jobs::Job* existing = s.job(c.client_request_id)) {
-    if (existing->account_id != c.account_id || existing->cost != c.cost || existing->provider != c.provider ||
-        existing->input_json != c.input_json) {
-      return Error::make(Code::idempotency_mismatch,
-                         "client_request_id " + c.client_request_id + " already made a job of cost " +
-                             std::to_string(existing->cost) + " for provider " + existing->provider + " on account " +
-                             existing->account_id + " (with its own input)");
-    }
-    return JobOutcome{*existing, false};
-  }
-  ReserveCommand reserve;
-  reserve.account_id = c.account_id;
-  reserve.amount = c.cost;
-  reserve.request_id = jobs::hold_request_id(c.client_request_id);
-  reserve.ttl_ms = c.ttl_ms;
-  reserve.metadata_json = "{\"job_id\":\"" + c.client_request_id + "\"}";  // ids need no escaping
-  reserve.hold_id_random = c.hold_id_random;
-  if (s.hold_by_request(reserve.request_id)) {
-    // Jobs and their holds are only ever made together, and the holds API may not use the prefix.
-    return Error::make(Code::internal, "hold " + reserve.request_id + " exists without its job");
-  }
-  CommandResult reserved = decide_one(x, reserve);
-  if (!reserved) return reserved.error();
-  const Hold& hold = std::get<HoldOutcome>(reserved.value()).hold;
-  jobs::Job j;
-  j.client_request_id = c.client_request_id;
-  j.account_id = c.account_id;
-  j.cost = c.cost;
-  j.provider = c.provider;
-  j.input_json = c.input_json;
-  j.status = jobs::JobStatus::pending;
-  j.hold_id = hold.hold_id;
-  j.created_at_ms = s.now();
-  j.updated_at_ms = s.now();
-  j.lease_owner = c.owner;
-  j.lease_expires_at_ms = lease_until(s.now(), c.lease_ms);
-  jobs::Job& stored = s.insert_job(std::move(j));
-  s.note(stored, "submitted", std::nullopt,
-         "reserved " + std::to_string(c.cost) + " credits of account " + c.account_id + " as hold " + hold.hold_id +
-             "; accepted by " + c.owner);
-  return JobOutcome{stored, true};
-}
-
-CommandResult decide_one(Context& x, const ClaimJobCommand& c) {
-  State& s = x.state;
-  auto found = job_for_change(s, c.client_request_id, c.hold_id);
-  if (!found) return found.error();
-  jobs::Job& j = **found;
-  if (jobs::is_ended(j.status)) {
-    return Error::make(Code::conflict, "job " + j.client_request_id + " has already ended (" +
-                                           std::string(jobs::job_status_name(j.status)) + ")");
-  }
-  if (j.lease_owner && *j.lease_owner != c.owner && j.lease_expires_at_ms && *j.lease_expires_at_ms > s.now()) {
-    return Error::make(Code::conflict, "job " + j.client_request_id + " is leased by " + *j.lease_owner +
-                                           " for another " + std::to_string(*j.lease_expires_at_ms - s.now()) + " ms");
-  }
-  Hold* hold = hold_for_change(s, j.hold_id);  // an overdue hold expires first
-  TG_ASSERT(hold != nullptr);                  // a job's hold is made with it and never deleted
-  if (j.status == jobs::JobStatus::pending && hold->status != HoldStatus::active) {
-    // Never sent, so there is nothing to ask the provider: the job fails with its expired hold.
-    j.status = jobs::JobStatus::failed;
-    j.error = "the hold expired before the job was sent to its provider";
-    j.lease_owner.reset();
-    j.lease_expires_at_ms.reset();
-    j.updated_at_ms = s.now();
-    s.note(j, "failed", std::nullopt, "by " + c.owner + ": " + *j.error + "; nothing was charged");
-    return JobOutcome{j, true};
-  }
-  if (j.status == jobs::JobStatus::pending) {
-    j.status = jobs::JobStatus::running;
-    s.note(j, "running", std::nullopt, "started by " + c.owner);
-  } else if (j.lease_owner != c.owner) {
-    s.note(j, "claimed", attempt_of(j),
-           "claimed by " + c.owner + (j.lease_owner ? " after the lease of " + *j.lease_owner + " expired" : ""));
-  }
-  if (!c.note.empty()) s.note(j, "answer", attempt_of(j), c.note);
-  j.lease_owner = c.owner;
-  j.lease_expires_at_ms = lease_until(s.now(), c.lease_ms);
-  if (c.begin_attempt) {
-    ++j.attempts;
-    s.note(j, "attempt", j.attempts, "request sent to provider " + j.provider + " by " + c.owner);
-  }
-  j.updated_at_ms = s.now();
-  return JobOutcome{j, true};
-}
-
-CommandResult decide_one(Context& x, const EndJobCommand& c) {
-  State& s = x.state;
-  TG_ASSERT(jobs::is_ended(c.end));
-  auto found = job_for_change(s, c.client_request_id, c.hold_id);
-  if (!found) return found.error();
-  jobs::Job& j = **found;
-  const std::string by = std::string(jobs::ended_by_name(c.by));
-  const std::string seen = c.note.empty() ? "" : " (" + c.note + ")";
-  if (jobs::is_ended(j.status)) {
-    if (j.status == jobs::JobStatus::cancelled && c.end == jobs::JobStatus::completed && !j.result_json) {
-      j.result_json = c.result_json;
-      j.updated_at_ms = s.now();
-      s.note(j, "late_result", attempt_of(j),
-             "the provider's result arrived after the job was cancelled: recorded, nothing charged" + seen);
-      return JobOutcome{j, true};
-    }
-    return JobOutcome{j, false};  // a job ends once
-  }
-  Hold* hold = hold_for_change(s, j.hold_id);
-  TG_ASSERT(hold != nullptr);
-  std::optional<Hold> ended_hold;
-  if (c.end == jobs::JobStatus::completed) {
-    j.result_json = c.result_json;
-    CommandResult committed = commit_hold(x, CommitCommand{j.hold_id, std::nullopt, c.late_commit});
-    if (committed) {
-      const Hold& h = std::get<HoldOutcome>(committed.value()).hold;
-      ended_hold = h;
-      j.status = jobs::JobStatus::completed;
-      j.charged = h.committed_amount > 0;
-      std::string how = "charged " + std::to_string(h.committed_amount);
-      if (h.late_outcome == LateOutcome::charged) how = "late: charged " + std::to_string(h.committed_amount) + " after the hold expired";
-      if (h.late_outcome == LateOutcome::forgiven) how = "late: forgiven, the hold had expired";
-      s.note(j, "completed", attempt_of(j), "by " + by + ": " + how + seen);
-    } else {
-      // The hold expired and the late-commit policy rejects a late result: kept, not charged.
-      j.status = jobs::JobStatus::failed;
-      j.error = "the result arrived after the hold expired and was not charged: " + committed.error().detail;
-      s.note(j, "failed", attempt_of(j), "by " + by + ": " + *j.error + seen);
-    }
-  } else {
-    const std::string why = c.end == jobs::JobStatus::cancelled ? "cancelled" : c.error.value_or("failed");
-    if (hold->status == HoldStatus::active) {
-      CommandResult released = release_hold(x, ReleaseCommand{j.hold_id, why});
-      TG_ASSERT(released.ok());
-      ended_hold = std::get<HoldOutcome>(released.value()).hold;
-    }
-    j.status = c.end;
-    j.error = c.end == jobs::JobStatus::failed ? std::optional<std::string>(why) : c.error;
-    s.note(j, std::string(jobs::job_status_name(c.end)), attempt_of(j),
-           "by " + by + ": " + why + "; nothing charged" + seen);
-  }
-  j.lease_owner.reset();
-  j.lease_expires_at_ms.reset();
-  j.updated_at_ms = s.now();
-  return JobOutcome{j, true, std::move(ended_hold)};
-}
-
-CommandResult decide_one(Context& x, const LockCommand& c) {
-  auto r = x.state.coord().lock(c);
-  if (!r) return r.error();
-  return std::move(r).value();
-}
-CommandResult decide_one(Context& x, const IdempotencyCommand& c) {
-  auto r = x.state.coord().idempotency(c);
-  if (!r) return r.error();
-  return std::move(r).value();
-}
-CommandResult decide_one(Context& x, const RateLimitCommand& c) {
-  auto r = x.state.coord().rate(c);
-  if (!r) return r.error();
-  return std::move(r).value();
-}
-CommandResult decide_one(Context& x, const PruneCoordCommand& c) {
-  auto r = x.state.coord().prune(c);
-  if (!r) return r.error();
-  return std::move(r).value();
-}
-
 }  // namespace
 
-std::int64_t Keys::overdue_per_account_max() const {
+std::int64_t LedgerKeys::overdue_per_account_max() const {
   return limits::kReaperBatchMaxDefault * (1 + zombie_expiring_commands);
 }
 
-std::int64_t Keys::reaper_load_max(std::int64_t overdue_loaded) const {
+std::int64_t LedgerKeys::reaper_load_max(std::int64_t overdue_loaded) const {
   if (overdue_max == 0) return 0;
   return overdue_max + static_cast<std::int64_t>(hold_ids.size()) + overdue_loaded;
 }
 
-std::int64_t Keys::reaper_load_bound() const {
+std::int64_t LedgerKeys::reaper_load_bound() const {
   if (overdue_max == 0) return 0;
   return reaper_load_max(static_cast<std::int64_t>(accounts.size() + hold_ids.size()) * overdue_per_account_max());
 }
 
-Keys keys_of(std::span<const Command> commands) {
-  Keys k;
-  for (const Command& command : commands) std::visit([&](const auto& c) { add_keys(c, k); }, command);
+void finish(LedgerKeys& k) {
   sort_unique(k.accounts);
   sort_unique(k.hold_ids);
   sort_unique(k.hold_seqs);
   sort_unique(k.request_ids);
   sort_unique(k.references);
   sort_unique(k.key_ids);
-  sort_unique(k.job_ids);
   sort_unique(k.view_accounts);
-  coord::finish_keys(k.coord);
-  return k;
 }
 
-Decision decide(std::span<const Command> commands, Snapshot snapshot) {
-  Decision d;
-  d.results.reserve(commands.size());
-  State state(std::move(snapshot));
-  for (std::size_t i = 0; i < commands.size(); ++i) {
-    Context x{state, d, i};
-    d.results.push_back(std::visit([&](const auto& c) { return decide_one(x, c); }, commands[i]));
+// --- LedgerBatch: the ledger's part of a batch ---------------------------------------------------
+LedgerBatch::LedgerBatch(LedgerSnapshot snapshot) : state_(std::make_unique<State>(std::move(snapshot))) {}
+LedgerBatch::~LedgerBatch() = default;
+LedgerBatch::LedgerBatch(LedgerBatch&&) noexcept = default;
+LedgerBatch& LedgerBatch::operator=(LedgerBatch&&) noexcept = default;
+
+std::int64_t LedgerBatch::now_ms() const { return state_->now(); }
+
+#define TG_LEDGER_DECIDE(Kind, Out)                                             \
+  Result<Out> LedgerBatch::decide(const Kind& c, std::size_t index) {         \
+    Context x{*state_, index};                                                  \
+    return decide_one(x, c);                                                    \
   }
-  d.effects = std::move(state).effects();
-  return d;
+TG_LEDGER_DECIDE(CreateAccountCommand, AccountOutcome)
+TG_LEDGER_DECIDE(CreditCommand, TransferOutcome)
+TG_LEDGER_DECIDE(DebitCommand, TransferOutcome)
+TG_LEDGER_DECIDE(ReserveCommand, HoldOutcome)
+TG_LEDGER_DECIDE(CommitCommand, HoldOutcome)
+TG_LEDGER_DECIDE(ReleaseCommand, HoldOutcome)
+TG_LEDGER_DECIDE(ExtendCommand, HoldOutcome)
+TG_LEDGER_DECIDE(ExpireOverdueCommand, ExpireOutcome)
+TG_LEDGER_DECIDE(CreateKeyCommand, KeyOutcome)
+TG_LEDGER_DECIDE(RevokeKeyCommand, KeyOutcome)
+TG_LEDGER_DECIDE(RecordKeyUseCommand, KeyUseOutcome)
+TG_LEDGER_DECIDE(UpdateAccountCommand, AccountOutcome)
+#undef TG_LEDGER_DECIDE
+
+const Hold* LedgerBatch::hold_by_request(std::string_view request_id) { return state_->hold_by_request(request_id); }
+
+const Hold* LedgerBatch::hold_for_change(std::string_view hold_id) { return batch::hold_for_change(*state_, hold_id); }
+
+// A slice's command is not a batch result of its own: no index (only a transfer's result needs it).
+Result<HoldOutcome> LedgerBatch::reserve(const ReserveCommand& c) {
+  Context x{*state_, static_cast<std::size_t>(-1)};
+  return decide_one(x, c);
 }
 
-void fill_event_ids(Decision& d, std::span<const std::int64_t> event_ids) {
-  TG_ASSERT(event_ids.size() == d.effects.events.size());
-  for (std::size_t i = 1; i < event_ids.size(); ++i) TG_ASSERT(event_ids[i - 1] < event_ids[i]);
-  for (std::size_t i = 0; i < event_ids.size(); ++i) d.effects.events[i].event_id = event_ids[i];
-  for (auto& t : d.effects.transfers) t.transfer.event_id = event_ids[t.event_index];
-  for (const auto& [result, event] : d.result_events) {
-    auto* outcome = std::get_if<TransferOutcome>(&d.results.at(result).value());
-    TG_ASSERT(outcome != nullptr);
-    outcome->event.event_id = event_ids[event];
-  }
+Result<HoldOutcome> LedgerBatch::commit_hold(const CommitCommand& c) {
+  Context x{*state_, static_cast<std::size_t>(-1)};
+  return batch::commit_hold(x, c);
+}
+
+Result<HoldOutcome> LedgerBatch::release_hold(const ReleaseCommand& c) {
+  Context x{*state_, static_cast<std::size_t>(-1)};
+  return batch::release_hold(x, c);
+}
+
+LedgerEffects LedgerBatch::effects(std::vector<std::pair<std::size_t, std::size_t>>& result_events) && {
+  result_events = std::move(state_->result_events());
+  return std::move(*state_).effects();
 }
 
 }  // namespace tollgate::batch

@@ -1,16 +1,20 @@
 // tollgate core: a batch of write commands decided in memory — what it reads, what it decides, what
-// it writes. Pure: no I/O, no clock, no threads.
+// it writes — and the seam through which each feature slice takes part in it. Pure: no I/O, no
+// clock, no threads.
 //
 // A store applies a batch (group commit) in three steps, the same for every backend:
-//   1. keys_of(commands): every row the batch may read or change — accounts, holds by id and by
-//      request_id, transfers by reference, API keys, the reaper's overdue holds.
+//   1. keys_of(commands): every row the batch may read or change — the ledger's accounts, holds by
+//      id and by request_id, transfers by reference, API keys, the reaper's overdue holds; and each
+//      slice's own rows (a slice's commands name the ledger rows they touch too).
 //   2. the backend loads those rows into a Snapshot while it holds every account the batch may
 //      change exclusively (SQLite: the one writer inside BEGIN IMMEDIATE; PostgreSQL: the accounts'
-//      rows locked FOR UPDATE in id order before any hold is read), and reads `now` once.
+//      rows locked FOR UPDATE in id order before any hold is read), and reads `now` once; then
+//      each slice's rows, by that slice's loader for the dialect, in registration order.
 //   3. decide(commands, snapshot) runs every command in order against that in-memory state with
-//      core/rules — each decision sees the effects of the ones before it — and answers each command
-//      and the Effects: every touched account's final row once, the new and changed holds, the
-//      events in order, transfers and keys. The backend writes the Effects set-based and commits.
+//      core/rules — each decision sees the effects of the ones before it, whichever slice made
+//      them — and answers each command and the Effects: every touched account's final row once,
+//      the new and changed holds, the events in order, transfers and keys, and each slice's rows.
+//      The backend writes the Effects set-based (each slice's by its writer) and commits.
 // Deciding under the batch's exclusive lock on the account row is exactly as safe as one
 // conditional UPDATE per command: nobody else can change the row between the read and the write.
 //
@@ -18,24 +22,57 @@
 // cause is the expiry of the account's overdue holds it found (the reaper's work done early, so
 // that no caller waits on a zombie) — the same rule store/execute.cc follows.
 //
+// The seam. The ledger's part (accounts, credits and debits, holds, keys: LedgerKeys,
+// LedgerSnapshot, LedgerEffects, LedgerBatch) is the base every feature builds on. A feature slice
+// S (jobs/job_batch.h, coord/coord_batch.h; assembled in src/slices.h) is a type with:
+//   using Commands = std::tuple<C...>;   its command kinds (each kind in exactly one slice)
+//   using Keys, Snapshot, Effects, State;  its rows: named, loaded, written, and in memory
+//   static void finish(Keys&);          sorts and removes duplicates once every command added its keys
+//   static void add_keys(const C&, Keys&, LedgerKeys&);       per kind: its rows, and the ledger's
+//   static Result<O> decide(const C&, State&, LedgerBatch&);  per kind, pure: O is C's outcome
+//   static Status validate(const C&, const ValidationLimits&);  per kind (core/validate.h)
+//   using Outcomes = std::tuple<O...>;  the outcome types its decisions answer
+// with State(Snapshot, std::int64_t now_ms), State::effects() && → Effects and Effects::empty().
+// A slice changes ledger rows only through LedgerBatch (so the money rules run once, and every
+// hold it touches has its account locked); its own rows are written guarded by their `before`
+// values, like the ledger's. Each dialect has a loader and a writer per slice (store/sqlite,
+// store/postgres: found by overload; a slice without one does not compile). No virtual call and no
+// allocation per command: the dispatch is resolved at compile time (std::visit over the variant).
+//
 // Thread safety: pure functions over values.
 #pragma once
 
 #include <cstddef>
 #include <cstdint>
+#include <memory>
+#include <optional>
 #include <span>
 #include <string>
+#include <string_view>
+#include <tuple>
+#include <type_traits>
 #include <utility>
+#include <variant>
 #include <vector>
 
-#include "coord/coord_batch.h"
 #include "core/commands.h"
 #include "core/model.h"
+#include "core/validate.h"
 
 namespace tollgate::batch {
 
-// Every key a batch reads. Lists are sorted and free of duplicates.
-struct Keys {
+// The ledger's own command kinds (core/commands.h), decided by LedgerBatch.
+using LedgerCommands = std::tuple<CreateAccountCommand, CreditCommand, DebitCommand, ReserveCommand, CommitCommand,
+                                  ReleaseCommand, ExtendCommand, ExpireOverdueCommand, CreateKeyCommand,
+                                  RevokeKeyCommand, RecordKeyUseCommand, UpdateAccountCommand>;
+
+// And what they answer, one outcome type per kind.
+using LedgerOutcomes =
+    std::tuple<AccountOutcome, TransferOutcome, HoldOutcome, ExpireOutcome, KeyOutcome, KeyUseOutcome>;
+
+// Every ledger key a batch reads (slices add theirs here too: a job names its hold and account).
+// Lists are sorted and free of duplicates once finish()ed.
+struct LedgerKeys {
   // Accounts named by the commands. Together with the accounts of `hold_seqs`' holds, these are the
   // accounts the batch may change: a backend locks them (in id order) before it reads any hold.
   std::vector<std::string> accounts;
@@ -44,10 +81,6 @@ struct Keys {
   std::vector<std::string> request_ids;    // holds looked up by request_id (reserve)
   std::vector<std::string> references;     // transfers looked up by reference (credit, debit)
   std::vector<std::string> key_ids;        // API keys (create, revoke)
-  // Jobs by client_request_id (submit, claim, end). Every job command also names the account its
-  // hold changes (submit: by account_id; claim and end: by hold id), so a job row is only changed
-  // under its account's lock.
-  std::vector<std::string> job_ids;
   // Accounts whose effective view an outcome reports (create_account, credit, debit): their
   // overdue totals and oldest live holds are loaded (AccountView).
   std::vector<std::string> view_accounts;
@@ -57,8 +90,6 @@ struct Keys {
   // Reserves, debits and commits: each may expire its account's overdue holds (at most
   // limits::kReaperBatchMaxDefault at a time) when the stored row refuses it.
   std::int64_t zombie_expiring_commands = 0;
-  // Lock, idempotency-key and rate-limit rows (coord/coord_batch.h): no account involved.
-  coord::CoordKeys coord;
 
   // The oldest live holds an AccountView must list: one more than the batch can end.
   std::int64_t oldest_live_needed() const { return live_holds_ending_max + 1; }
@@ -73,8 +104,22 @@ struct Keys {
   std::int64_t reaper_load_bound() const;
 };
 
-// The keys of `commands` (exhaustive: a command kind without keys does not compile).
-Keys keys_of(std::span<const Command> commands);
+// The keys of each ledger command kind (an overload per kind), and the sort once all are in.
+void add_keys(const CreateAccountCommand& c, LedgerKeys& k);
+void add_keys(const CreditCommand& c, LedgerKeys& k);
+void add_keys(const DebitCommand& c, LedgerKeys& k);
+void add_keys(const ReserveCommand& c, LedgerKeys& k);
+void add_keys(const CommitCommand& c, LedgerKeys& k);
+void add_keys(const ReleaseCommand& c, LedgerKeys& k);
+void add_keys(const ExtendCommand& c, LedgerKeys& k);
+void add_keys(const ExpireOverdueCommand& c, LedgerKeys& k);
+void add_keys(const CreateKeyCommand& c, LedgerKeys& k);
+void add_keys(const RevokeKeyCommand& c, LedgerKeys& k);
+void add_keys(const RecordKeyUseCommand& c, LedgerKeys& k);
+void add_keys(const UpdateAccountCommand& c, LedgerKeys& k);
+// A hold named by id (commit, release, extend, a job's claim or end): its account is locked too.
+void add_hold_key(std::string_view hold_id, LedgerKeys& k);
+void finish(LedgerKeys& k);
 
 // What an account's effective view needs beyond its row: readers see overdue holds as expired
 // (their amounts as available) and report the age of the oldest live hold.
@@ -88,8 +133,8 @@ struct AccountView {
   std::vector<std::pair<std::int64_t, std::int64_t>> oldest_live;
 };
 
-// The rows a batch decides on, as the backend read them under the batch's locks.
-struct Snapshot {
+// The ledger rows a batch decides on, as the backend read them under the batch's locks.
+struct LedgerSnapshot {
   std::int64_t now_ms = 0;
   // Account rows as stored (no overdue adjustment). Every account here is locked for the batch:
   // the named ones, those of the holds named, and those whose overdue holds the reaper may expire.
@@ -101,12 +146,10 @@ struct Snapshot {
   std::vector<Hold> holds;
   std::vector<std::pair<Transfer, Event>> transfers;  // by reference, with the event each wrote
   std::vector<ApiKey> keys;
-  std::vector<jobs::Job> jobs;     // of Keys::job_ids that exist
   std::vector<AccountView> views;  // of Keys::view_accounts that exist
   // Sequence numbers for new holds, ascending, at least Keys::new_holds_max of them (SQLite: the
   // next ones after the largest; PostgreSQL: taken from its sequence — unused ones leave gaps).
   std::vector<std::int64_t> new_hold_seqs;
-  coord::CoordSnapshot coord;  // of Keys::coord
 };
 
 // A row before and after the batch.
@@ -116,8 +159,8 @@ struct Change {
   Row after;
 };
 
-// What the batch writes. Every list is in a deterministic order.
-struct Effects {
+// What the batch writes of the ledger's rows. Every list is in a deterministic order.
+struct LedgerEffects {
   std::vector<Account> new_accounts;                 // final rows, by account_id
   std::vector<Change<Account>> changed_accounts;     // by account_id; each account once
   std::vector<Hold> new_holds;                       // final rows, by request_id
@@ -132,32 +175,247 @@ struct Effects {
   std::vector<NewTransfer> transfers;
   std::vector<ApiKey> new_keys;
   std::vector<Change<ApiKey>> changed_keys;
-  std::vector<jobs::Job> new_jobs;                   // by client_request_id
-  std::vector<Change<jobs::Job>> changed_jobs;       // by client_request_id
-  std::vector<jobs::JobEntry> job_entries;           // appended to the jobs' histories, in order
-  coord::CoordEffects coord;                         // lock, idempotency-key and rate-limit rows
 
   bool empty() const {
     return new_accounts.empty() && changed_accounts.empty() && new_holds.empty() && changed_holds.empty() &&
-           events.empty() && transfers.empty() && new_keys.empty() && changed_keys.empty() && new_jobs.empty() &&
-           changed_jobs.empty() && job_entries.empty() && coord.empty();
+           events.empty() && transfers.empty() && new_keys.empty() && changed_keys.empty();
   }
 };
 
-struct Decision {
-  std::vector<CommandResult> results;  // one per command
-  Effects effects;
+// The ledger's rows in memory while a batch is decided: its decisions, and the operations a slice
+// may use on them. One per batch, used by one thread; the rows it hands out live as long as it.
+class LedgerBatch {
+ public:
+  explicit LedgerBatch(LedgerSnapshot snapshot);
+  ~LedgerBatch();
+  LedgerBatch(LedgerBatch&&) noexcept;
+  LedgerBatch& operator=(LedgerBatch&&) noexcept;
+
+  std::int64_t now_ms() const;
+
+  // The ledger's command kinds; `index` is the command's place in the batch.
+  Result<AccountOutcome> decide(const CreateAccountCommand& c, std::size_t index);
+  Result<TransferOutcome> decide(const CreditCommand& c, std::size_t index);
+  Result<TransferOutcome> decide(const DebitCommand& c, std::size_t index);
+  Result<HoldOutcome> decide(const ReserveCommand& c, std::size_t index);
+  Result<HoldOutcome> decide(const CommitCommand& c, std::size_t index);
+  Result<HoldOutcome> decide(const ReleaseCommand& c, std::size_t index);
+  Result<HoldOutcome> decide(const ExtendCommand& c, std::size_t index);
+  Result<ExpireOutcome> decide(const ExpireOverdueCommand& c, std::size_t index);
+  Result<KeyOutcome> decide(const CreateKeyCommand& c, std::size_t index);
+  Result<KeyOutcome> decide(const RevokeKeyCommand& c, std::size_t index);
+  Result<KeyUseOutcome> decide(const RecordKeyUseCommand& c, std::size_t index);
+  Result<AccountOutcome> decide(const UpdateAccountCommand& c, std::size_t index);
+
+  // --- for slices: holds they own (a job's), changed with the same rules as the holds API's ---
+  // The hold as the batch left it (nullptr: none loaded by that request_id).
+  const Hold* hold_by_request(std::string_view request_id);
+  // A hold about to change (named in LedgerKeys by add_hold_key): expired first when overdue, so
+  // that the rules see stored states. nullptr: no such hold.
+  const Hold* hold_for_change(std::string_view hold_id);
+  // Reserve, commit and release as their commands do — without the holds API's refusal of a hold
+  // a slice owns (core/hold_id.h), which is the slice's own to end.
+  Result<HoldOutcome> reserve(const ReserveCommand& c);
+  Result<HoldOutcome> commit_hold(const CommitCommand& c);
+  Result<HoldOutcome> release_hold(const ReleaseCommand& c);
+
+  // The ledger's effects, and the results that carry a new event: (result index, event index).
+  LedgerEffects effects(std::vector<std::pair<std::size_t, std::size_t>>& result_events) &&;
+
+  class State;  // core/batch.cc
+
+ private:
+  std::unique_ptr<State> state_;  // one allocation per batch
+};
+
+// --- the composition of the ledger and the slices S... (src/slices.h names them) ---------------
+
+// The keys, snapshot and effects of the whole batch: the ledger's, and each slice's in `features`.
+template <typename... S>
+struct BatchKeys : LedgerKeys {
+  std::tuple<typename S::Keys...> features;
+  template <typename Slice>
+  const typename Slice::Keys& of() const { return std::get<typename Slice::Keys>(features); }
+};
+
+template <typename... S>
+struct BatchSnapshot : LedgerSnapshot {
+  std::tuple<typename S::Snapshot...> features;
+  template <typename Slice>
+  typename Slice::Snapshot& of() { return std::get<typename Slice::Snapshot>(features); }
+};
+
+template <typename... S>
+struct BatchEffects : LedgerEffects {
+  std::tuple<typename S::Effects...> features;
+  template <typename Slice>
+  const typename Slice::Effects& of() const { return std::get<typename Slice::Effects>(features); }
+  bool empty() const {
+    return LedgerEffects::empty() && (std::get<typename S::Effects>(features).empty() && ...);
+  }
+};
+
+template <typename Outcome, typename... S>
+struct BatchDecision {
+  std::vector<Result<Outcome>> results;  // one per command
+  BatchEffects<S...> effects;
   // Results that carry a new event (a transfer's TransferOutcome): (result index, event index).
-  // Once the backend assigned event ids, fill_event_ids() copies them in.
+  // Once the backend assigned event ids, assign_event_ids() copies them in.
   std::vector<std::pair<std::size_t, std::size_t>> result_events;
 };
 
-// Decides `commands` in order against `snapshot` (which must hold the rows keys_of(commands)
-// names). Refusals are results; a bug is an assertion.
-Decision decide(std::span<const Command> commands, Snapshot snapshot);
+// A backend's loaders: f(keys, snapshot) with each slice's parts, in registration order.
+template <typename... S, typename F>
+void for_each_slice(const BatchKeys<S...>& k, BatchSnapshot<S...>& s, F&& f) {
+  (f(std::get<typename S::Keys>(k.features), std::get<typename S::Snapshot>(s.features)), ...);
+}
 
-// Copies the event ids the backend assigned (one per Effects::events, increasing) into the results
+// A backend's writers: f(effects) with each slice's effects, in registration order.
+template <typename... S, typename F>
+void for_each_slice(const BatchEffects<S...>& e, F&& f) {
+  (f(std::get<typename S::Effects>(e.features)), ...);
+}
+
+namespace seam {  // the compile-time dispatch; callers use src/slices.h's keys_of() and decide()
+
+template <typename C, typename Tuple>
+struct contains;
+template <typename C, typename... T>
+struct contains<C, std::tuple<T...>> : std::bool_constant<(std::is_same_v<C, T> || ...)> {};
+
+template <typename C, typename... S>
+inline constexpr int owners = int{contains<C, LedgerCommands>::value} + (int{contains<C, typename S::Commands>::value} + ... + 0);
+
+template <typename Outcome, typename T>
+Result<Outcome> widen(Result<T>&& r) {
+  if (!r.ok()) return std::move(r).error();
+  return Outcome(std::move(r).value());
+}
+
+template <typename C, typename... S>
+void add_keys(const C& c, BatchKeys<S...>& k) {
+  static_assert(owners<C, S...> == 1, "a command kind belongs to exactly one slice");
+  if constexpr (contains<C, LedgerCommands>::value) {
+    batch::add_keys(c, static_cast<LedgerKeys&>(k));
+  } else {
+    ([&] {
+      if constexpr (contains<C, typename S::Commands>::value) {
+        S::add_keys(c, std::get<typename S::Keys>(k.features), static_cast<LedgerKeys&>(k));
+      }
+    }(), ...);
+  }
+}
+
+// The slice among S... whose Commands hold C (void: none).
+template <typename C, typename... S>
+struct owner {
+  using type = void;
+};
+template <typename C, typename S0, typename... Rest>
+struct owner<C, S0, Rest...> {
+  using type = std::conditional_t<contains<C, typename S0::Commands>::value, S0, typename owner<C, Rest...>::type>;
+};
+
+template <typename Outcome, typename C, typename... S>
+Result<Outcome> decide_one(const C& c, std::size_t index, LedgerBatch& ledger, std::tuple<typename S::State...>& states) {
+  static_assert(owners<C, S...> == 1, "a command kind belongs to exactly one slice");
+  if constexpr (contains<C, LedgerCommands>::value) {
+    return widen<Outcome>(ledger.decide(c, index));
+  } else {
+    using Slice = typename owner<C, S...>::type;
+    return widen<Outcome>(Slice::decide(c, std::get<typename Slice::State>(states), ledger));
+  }
+}
+
+}  // namespace seam
+
+// The keys of `commands`, a span of a variant of every kind (exhaustive: a kind that no slice
+// registers, or two do, does not compile).
+template <typename Command, typename... S>
+void collect_keys(std::span<const Command> commands, BatchKeys<S...>& k) {
+  for (const Command& command : commands) std::visit([&](const auto& c) { seam::add_keys(c, k); }, command);
+  finish(static_cast<LedgerKeys&>(k));
+  (S::finish(std::get<typename S::Keys>(k.features)), ...);
+}
+
+// Decides `commands` in order against `snapshot` (which must hold the rows their keys name).
+// Refusals are results; a bug is an assertion.
+template <typename Command, typename Outcome, typename... S>
+void decide_batch(std::span<const Command> commands, BatchSnapshot<S...> snapshot, BatchDecision<Outcome, S...>& d) {
+  d.results.reserve(commands.size());
+  const std::int64_t now_ms = snapshot.now_ms;
+  std::tuple<typename S::State...> states(
+      typename S::State(std::move(std::get<typename S::Snapshot>(snapshot.features)), now_ms)...);
+  LedgerBatch ledger(std::move(static_cast<LedgerSnapshot&>(snapshot)));
+  for (std::size_t i = 0; i < commands.size(); ++i) {
+    d.results.push_back(std::visit(
+        [&](const auto& c) { return seam::decide_one<Outcome, std::decay_t<decltype(c)>, S...>(c, i, ledger, states); },
+        commands[i]));
+  }
+  static_cast<LedgerEffects&>(d.effects) = std::move(ledger).effects(d.result_events);
+  d.effects.features =
+      std::tuple<typename S::Effects...>(std::move(std::get<typename S::State>(states)).effects()...);
+}
+
+// Copies the event ids the backend assigned (one per effects.events, increasing) into the results
 // that report their event.
-void fill_event_ids(Decision& decision, std::span<const std::int64_t> event_ids);
+template <typename Outcome, typename... S>
+void assign_event_ids(BatchDecision<Outcome, S...>& d, std::span<const std::int64_t> event_ids) {
+  TG_ASSERT(event_ids.size() == d.effects.events.size());
+  for (std::size_t i = 1; i < event_ids.size(); ++i) TG_ASSERT(event_ids[i - 1] < event_ids[i]);
+  for (std::size_t i = 0; i < event_ids.size(); ++i) d.effects.events[i].event_id = event_ids[i];
+  for (auto& t : d.effects.transfers) t.transfer.event_id = event_ids[t.event_index];
+  for (const auto& [result, event] : d.result_events) {
+    auto* outcome = std::get_if<TransferOutcome>(&d.results.at(result).value());
+    TG_ASSERT(outcome != nullptr);
+    outcome->event.event_id = event_ids[event];
+  }
+}
+
+namespace seam {
+template <typename... Tuples>
+struct variant_of {
+  template <typename... T>
+  static std::variant<T...> from(std::tuple<T...>*);
+  using type = decltype(from(static_cast<decltype(std::tuple_cat(std::declval<Tuples>()...))*>(nullptr)));
+};
+
+template <typename C, typename... S>
+Status validate_one(const C& c, const ValidationLimits& limits) {
+  static_assert(owners<C, S...> == 1, "a command kind belongs to exactly one slice");
+  if constexpr (contains<C, LedgerCommands>::value) {
+    return validate_command(c, limits);
+  } else {
+    return owner<C, S...>::type::validate(c, limits);
+  }
+}
+}  // namespace seam
+
+// The whole batch: the ledger's part and the feature slices S..., in the order their rows are loaded
+// and written. src/slices.h names the one registry the program uses.
+template <typename... S>
+struct Registry {
+  using Command = typename seam::variant_of<LedgerCommands, typename S::Commands...>::type;
+  using Outcome = typename seam::variant_of<LedgerOutcomes, typename S::Outcomes...>::type;
+  using Keys = BatchKeys<S...>;
+  using Snapshot = BatchSnapshot<S...>;
+  using Effects = BatchEffects<S...>;
+  using Decision = BatchDecision<Outcome, S...>;
+
+  static Keys keys_of(std::span<const Command> commands) {
+    Keys k;
+    collect_keys(commands, k);
+    return k;
+  }
+  static Decision decide(std::span<const Command> commands, Snapshot snapshot) {
+    Decision d;
+    decide_batch(commands, std::move(snapshot), d);
+    return d;
+  }
+  static Status validate(const Command& command, const ValidationLimits& limits) {
+    return std::visit([&](const auto& c) { return seam::validate_one<std::decay_t<decltype(c)>, S...>(c, limits); },
+                      command);
+  }
+};
 
 }  // namespace tollgate::batch

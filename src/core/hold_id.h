@@ -38,4 +38,16 @@ inline std::string make_hold_id(std::int64_t seq, std::string_view random) {
   return id;
 }
 
+// The request_ids of holds a feature slice makes for its own rows: a job's hold has request_id
+// "job:<client_request_id>" (jobs/job.h). The holds API's own request_ids may not begin with the
+// prefix (core/validate.cc), so they never collide; every event of such a hold names its owner
+// (Event::job_id), and the holds API may not end or extend it on its own (core/batch.cc).
+inline constexpr std::string_view kJobHoldPrefix = "job:";
+
+// The row that owns a hold (from its request_id), or nullopt for a hold made by the holds API.
+inline std::optional<std::string> job_of_hold(std::string_view request_id) {
+  if (!request_id.starts_with(kJobHoldPrefix)) return std::nullopt;
+  return std::string(request_id.substr(kJobHoldPrefix.size()));
+}
+
 }  // namespace tollgate

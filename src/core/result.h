@@ -160,7 +160,8 @@ class [[nodiscard]] Result {
   T* operator->() { return &value(); }
   const T& operator*() const& { return value(); }
 
-  const Error& error() const { TG_ASSERT(!ok()); return std::get<1>(v_); }
+  const Error& error() const& { TG_ASSERT(!ok()); return std::get<1>(v_); }
+  Error&& error() && { TG_ASSERT(!ok()); return std::get<1>(std::move(v_)); }
   Code code() const { return ok() ? Code::ok : error().code; }
 
  private:

@@ -3,10 +3,10 @@
 #include <string>
 
 #include "core/checked.h"
+#include "core/hold_id.h"
 #include "core/limits.h"
 
 namespace tollgate {
-namespace {
 
 Status check_ttl(std::int64_t ttl_ms, const ValidationLimits& v) {
   if (ttl_ms < limits::kHoldTtlMsMin || ttl_ms > v.hold_ttl_ms_max) {
@@ -20,6 +20,8 @@ Status check_text(const std::string& text, std::size_t max, std::string_view fie
   if (text.size() > max) return invalid(std::string(field) + " is longer than " + std::to_string(max) + " bytes");
   return ok_status();
 }
+
+namespace {
 
 #define TG_TRY(expr)                 \
   do {                               \
@@ -71,8 +73,8 @@ Status check(const ReserveCommand& c, const ValidationLimits& v) {
   TG_TRY(check_id(c.account_id, "account_id"));
   TG_TRY(check_amount(c.amount));
   TG_TRY(check_id(c.request_id, "request_id"));
-  if (jobs::job_of_hold(c.request_id)) {
-    return invalid("request_id must not begin with \"" + std::string(jobs::kJobHoldPrefix) +
+  if (job_of_hold(c.request_id)) {
+    return invalid("request_id must not begin with \"" + std::string(kJobHoldPrefix) +
                    "\": that prefix names the holds of jobs");
   }
   if (c.ttl_ms) TG_TRY(check_ttl(*c.ttl_ms, v));
@@ -121,101 +123,22 @@ Status check(const RecordKeyUseCommand& c, const ValidationLimits&) {
   return ok_status();
 }
 
-Status check_lease(std::int64_t lease_ms) {
-  if (lease_ms < 1 || lease_ms > limits::kHoldTtlMsMax) {
-    return invalid("lease_ms must be from 1 to " + std::to_string(limits::kHoldTtlMsMax) + ", got " +
-                   std::to_string(lease_ms));
-  }
-  return ok_status();
-}
-
-Status check(const SubmitJobCommand& c, const ValidationLimits& v) {
-  TG_TRY(check_id(c.client_request_id, "client_request_id"));
-  TG_TRY(check_id(c.account_id, "account_id"));
-  TG_TRY(check_amount(c.cost, "cost"));
-  TG_TRY(check_id(c.provider, "provider"));
-  TG_TRY(check_text(c.input_json, limits::kJobInputBytesMax, "input"));
-  if (c.ttl_ms) TG_TRY(check_ttl(*c.ttl_ms, v));
-  TG_TRY(check_id(c.owner, "owner"));
-  return check_lease(c.lease_ms);
-}
-
-Status check(const ClaimJobCommand& c, const ValidationLimits&) {
-  TG_TRY(check_id(c.client_request_id, "client_request_id"));
-  TG_TRY(check_id(c.hold_id, "hold_id"));
-  TG_TRY(check_id(c.owner, "owner"));
-  TG_TRY(check_lease(c.lease_ms));
-  return check_text(c.note, limits::kReasonLengthMax, "note");
-}
-
-Status check(const EndJobCommand& c, const ValidationLimits&) {
-  TG_TRY(check_id(c.client_request_id, "client_request_id"));
-  TG_TRY(check_id(c.hold_id, "hold_id"));
-  if (!jobs::is_ended(c.end)) return invalid("a job ends as completed, failed or cancelled");
-  if (c.end == jobs::JobStatus::completed && !c.result_json) return invalid("a completed job needs its result");
-  if (c.result_json) TG_TRY(check_text(*c.result_json, limits::kJobResultBytesMax, "result"));
-  if (c.error) TG_TRY(check_text(*c.error, limits::kReasonLengthMax, "error"));
-  return check_text(c.note, limits::kReasonLengthMax, "note");
-}
-
-Status check_coord_ttl(std::int64_t ttl_ms, std::int64_t max, std::string_view field) {
-  if (ttl_ms < 1 || ttl_ms > max) {
-    return invalid(std::string(field) + " must be from 1 to " + std::to_string(max) + ", got " + std::to_string(ttl_ms));
-  }
-  return ok_status();
-}
-
-Status check(const LockCommand& c, const ValidationLimits&) {
-  TG_TRY(check_id(c.key, "key"));
-  if (c.op == coord::LockOp::cancel) return ok_status();
-  TG_TRY(check_id(c.owner, "owner"));
-  if (c.fence && *c.fence < 1) return invalid("fence must be at least 1, got " + std::to_string(*c.fence));
-  if (c.op == coord::LockOp::release) return ok_status();
-  return check_coord_ttl(c.ttl_ms, limits::kLockTtlMsMax, "ttl_ms");
-}
-
-Status check(const IdempotencyCommand& c, const ValidationLimits&) {
-  TG_TRY(check_id(c.key, "key"));
-  if (c.fingerprint.empty()) return invalid("fingerprint must not be empty");
-  TG_TRY(check_text(c.fingerprint, limits::kFingerprintLengthMax, "fingerprint"));
-  if (c.attempt && *c.attempt < 1) return invalid("attempt must be at least 1, got " + std::to_string(*c.attempt));
-  if (c.op == coord::IdemOp::begin) return check_coord_ttl(c.ttl_ms, limits::kIdempotencyTtlMsMax, "ttl_ms");
-  if (c.op == coord::IdemOp::finish) {
-    if (c.response_json.empty()) return invalid("response must be a JSON value");
-    return check_text(c.response_json, limits::kIdempotencyResponseBytesMax, "response");
-  }
-  return ok_status();
-}
-
-Status check(const RateLimitCommand& c, const ValidationLimits&) {
-  TG_TRY(check_id(c.policy, "policy"));
-  TG_TRY(check_id(c.key, "key"));
-  if (c.op == coord::RateOp::reset) return ok_status();
-  if (c.gcra.limit < 1 || c.gcra.limit > limits::kRateLimitMax || c.gcra.period_ms < 1 ||
-      c.gcra.period_ms > limits::kRateLimitPeriodMsMax || c.gcra.limit > c.gcra.period_ms * 1000) {
-    return invalid("policy " + c.policy + " has no valid limit and period");
-  }
-  if (c.cost < 1 || c.cost > c.gcra.limit) {
-    return invalid("cost must be from 1 to the policy's limit (" + std::to_string(c.gcra.limit) + "), got " +
-                   std::to_string(c.cost));
-  }
-  return ok_status();
-}
-
-Status check(const PruneCoordCommand& c, const ValidationLimits&) {
-  if (c.retention_ms < 1 || c.retention_ms > limits::kIdempotencyRetentionMsMax) {
-    return invalid("retention_ms out of range: " + std::to_string(c.retention_ms));
-  }
-  if (c.max_rows < 1 || c.max_rows > limits::kIdempotencyPruneBatchMax) {
-    return invalid("max_rows out of range: " + std::to_string(c.max_rows));
-  }
-  return ok_status();
-}
-
 }  // namespace
 
-Status validate(const Command& command, const ValidationLimits& limits) {
-  return std::visit([&](const auto& c) { return check(c, limits); }, command);
-}
+#define TG_VALIDATE(Kind) \
+  Status validate_command(const Kind& c, const ValidationLimits& limits) { return check(c, limits); }
+TG_VALIDATE(CreateAccountCommand)
+TG_VALIDATE(CreditCommand)
+TG_VALIDATE(DebitCommand)
+TG_VALIDATE(ReserveCommand)
+TG_VALIDATE(CommitCommand)
+TG_VALIDATE(ReleaseCommand)
+TG_VALIDATE(ExtendCommand)
+TG_VALIDATE(ExpireOverdueCommand)
+TG_VALIDATE(CreateKeyCommand)
+TG_VALIDATE(RevokeKeyCommand)
+TG_VALIDATE(RecordKeyUseCommand)
+TG_VALIDATE(UpdateAccountCommand)
+#undef TG_VALIDATE
 
 }  // namespace tollgate

@@ -17,6 +17,7 @@
 #include <string>
 #include <string_view>
 
+#include "core/hold_id.h"
 #include "core/result.h"
 
 namespace tollgate::jobs {
@@ -73,15 +74,12 @@ struct JobEntry {
 // A job's hold is the hold with request_id "job:<client_request_id>" (so the holds API's own
 // request_ids, which may not begin with "job:", never collide with a job's), and every event of
 // that hold carries the job's id.
-inline constexpr std::string_view kJobHoldPrefix = "job:";
+using tollgate::kJobHoldPrefix;  // core/hold_id.h: the hold ids' primitive
 inline std::string hold_request_id(std::string_view client_request_id) {
   return std::string(kJobHoldPrefix) + std::string(client_request_id);
 }
 // The job a hold belongs to (from its request_id), or nullopt for a hold made by the holds API.
-inline std::optional<std::string> job_of_hold(std::string_view request_id) {
-  if (!request_id.starts_with(kJobHoldPrefix)) return std::nullopt;
-  return std::string(request_id.substr(kJobHoldPrefix.size()));
-}
+using tollgate::job_of_hold;
 
 std::string_view ended_by_name(EndedBy by);
 

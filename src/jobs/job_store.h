@@ -1,6 +1,6 @@
 // tollgate jobs: the reads of jobs — one job, the paged list, a job's history, the jobs to recover —
 // as one narrow interface every store backend implements (a role of the store, like store/lists.h).
-// Jobs are written through the store's batches (core/commands.h: SubmitJobCommand, ClaimJobCommand,
+// Jobs are written through the store's batches (jobs/job_batch.h: SubmitJobCommand, ClaimJobCommand,
 // EndJobCommand), in the same transaction as their holds; this interface only reads.
 //
 // Thread safety: every method may be called from any thread; each answers from one snapshot.

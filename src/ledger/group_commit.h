@@ -36,7 +36,7 @@
 #include <thread>
 #include <vector>
 
-#include "core/commands.h"
+#include "slices.h"
 #include "core/limits.h"
 #include "store/store.h"
 

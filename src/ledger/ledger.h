@@ -20,7 +20,7 @@
 #include <thread>
 
 #include "core/clock.h"
-#include "core/commands.h"
+#include "slices.h"
 #include "core/validate.h"
 #include "ledger/event_waiters.h"
 #include "ledger/group_commit.h"

@@ -31,8 +31,8 @@
 #include <vector>
 
 #include "core/batch.h"
-#include "core/commands.h"
 #include "core/result.h"
+#include "slices.h"
 
 namespace tollgate {
 
@@ -46,12 +46,14 @@ class BatchIo {
   // Opens the transaction, locks every account the batch may change — Keys::accounts and the
   // accounts of the holds Keys::hold_seqs names, in id order, waiting for them; then the accounts
   // of the oldest overdue holds for the reaper's Keys::overdue_max, without waiting — reads the
-  // clock once, and loads every row `keys` names (batch::Snapshot says which). Every hold is read
-  // after its account is locked, so it is current for the rest of the transaction.
+  // clock once, and loads every row `keys` names (batch::Snapshot says which) — the ledger's, then
+  // each slice's by its loader for the dialect (src/slices.h). Every hold is read after its account
+  // is locked, so it is current for the rest of the transaction.
   virtual batch::Snapshot begin_and_load(const batch::Keys& keys) = 0;
-  // Writes `effects` (accounts first, then holds, events, transfers, keys; each changed row guarded
-  // by its `before` values, so a row changed behind the batch's lock is a failure, not a lost
-  // write) and commits. Returns the ids of effects.events, increasing in their order.
+  // Writes `effects` (accounts first, then holds, each slice's rows, events, transfers, keys; each
+  // changed row guarded by its `before` values, so a row changed behind the batch's lock is a
+  // failure, not a lost write) and commits. Returns the ids of effects.events, increasing in their
+  // order.
   virtual std::vector<std::int64_t> write_and_commit(const batch::Effects& effects) = 0;
   // Rolls back whatever transaction is open. Never throws.
   virtual void rollback() noexcept = 0;

@@ -32,7 +32,7 @@
 #include <string_view>
 #include <vector>
 
-#include "core/commands.h"
+#include "slices.h"
 #include "core/model.h"
 #include "core/result.h"
 #include "store/lists.h"

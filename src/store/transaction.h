@@ -20,7 +20,7 @@
 #include <string_view>
 #include <vector>
 
-#include "core/commands.h"
+#include "slices.h"
 #include "core/model.h"
 
 namespace tollgate {

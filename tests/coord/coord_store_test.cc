@@ -21,7 +21,7 @@
 
 #include "coord/coord.h"
 #include "core/clock.h"
-#include "core/commands.h"
+#include "slices.h"
 #include "ledger/ledger.h"
 #include "store/store.h"
 #include "support/backends.h"

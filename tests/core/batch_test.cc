@@ -19,6 +19,7 @@
 #include "core/invariants.h"
 #include "core/limits.h"
 #include "core/rules.h"
+#include "slices.h"
 
 namespace tollgate {
 namespace {
@@ -626,6 +627,79 @@ TEST(BatchDecisionProperties, RandomBatchesKeepEveryInvariantAndEveryRefusalWrit
   }
   EXPECT_GT(applied, 1000);
   EXPECT_GT(refused, 1000);
+}
+
+// --- the seam: feature slices in the same batch (src/slices.h) ----------------------------------
+
+SubmitJobCommand submit_job(std::string id, std::string account, std::int64_t cost) {
+  SubmitJobCommand c;
+  c.client_request_id = std::move(id);
+  c.account_id = std::move(account);
+  c.cost = cost;
+  c.provider = "echo";
+  c.input_json = "{}";
+  c.ttl_ms = kTtl;
+  c.hold_id_random = "0123456789abcdef";
+  c.owner = "instance-1";
+  c.lease_ms = 30'000;
+  return c;
+}
+
+TEST(BatchSeam, ASlicesCommandNamesItsOwnRowsAndTheLedgerRowsItTouches) {
+  coord::LockCommand lock;
+  lock.key = "nightly";
+  lock.owner = "worker";
+  lock.ttl_ms = 1'000;
+  const std::vector<Command> commands{
+      submit_job("job-b", "alice", 3),
+      EndJobCommand{"job-a", "hold_9_ab", jobs::JobStatus::cancelled},
+      lock,
+      submit_job("job-b", "alice", 3),  // the same job twice: listed once
+  };
+  const batch::Keys k = batch::keys_of(commands);
+  EXPECT_THAT(k.of<jobs::JobSlice>().ids, ElementsAre("job-a", "job-b"));
+  EXPECT_THAT(k.of<coord::CoordSlice>().locks, ElementsAre("nightly"));
+  // The ledger's rows a job changes: its account (locked), its hold by request_id and by id.
+  EXPECT_THAT(k.accounts, ElementsAre("alice"));
+  EXPECT_THAT(k.request_ids, ElementsAre("job:job-b"));
+  EXPECT_THAT(k.hold_ids, ElementsAre("hold_9_ab"));
+  EXPECT_THAT(k.hold_seqs, ElementsAre(9));
+  EXPECT_EQ(k.new_holds_max, 2);
+  EXPECT_EQ(k.live_holds_ending_max, 1);
+}
+
+TEST_F(BatchDecision, EachDecisionSeesTheEffectsOfTheOnesBeforeItWhicheverSliceMadeThem) {
+  coord::LockCommand lock;
+  lock.key = "nightly";
+  lock.owner = "worker";
+  lock.ttl_ms = 1'000;
+  const batch::Decision d = w.run({CreditCommand{"alice", 5, "pay-2"},  // 15 available
+                                   submit_job("job-1", "alice", 14),   // its hold takes 14 of them
+                                   reserve("alice", 2, "after-the-job"),  // 1 left: refused
+                                   reserve("alice", 1, "the-last-one"), lock});
+  ASSERT_EQ(d.results.size(), 5u);
+  const JobOutcome& job = outcome<JobOutcome>(d.results[1]);
+  EXPECT_TRUE(job.created);
+  EXPECT_EQ(job.job.status, jobs::JobStatus::pending);
+  EXPECT_EQ(d.results[2].code(), Code::insufficient_credits);
+  EXPECT_EQ(outcome<HoldOutcome>(d.results[3]).hold.amount, 1);
+  EXPECT_TRUE(outcome<LockOutcome>(d.results[4]).changed);
+  // Each part of the effects is its slice's: the job's hold is the ledger's, the job the jobs'.
+  ASSERT_EQ(d.effects.new_holds.size(), 2u);
+  EXPECT_EQ(d.effects.new_holds[0].request_id, "job:job-1");
+  EXPECT_EQ(d.effects.new_holds[0].hold_id, job.job.hold_id);
+  const jobs::JobEffects& jobs_written = d.effects.of<jobs::JobSlice>();
+  ASSERT_EQ(jobs_written.new_jobs.size(), 1u);
+  EXPECT_EQ(jobs_written.new_jobs[0], job.job);
+  ASSERT_EQ(jobs_written.entries.size(), 1u);
+  EXPECT_EQ(jobs_written.entries[0].kind, "submitted");
+  EXPECT_EQ(d.effects.of<coord::CoordSlice>().locks.size(), 1u);
+  EXPECT_FALSE(d.effects.empty());
+  // One event per move, in command order; the job's hold's event names the job.
+  EXPECT_THAT(types(d.effects.events), ElementsAre(EventType::credited, EventType::reserved, EventType::reserved));
+  EXPECT_EQ(d.effects.events[1].job_id, std::optional<std::string>("job-1"));
+  EXPECT_EQ(w.accounts.at("alice").balances, bal(0, 15, 0, 15));
+  EXPECT_THAT(w.violations(), IsEmpty());
 }
 
 }  // namespace

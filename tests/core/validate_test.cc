@@ -9,7 +9,7 @@
 #include <string>
 #include <vector>
 
-#include "core/commands.h"
+#include "slices.h"
 #include "core/limits.h"
 #include "core/validate.h"
 

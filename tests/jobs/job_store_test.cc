@@ -14,7 +14,7 @@
 #include <vector>
 
 #include "core/clock.h"
-#include "core/commands.h"
+#include "slices.h"
 #include "ledger/ledger.h"
 #include "store/store.h"
 #include "support/backends.h"

@@ -25,7 +25,7 @@
 #include <vector>
 
 #include "core/clock.h"
-#include "core/commands.h"
+#include "slices.h"
 #include "core/limits.h"
 #include "store/postgres/pg_conn.h"
 #include "store/postgres/pg_store.h"

@@ -54,7 +54,7 @@
 #include <vector>
 
 #include "core/clock.h"
-#include "core/commands.h"
+#include "slices.h"
 #include "core/hold_id.h"
 #include "core/limits.h"
 #include "store/postgres/pg_conn.h"

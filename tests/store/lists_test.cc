@@ -18,7 +18,7 @@
 #include <vector>
 
 #include "core/clock.h"
-#include "core/commands.h"
+#include "slices.h"
 #include "core/limits.h"
 #include "ledger/ledger.h"
 #include "store/lists.h"

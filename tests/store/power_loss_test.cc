@@ -63,7 +63,7 @@
 #include <vector>
 
 #include "core/clock.h"
-#include "core/commands.h"
+#include "slices.h"
 #include "core/limits.h"
 #include "ledger/ledger.h"
 #include "store/sqlite/sqlite_store.h"

@@ -13,7 +13,7 @@
 #include <string>
 
 #include "core/clock.h"
-#include "core/commands.h"
+#include "slices.h"
 #include "ledger/ledger.h"
 #include "store/sqlite/sqlite_store.h"
 #include "support/backends.h"

@@ -1,10 +1,12 @@
 // The batch path of the PostgreSQL store (see pg_write.h and store/batch_runner.h).
 #include <algorithm>
 #include <string>
+#include <tuple>
+#include <utility>
 #include <unordered_set>
 
 #include "core/hold_id.h"
-#include "store/postgres/pg_coord.h"
+#include "store/postgres/pg_slices.h"
 #include "store/postgres/pg_rows.h"
 #include "store/postgres/pg_write.h"
 
@@ -49,7 +51,6 @@ const std::string kViewOldest =
     "SELECT created_at_ms, seq FROM holds WHERE account_id = a.account_id AND status = 'active' AND "
     "expires_at_ms > " TG_NOW " ORDER BY created_at_ms, seq LIMIT $2) l";
 const std::string kKeys = std::string("SELECT ") + kKeyColumns + " FROM api_keys WHERE key_id = ANY($1::text[]) FOR UPDATE";
-const std::string kJobs = std::string("SELECT ") + kJobColumns + " FROM jobs WHERE client_request_id = ANY($1::text[])";
 const std::string kNewSeqs = "SELECT nextval('holds_seq') FROM generate_series(1, $1::bigint)";
 // Round trip 1b, only for a reaper pass: the overdue holds of the accounts it locked.
 const std::string kReaperHolds = std::string("SELECT ") + kHoldColumns +
@@ -108,19 +109,6 @@ const std::string kInsertEvents =
     "JOIN e ON e.reference = u.reference AND e.type = u.kind RETURNING 1) "
     "SELECT event_id, account_id, type, hold_id, reference, "
     "tollgate_assert((SELECT count(*) FROM t) = $15, 'a transfer did not find its event') FROM e";
-const std::string kInsertJobs =
-    "INSERT INTO jobs (client_request_id, account_id, cost, provider, input, status, hold_id, hold_seq, attempts, "
-    "result, error, charged, created_at_ms, updated_at_ms, lease_owner, lease_expires_at_ms) SELECT * FROM unnest("
-    "$1::text[], $2::text[], $3::bigint[], $4::text[], $5::text[], $6::text[], $7::text[], $8::bigint[], "
-    "$9::integer[], $10::text[], $11::text[], $12::boolean[], $13::bigint[], $14::bigint[], $15::text[], $16::bigint[])";
-const std::string kUpdateJob =
-    "WITH u AS (UPDATE jobs SET status = $2, attempts = $3::integer, result = $4, error = $5, charged = $6::boolean, "
-    "updated_at_ms = $7::bigint, lease_owner = $8, lease_expires_at_ms = $9::bigint WHERE client_request_id = $1 AND "
-    "status = $10 AND attempts = $11::integer AND updated_at_ms = $12::bigint RETURNING 1) "
-    "SELECT tollgate_assert(count(*) = 1, 'a job changed behind the batch''s lock') FROM u";
-const std::string kInsertJobEntries =
-    "INSERT INTO job_history (client_request_id, at_ms, kind, attempt, detail) SELECT c, a, k, n, d FROM unnest($1::text[], "
-    "$2::bigint[], $3::text[], $4::integer[], $5::text[]) WITH ORDINALITY AS v(c, a, k, n, d, ord) ORDER BY ord";
 const std::string kInsertKey =
     "INSERT INTO api_keys (key_id, account_id, secret_sha256, created_at_ms, revoked_at_ms, last_used_at_ms) "
     "VALUES ($1, $2, $3, $4, $5, $6::bigint)";
@@ -137,13 +125,6 @@ const std::string kCommit = "COMMIT";
 #undef TG_NOW
 #undef TG_NAMED_ACCOUNTS
 
-template <typename T, typename F>
-auto column(const std::vector<T>& rows, F&& field) {
-  std::vector<std::decay_t<decltype(field(rows.front()))>> out;
-  out.reserve(rows.size());
-  for (const T& row : rows) out.push_back(field(row));
-  return out;
-}
 
 std::optional<std::string> late_or_null(LateOutcome outcome) {
   if (outcome == LateOutcome::none) return std::nullopt;
@@ -154,6 +135,23 @@ std::int64_t seq_of(const Hold& h) {
   const auto seq = hold_id_seq(h.hold_id);
   TG_ASSERT(seq.has_value());  // ids the batch made or read are well formed
   return *seq;
+}
+
+// Each slice's loads into the pipeline, in registration order (a braced list evaluates in order).
+template <typename... S>
+auto add_slice_loads(const batch::BatchKeys<S...>& keys, std::vector<Conn::Pipelined>& st) {
+  return std::tuple{add_loads(keys.template of<S>(), st)...};
+}
+
+template <typename... S, typename Loads, std::size_t... I>
+void take_slice_rows(const Loads& at, const std::vector<Rows>& r, batch::BatchSnapshot<S...>& s,
+                     std::index_sequence<I...>) {
+  (take_rows(std::get<I>(at), r, s.template of<S>()), ...);
+}
+
+template <typename... S, typename Loads>
+void take_slice_rows(const Loads& at, const std::vector<Rows>& r, batch::BatchSnapshot<S...>& s) {
+  take_slice_rows(at, r, s, std::index_sequence_for<S...>{});
 }
 
 }  // namespace
@@ -192,9 +190,9 @@ batch::Snapshot PgBatchIo::begin_and_load(const batch::Keys& keys) {
   const std::size_t oldest_at =
       keys.view_accounts.empty() ? kNone : add(kViewOldest, Params(views, keys.oldest_live_needed()));
   const std::size_t keys_at = keys.key_ids.empty() ? kNone : add(kKeys, Params(text_array(keys.key_ids)));
-  const std::size_t jobs_at = keys.job_ids.empty() ? kNone : add(kJobs, Params(text_array(keys.job_ids)));
   const std::size_t new_seqs_at = keys.new_holds_max > 0 ? add(kNewSeqs, Params(keys.new_holds_max)) : kNone;
-  const CoordLoads coord_at = add_coord_loads(keys.coord, st);
+  // Each slice's loads, by its loader for this dialect (pg_slices.h), in registration order.
+  const auto slice_loads = add_slice_loads(keys, st);
   std::size_t failed = 0;
   const std::vector<Rows> r = db.pipeline(st, failed);
 
@@ -243,14 +241,11 @@ batch::Snapshot PgBatchIo::begin_and_load(const batch::Keys& keys) {
   if (keys_at != kNone) {
     for (int i = 0; i < r[keys_at].size(); ++i) s.keys.push_back(read_key(r[keys_at], i));
   }
-  if (jobs_at != kNone) {
-    for (int i = 0; i < r[jobs_at].size(); ++i) s.jobs.push_back(read_job(r[jobs_at], i));
-  }
   if (new_seqs_at != kNone) {
     for (int i = 0; i < r[new_seqs_at].size(); ++i) s.new_hold_seqs.push_back(r[new_seqs_at].int64(i, 0));
     std::sort(s.new_hold_seqs.begin(), s.new_hold_seqs.end());
   }
-  take_coord(coord_at, r, s.coord);
+  take_slice_rows(slice_loads, r, s);
   if (!reaper_accounts.empty()) {
     // Read after the accounts were locked (a statement of its own: a fresh snapshot).
     take_holds(db.query(kReaperHolds, text_array(reaper_accounts), keys.reaper_load_max(overdue_loaded)));
@@ -331,49 +326,9 @@ std::vector<std::int64_t> PgBatchIo::write_and_commit(const batch::Effects& e) {
                 static_cast<std::int64_t>(c.size()),
                 text_array(column(c, [](const C& x) { return x.after.release_reason; })))});
   }
-  if (!e.new_jobs.empty()) {
-    using J = jobs::Job;
-    const auto& j = e.new_jobs;
-    st.push_back({&kInsertJobs,
-                  Params(text_array(column(j, [](const J& x) { return x.client_request_id; })),
-                         text_array(column(j, [](const J& x) { return x.account_id; })),
-                         int_array(column(j, [](const J& x) { return x.cost; })),
-                         text_array(column(j, [](const J& x) { return x.provider; })),
-                         text_array(column(j, [](const J& x) { return x.input_json; })),
-                         text_array(column(j, [](const J& x) { return std::string(jobs::job_status_name(x.status)); })),
-                         text_array(column(j, [](const J& x) { return x.hold_id; })),
-                         int_array(column(j, [](const J& x) { return *hold_id_seq(x.hold_id); })),
-                         int_array(column(j, [](const J& x) { return std::int64_t{x.attempts}; })),
-                         text_array(column(j, [](const J& x) { return x.result_json; })),
-                         text_array(column(j, [](const J& x) { return x.error; })),
-                         bool_array(column(j, [](const J& x) { return x.charged; })),
-                         int_array(column(j, [](const J& x) { return x.created_at_ms; })),
-                         int_array(column(j, [](const J& x) { return x.updated_at_ms; })),
-                         text_array(column(j, [](const J& x) { return x.lease_owner; })),
-                         int_array(column(j, [](const J& x) { return x.lease_expires_at_ms; })))});
-  }
-  for (const auto& [before, after] : e.changed_jobs) {
-    TG_ASSERT(before.client_request_id == after.client_request_id && before.hold_id == after.hold_id &&
-              before.cost == after.cost && before.account_id == after.account_id);
-    st.push_back({&kUpdateJob, Params(after.client_request_id, std::string(jobs::job_status_name(after.status)),
-                                      std::int64_t{after.attempts}, after.result_json, after.error,
-                                      std::string(after.charged ? "true" : "false"), after.updated_at_ms,
-                                      after.lease_owner, after.lease_expires_at_ms,
-                                      std::string(jobs::job_status_name(before.status)),
-                                      std::int64_t{before.attempts}, before.updated_at_ms)});
-  }
-  if (!e.job_entries.empty()) {
-    using E = jobs::JobEntry;
-    const auto& v = e.job_entries;
-    st.push_back({&kInsertJobEntries,
-                  Params(text_array(column(v, [](const E& x) { return x.client_request_id; })),
-                         int_array(column(v, [](const E& x) { return x.at_ms; })),
-                         text_array(column(v, [](const E& x) { return x.kind; })),
-                         int_array(column(v, [](const E& x) {
-                           return x.attempt ? std::optional<std::int64_t>(*x.attempt) : std::nullopt;
-                         })),
-                         text_array(column(v, [](const E& x) { return x.detail; })))});
-  }
+  // Each slice's rows, by its writer for this dialect (pg_slices.h), in registration order: before
+  // the keys and the events (the event ids' lock must be the batch's last, pg_store.h).
+  batch::for_each_slice(e, [&](const auto& effects) { add_writes(effects, st); });
   // Keys before the events: the event ids' lock must be the batch's last (pg_store.h), and a key's
   // insert may wait for another transaction's.
   for (const ApiKey& k : e.new_keys) {
@@ -423,7 +378,6 @@ std::vector<std::int64_t> PgBatchIo::write_and_commit(const batch::Effects& e) {
   } else {
     TG_ASSERT(e.transfers.empty());
   }
-  add_coord_writes(e.coord, st);
   st.push_back({&kNoTimeout, Params()});
   const std::size_t commit_at = st.size();
   st.push_back({&kCommit, Params()});

@@ -73,7 +73,7 @@ std::string boolean(bool b) { return b ? "true" : "false"; }
 
 }  // namespace
 
-CoordLoads add_coord_loads(const coord::CoordKeys& keys, std::vector<Conn::Pipelined>& st) {
+CoordLoads add_loads(const coord::CoordKeys& keys, std::vector<Conn::Pipelined>& st) {
   CoordLoads at;
   const auto add = [&](const std::string& sql, Params params) {
     st.push_back({&sql, std::move(params)});
@@ -96,7 +96,7 @@ CoordLoads add_coord_loads(const coord::CoordKeys& keys, std::vector<Conn::Pipel
   return at;
 }
 
-void take_coord(const CoordLoads& at, const std::vector<Rows>& r, coord::CoordSnapshot& out) {
+void take_rows(const CoordLoads& at, const std::vector<Rows>& r, coord::CoordSnapshot& out) {
   if (at.locks != CoordLoads::kNoLoad) {
     for (int i = 0; i < r[at.locks].size(); ++i) out.locks.push_back(read_lock(r[at.locks], i));
   }
@@ -118,7 +118,7 @@ void take_coord(const CoordLoads& at, const std::vector<Rows>& r, coord::CoordSn
   }
 }
 
-void add_coord_writes(const coord::CoordEffects& e, std::vector<Conn::Pipelined>& st) {
+void add_writes(const coord::CoordEffects& e, std::vector<Conn::Pipelined>& st) {
   for (const auto& [before, after] : e.locks) {
     TG_ASSERT(after.has_value());  // a lock's row is never deleted: it keeps the fence
     const coord::Lock& l = *after;

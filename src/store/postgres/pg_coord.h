@@ -26,12 +26,12 @@ struct CoordLoads {
 // Appends the loads `keys` needs to `st` (after the batch's own: the rows are locked in the order
 // locks, idempotency keys, rate limits, each by key, so two batches cannot deadlock on them). The
 // statements read the batch's `now` from the transaction (set before them).
-CoordLoads add_coord_loads(const coord::CoordKeys& keys, std::vector<Conn::Pipelined>& st);
+CoordLoads add_loads(const coord::CoordKeys& keys, std::vector<Conn::Pipelined>& st);
 // Reads the answers of those loads.
-void take_coord(const CoordLoads& at, const std::vector<Rows>& r, coord::CoordSnapshot& out);
+void take_rows(const CoordLoads& at, const std::vector<Rows>& r, coord::CoordSnapshot& out);
 // Appends the writes of `effects` to `st`, each guarded by its `before` row (a row changed behind
 // the batch's lock fails the transaction).
-void add_coord_writes(const coord::CoordEffects& effects, std::vector<Conn::Pipelined>& st);
+void add_writes(const coord::CoordEffects& effects, std::vector<Conn::Pipelined>& st);
 
 class PgCoordReads final : public coord::CoordReads {
  public:

@@ -5,6 +5,7 @@
 #include <string>
 
 #include "core/batch.h"
+#include "slices.h"
 #include "core/hold_id.h"
 #include "core/log.h"
 #include "store/postgres/pg_rows.h"

@@ -25,9 +25,10 @@
 #include <cstdint>
 #include <memory>
 #include <span>
+#include <type_traits>
 #include <vector>
 
-#include "core/commands.h"
+#include "slices.h"
 #include "store/batch_runner.h"
 #include "store/postgres/pg_conn.h"
 #include "store/postgres/pg_store.h"
@@ -54,5 +55,14 @@ class PgBatchIo final : public BatchIo {
 // fails unexpectedly answers `internal` while the batch runs again without it.
 Status apply_per_statement(std::unique_ptr<Conn>& writer, const PgOptions& options, std::span<const Command> commands,
                            std::vector<CommandResult>& results);
+
+// A column of `rows` (field(row) for each), for the unnest() arrays of set-based writes.
+template <typename T, typename F>
+auto column(const std::vector<T>& rows, F&& field) {
+  std::vector<std::decay_t<decltype(field(rows.front()))>> out;
+  out.reserve(rows.size());
+  for (const T& row : rows) out.push_back(field(row));
+  return out;
+}
 
 }  // namespace tollgate::pg

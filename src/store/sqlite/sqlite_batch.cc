@@ -6,7 +6,7 @@
 #include <unordered_set>
 
 #include "core/hold_id.h"
-#include "store/sqlite/sqlite_coord.h"
+#include "store/sqlite/sqlite_slices.h"
 #include "store/sqlite/sqlite_rows.h"
 #include "store/sqlite/sqlite_write.h"
 
@@ -26,41 +26,6 @@ std::vector<Hold> holds_of(Query& q) {
   std::vector<Hold> out;
   while (q.step()) out.push_back(read_hold(q.row()));
   return out;
-}
-
-// Inserts rows with multi-row INSERT statements — a third cheaper per row than one statement per
-// row, measured here — in chunks of 64, 16, 4 and 1 rows. `head` is "INSERT INTO t (c1, …, cN)";
-// bind(stmt, first, row) binds the row's N values from parameter `first` on. Each chunk size's
-// statement is built once per process and prepared once per connection (Conn caches by address).
-template <typename Row, typename Bind>
-void insert_rows(Conn& db, const char* head, int columns, const std::vector<Row>& rows, Bind&& bind) {
-  static constexpr std::size_t kChunks[] = {64, 16, 4, 1};
-  static std::mutex mu;
-  static std::map<std::pair<const char*, std::size_t>, std::string> sql;  // nodes never move
-  std::size_t at = 0;
-  for (std::size_t chunk : kChunks) {
-    while (rows.size() - at >= chunk) {
-      const std::string* text = nullptr;
-      {
-        std::lock_guard lock(mu);
-        std::string& s = sql[{head, chunk}];
-        if (s.empty()) {
-          s = std::string(head) + " VALUES ";
-          for (std::size_t r = 0; r < chunk; ++r) {
-            s += r ? ",(" : "(";
-            for (int c = 0; c < columns; ++c) s += c ? ",?" : "?";
-            s += ")";
-          }
-        }
-        text = &s;
-      }
-      Stmt& stmt = db.stmt(text->c_str());
-      for (std::size_t r = 0; r < chunk; ++r) bind(stmt, static_cast<int>(r) * columns + 1, rows[at + r]);
-      Query q(stmt);  // binds nothing more; resets when done
-      q.step();
-      at += chunk;
-    }
-  }
 }
 
 }  // namespace
@@ -167,10 +132,8 @@ batch::Snapshot SqliteBatchIo::begin_and_load(const batch::Keys& keys) {
     Query q(db_.stmt(key.c_str()), id);
     if (q.step()) s.keys.push_back(read_key(q.row()));
   }
-  for (const std::string& id : keys.job_ids) {
-    if (auto j = job_row(db_, id)) s.jobs.push_back(std::move(*j));
-  }
-  load_coord(db_, keys.coord, s.now_ms, s.coord);
+  // Each slice's rows, by its loader for this dialect (sqlite_slices.h), in registration order.
+  batch::for_each_slice(keys, s, [&](const auto& k, auto& rows) { load_rows(db_, k, s.now_ms, rows); });
   if (keys.new_holds_max > 0) {
     // The one writer: the next sequence numbers are the ones after the largest (one B-tree descent).
     Query q(db_.stmt("SELECT coalesce(max(seq), 0) FROM holds"));
@@ -289,40 +252,8 @@ std::vector<std::int64_t> SqliteBatchIo::write_and_commit(const batch::Effects& 
     q.step();
     expect_one_change(db_, "key " + after.key_id);
   }
-  for (const jobs::Job& j : e.new_jobs) {
-    const auto seq = hold_id_seq(j.hold_id);
-    TG_ASSERT(seq.has_value());
-    Query q(db_.stmt("INSERT INTO jobs (client_request_id, account_id, cost, provider, input, status, hold_id, "
-                     "hold_seq, attempts, result, error, charged, created_at_ms, updated_at_ms, lease_owner, "
-                     "lease_expires_at_ms) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16)"),
-            j.client_request_id, j.account_id, j.cost, j.provider, j.input_json, jobs::job_status_name(j.status),
-            j.hold_id, *seq, std::int64_t{j.attempts}, j.result_json, j.error, std::int64_t{j.charged},
-            j.created_at_ms, j.updated_at_ms, j.lease_owner, j.lease_expires_at_ms);
-    q.step();
-  }
-  for (const auto& [before, after] : e.changed_jobs) {
-    // What a job is never changes (its account, cost, provider, input, hold, creation).
-    TG_ASSERT(before.client_request_id == after.client_request_id && before.hold_id == after.hold_id &&
-              before.cost == after.cost && before.account_id == after.account_id);
-    Query q(db_.stmt("UPDATE jobs SET status = ?2, attempts = ?3, result = ?4, error = ?5, charged = ?6, "
-                     "updated_at_ms = ?7, lease_owner = ?8, lease_expires_at_ms = ?9 "
-                     "WHERE client_request_id = ?1 AND status = ?10 AND attempts = ?11 AND updated_at_ms = ?12"),
-            after.client_request_id, jobs::job_status_name(after.status), std::int64_t{after.attempts},
-            after.result_json, after.error, std::int64_t{after.charged}, after.updated_at_ms, after.lease_owner,
-            after.lease_expires_at_ms, jobs::job_status_name(before.status), std::int64_t{before.attempts},
-            before.updated_at_ms);
-    q.step();
-    expect_one_change(db_, "job " + after.client_request_id);
-  }
-  insert_rows(db_, "INSERT INTO job_history (client_request_id, at_ms, kind, attempt, detail)", 5, e.job_entries,
-              [](Stmt& s, int i, const jobs::JobEntry& entry) {
-                s.bind(i, entry.client_request_id);
-                s.bind(i + 1, entry.at_ms);
-                s.bind(i + 2, entry.kind);
-                s.bind(i + 3, entry.attempt ? std::optional<std::int64_t>(*entry.attempt) : std::nullopt);
-                s.bind(i + 4, entry.detail);
-              });
-  write_coord(db_, e.coord);
+  // Each slice's rows, by its writer for this dialect (sqlite_slices.h), in registration order.
+  batch::for_each_slice(e, [&](const auto& effects) { write_rows(db_, effects); });
   db_.exec("COMMIT");  // durable once the store's sync() returns (synchronous=NORMAL)
   if (!ids.empty()) last_event_id_ = std::max(last_event_id_, ids.back());
   return ids;

@@ -43,7 +43,7 @@ void expect_one_change(Conn& db, const std::string& what) {
 
 }  // namespace
 
-void load_coord(Conn& db, const coord::CoordKeys& keys, std::int64_t now_ms, coord::CoordSnapshot& out) {
+void load_rows(Conn& db, const coord::CoordKeys& keys, std::int64_t now_ms, coord::CoordSnapshot& out) {
   for (const std::string& key : keys.locks) {
     if (auto l = lock_row(db, key)) out.locks.push_back(std::move(*l));
   }
@@ -66,7 +66,7 @@ void load_coord(Conn& db, const coord::CoordKeys& keys, std::int64_t now_ms, coo
   }
 }
 
-void write_coord(Conn& db, const coord::CoordEffects& e) {
+void write_rows(Conn& db, const coord::CoordEffects& e) {
   for (const auto& [before, after] : e.locks) {
     TG_ASSERT(after.has_value());  // a lock's row is never deleted: it keeps the fence
     const coord::Lock& l = *after;

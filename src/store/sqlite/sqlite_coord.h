@@ -14,9 +14,9 @@
 namespace tollgate::sqlite {
 
 // Loads the rows `keys` names (and the prune pass's candidates) into `out`.
-void load_coord(Conn& db, const coord::CoordKeys& keys, std::int64_t now_ms, coord::CoordSnapshot& out);
+void load_rows(Conn& db, const coord::CoordKeys& keys, std::int64_t now_ms, coord::CoordSnapshot& out);
 // Writes `effects`, each change guarded by its `before` row (throws when a row changed behind the lock).
-void write_coord(Conn& db, const coord::CoordEffects& effects);
+void write_rows(Conn& db, const coord::CoordEffects& effects);
 
 class SqliteCoordReads final : public coord::CoordReads {
  public:

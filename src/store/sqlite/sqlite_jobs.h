@@ -4,11 +4,17 @@
 #pragma once
 
 #include "core/clock.h"
+#include "jobs/job_batch.h"
 #include "jobs/job_store.h"
 #include "store/conn_pool.h"
 #include "store/sqlite/sqlite_db.h"
 
 namespace tollgate::sqlite {
+
+// The jobs slice's rows in a batch (sqlite_slices.h): the jobs its commands name, and the new and
+// changed jobs and history lines it wrote.
+void load_rows(Conn& db, const jobs::JobKeys& keys, std::int64_t now_ms, jobs::JobSnapshot& out);
+void write_rows(Conn& db, const jobs::JobEffects& effects);
 
 class SqliteJobs final : public jobs::JobReads {
  public:

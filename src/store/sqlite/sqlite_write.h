@@ -16,12 +16,17 @@
 // Thread safety: one thread at a time, the store's writer.
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
+#include <map>
+#include <mutex>
 #include <span>
+#include <string>
+#include <utility>
 #include <vector>
 
 #include "core/clock.h"
-#include "core/commands.h"
+#include "slices.h"
 #include "store/batch_runner.h"
 #include "store/sqlite/sqlite_db.h"
 
@@ -53,6 +58,41 @@ Status apply_per_statement(Conn& db, const Clock& clock, std::span<const Command
 // Binds an event's reason, overdraft_limit, max_active_holds and frozen (NULL where unset) from
 // parameter `first` on, in that order (the column order of kEventColumns after used_after).
 void bind_reason_and_settings(Stmt& s, int first, const Event& e);
+
+// Inserts rows with multi-row INSERT statements — a third cheaper per row than one statement per
+// row, measured here — in chunks of 64, 16, 4 and 1 rows. `head` is "INSERT INTO t (c1, …, cN)";
+// bind(stmt, first, row) binds the row's N values from parameter `first` on. Each chunk size's
+// statement is built once per process and prepared once per connection (Conn caches by address).
+template <typename Row, typename Bind>
+void insert_rows(Conn& db, const char* head, int columns, const std::vector<Row>& rows, Bind&& bind) {
+  static constexpr std::size_t kChunks[] = {64, 16, 4, 1};
+  static std::mutex mu;
+  static std::map<std::pair<const char*, std::size_t>, std::string> sql;  // nodes never move
+  std::size_t at = 0;
+  for (std::size_t chunk : kChunks) {
+    while (rows.size() - at >= chunk) {
+      const std::string* text = nullptr;
+      {
+        std::lock_guard lock(mu);
+        std::string& s = sql[{head, chunk}];
+        if (s.empty()) {
+          s = std::string(head) + " VALUES ";
+          for (std::size_t r = 0; r < chunk; ++r) {
+            s += r ? ",(" : "(";
+            for (int c = 0; c < columns; ++c) s += c ? ",?" : "?";
+            s += ")";
+          }
+        }
+        text = &s;
+      }
+      Stmt& stmt = db.stmt(text->c_str());
+      for (std::size_t r = 0; r < chunk; ++r) bind(stmt, static_cast<int>(r) * columns + 1, rows[at + r]);
+      Query q(stmt);  // binds nothing more; resets when done
+      q.step();
+      at += chunk;
+    }
+  }
+}
 
 // SqlError → what the caller does next: transient (busy, I/O, full) → unavailable, else internal.
 Error sql_failure(const SqlError& e);
