@@ -5,7 +5,7 @@ Usage:
     python3 clients/testing/lossy_proxy.py --target 127.0.0.1:PORT
         [--reset-first-requests N] [--answer-503-first N] [--retry-after-s S]
         [--drop-first-responses N] [--delay-ms N] [--delay-first-responses N]
-        [--log FILE]
+        [--outage-ms MS] [--outage-faults LIST] [--log FILE]
 
 It listens on a free port of 127.0.0.1, prints ``listening <port>`` as the first line of stdout
 (flushed), then serves until it is killed (SIGTERM or SIGINT end it quietly).
@@ -14,6 +14,13 @@ Every request is read whole (head, then a Content-Length or chunked body) and nu
 order across all connections (1, 2, …). Its fate is decided in this fixed order, each fault used up
 by the first requests that reach it:
 
+0. ``--outage-ms MS`` — a balancer whose upstreams restart (a rolling restart of two instances):
+   for MS milliseconds from the first request, every request meets the next fault of
+   ``--outage-faults`` in turn (a comma-separated list of ``drop``, ``reset``, ``502``, ``503``,
+   ``504``; default ``drop,502,reset,504,503``). ``drop`` and ``reset`` are as below; ``502``,
+   ``503`` and ``504`` are answered by the proxy itself the way a balancer does (an HTML body, no
+   Retry-After, ``Connection: close``); the server never sees them. After the outage, requests go on
+   to the faults below.
 1. ``--reset-first-requests N`` — the first N requests are never forwarded: the client's connection
    is reset (TCP RST). The server never sees them.
 2. ``--answer-503-first N`` — the next N requests are never forwarded: the proxy answers
@@ -31,7 +38,8 @@ server closes its side, the proxy closes the client's after relaying the answer.
 
 ``--log FILE`` appends one JSON line per request, written before its fate is carried out:
 ``{"seq", "method", "target", "body", "fault"}`` where ``fault`` is one of ``reset``, ``503``,
-``drop``, ``delay``, ``none`` and ``body`` is the request body as text. A test reads it to check
+``drop``, ``delay``, ``none``, or during an outage ``outage-drop``, ``outage-reset``, ``outage-502``,
+``outage-503``, ``outage-504`` and ``body`` is the request body as text. A test reads it to check
 what every attempt sent (e.g. the same request_id each time).
 
 Standard library only (asyncio); Python 3.11+.
@@ -46,6 +54,7 @@ import signal
 import socket
 import struct
 import sys
+import time
 from dataclasses import dataclass, field
 from typing import IO
 
@@ -126,11 +135,23 @@ class Plan:
     delays_left: int | None  # None: every answer is delayed
     delay_ms: int
     retry_after_s: int
+    outage_ms: int = 0
+    outage_faults: list[str] = field(default_factory=list)
+    outage_started: float | None = None  # time.monotonic() of the first request
+    outage_seq: int = 0                  # requests that met the outage so far
     seq: int = 0
     log: IO[str] | None = field(default=None)
 
     def next_fault(self) -> tuple[int, str]:
         self.seq += 1
+        if self.outage_ms > 0:
+            now = time.monotonic()
+            if self.outage_started is None:
+                self.outage_started = now
+            if (now - self.outage_started) * 1000 < self.outage_ms:
+                fault = self.outage_faults[self.outage_seq % len(self.outage_faults)]
+                self.outage_seq += 1
+                return self.seq, "outage-" + fault
         if self.resets_left > 0:
             self.resets_left -= 1
             return self.seq, "reset"
@@ -169,6 +190,20 @@ def answer_503(retry_after_s: int) -> bytes:
     return head.encode() + body
 
 
+BALANCER_REASONS = {502: "Bad Gateway", 503: "Service Unavailable", 504: "Gateway Timeout"}
+
+
+def answer_as_balancer(status: int) -> bytes:
+    """What a small TCP/HTTP balancer answers when no upstream is there: HTML, no Retry-After."""
+    reason = BALANCER_REASONS[status]
+    body = f"<html><body><h1>{status} {reason}</h1></body></html>\n".encode()
+    head = (f"HTTP/1.1 {status} {reason}\r\n"
+            "Content-Type: text/html\r\n"
+            "Connection: close\r\n"
+            f"Content-Length: {len(body)}\r\n\r\n")
+    return head.encode() + body
+
+
 def reset(writer: asyncio.StreamWriter) -> None:
     """Closes the connection with a TCP RST (SO_LINGER with a zero time-out)."""
     sock = writer.get_extra_info("socket")
@@ -197,6 +232,11 @@ async def serve_connection(plan: Plan, target: tuple[str, int], client_reader: a
                 break
             seq, fault = plan.next_fault()
             plan.record(seq, request, fault)
+            if fault in ("outage-502", "outage-503", "outage-504"):
+                client_writer.write(answer_as_balancer(int(fault[-3:])))
+                await client_writer.drain()
+                break
+            fault = fault.removeprefix("outage-")  # outage-drop and outage-reset: as drop and reset
             if fault == "reset":
                 reset(client_writer)
                 return
@@ -242,11 +282,24 @@ def non_negative(text: str) -> int:
     return int(text)
 
 
+OUTAGE_FAULTS = ("drop", "reset", "502", "503", "504")
+DEFAULT_OUTAGE_FAULTS = "drop,502,reset,504,503"
+
+
+def outage_faults(text: str) -> list[str]:
+    faults = text.split(",")
+    for fault in faults:
+        if fault not in OUTAGE_FAULTS:
+            raise argparse.ArgumentTypeError(f"{fault!r} is not one of {', '.join(OUTAGE_FAULTS)}")
+    return faults
+
+
 async def main_async(args: argparse.Namespace) -> None:
     log = open(args.log, "a", encoding="utf-8") if args.log else None
     plan = Plan(resets_left=args.reset_first_requests, answers_503_left=args.answer_503_first,
                 drops_left=args.drop_first_responses, delays_left=args.delay_first_responses,
-                delay_ms=args.delay_ms, retry_after_s=args.retry_after_s, log=log)
+                delay_ms=args.delay_ms, retry_after_s=args.retry_after_s, outage_ms=args.outage_ms,
+                outage_faults=args.outage_faults, log=log)
     server = await asyncio.start_server(
         lambda r, w: serve_connection(plan, args.target, r, w), "127.0.0.1", 0, limit=HEAD_BYTES_MAX)
     port = server.sockets[0].getsockname()[1]
@@ -270,6 +323,9 @@ def main() -> None:
     parser.add_argument("--drop-first-responses", type=non_negative, default=0, metavar="N")
     parser.add_argument("--delay-ms", type=non_negative, default=0, metavar="N")
     parser.add_argument("--delay-first-responses", type=non_negative, default=None, metavar="N")
+    parser.add_argument("--outage-ms", type=non_negative, default=0, metavar="MS")
+    parser.add_argument("--outage-faults", type=outage_faults, default=outage_faults(DEFAULT_OUTAGE_FAULTS),
+                        metavar="LIST")
     parser.add_argument("--log", metavar="FILE", help="append one JSON line per request")
     asyncio.run(main_async(parser.parse_args()))
 

@@ -1,4 +1,5 @@
-// tollgate client: a thin, typed C++ wrapper around tollgate's HTTP API (docs/api.md).
+// tollgate client: a thin, typed C++ wrapper around tollgate's HTTP API (docs/api.md; the retry
+// policy, the same in every tollgate client, in docs/reference/retries.md).
 //
 // What it is. One `Client` talks to one tollgate server over plain HTTP/1.1 (`http://host:port`;
 // there is no TLS — reach a remote server through a TLS-terminating proxy or tunnel on the local
@@ -22,19 +23,24 @@
 // bounds sending the request and reading the whole answer. Resolving a host name is not bounded
 // by them (it is the system resolver's); an IP address is never resolved.
 //
-// Retry policy — what to do next depends on why a call failed:
-//   - Time-out, failed connect, lost connection, or 503 (`unavailable`, `overloaded`, `storage_full`,
-//     `storage_failed`): the request is sent again with exactly the same method, path and body —
-//     hence the same request_id, reference or hold id, which the server deduplicates: safe by
-//     design (api.md: "it has either fully happened or not at all, and retrying the same request
-//     with the same id is always safe"). At most `attempts_max` attempts in all; before attempt
-//     n+1 the client waits backoff_initial × 2^(n−1), capped at backoff_max; a 503's Retry-After
-//     raises that wait, still capped at backoff_max. Worst case for one call: attempts_max ×
-//     (connect_timeout + request_timeout) + the waits (defaults: 4 × 12 s + 0.7 s; 0.7 s when
-//     nothing listens), unless Options::call_timeout bounds the whole call (the CLI's --timeout-ms).
-//     Exception: create_key is not idempotent (each call makes a new key), so it is sent again only
-//     when it certainly never reached the server (connect failed); otherwise its failure is
-//     reported at once (the worst outcome of a lost answer is an unused key, which revoke removes).
+// Retry policy (docs/reference/retries.md) — what to do next depends on why a call failed:
+//   - Failed connect (refused, unreachable, connect_timeout passed), time-out, lost connection, or
+//     an answer 502, 503 or 504 (a balancer whose upstreams restart; a server that lost its
+//     database: `unavailable`, `overloaded`, `storage_full`, `storage_failed`): the request is sent
+//     again with exactly the same method, path and body — hence the same request_id, reference,
+//     client_request_id or hold id, which the server deduplicates: safe by design ("retrying the
+//     same request with the same id is always safe"). Before attempt n+1 the client waits a random
+//     time between half and all of backoff_initial × 2^(n−1) (capped at backoff_max); a
+//     Retry-After header (or a document's retry_after_ms) raises the wait to it. No wait is started
+//     that would end more than `budget` after the call began, and at most `attempts_max` attempts
+//     are made; then the last answer or failure is reported. An attempt under way is bounded by its
+//     own time-outs: worst case for one call, budget + connect_timeout + request_timeout (defaults:
+//     10 s + 12 s), unless Options::call_timeout bounds the whole call (the CLI's --timeout-ms).
+//   - Calls without such an id (Resend::only_if_unsent: extend, create_key, begin_idempotency,
+//     check_ratelimit) are sent again only when they certainly never reached the server (connect
+//     failed); a time-out, a lost connection or a 502/503/504 is reported at once (create_key: the
+//     worst outcome of a lost answer is an unused key, which revoke removes; extend: the hold's
+//     expiry moved once, or not — look with get_hold).
 //   - 409 `insufficient_credits` on reserve: asked once more at once (same request_id), then
 //     reported. No back-off: an empty balance does not refill by waiting; the caller decides.
 //   - Every other 4xx (and 500): reported at once — the request must change, not be repeated.
@@ -72,12 +78,16 @@
 namespace tollgate::client {
 
 struct RetryPolicy {
+  // No wait before another attempt is started that would end more than this after the call began.
+  // 0: never repeat (but the stale-connection resend, which is no attempt).
+  std::chrono::milliseconds budget{10000};
   // Attempts of one call in all, the first included, for failures that are safe to repeat
-  // (time-out, connect failure, lost connection, 503). At least 1; 1 means "never repeat".
-  int attempts_max = 4;
-  // The wait before the second attempt; doubled before each further one, never above backoff_max.
+  // (time-out, connect failure, lost connection, 502/503/504). At least 1; 1 means "never repeat".
+  int attempts_max = 20;
+  // The wait before the second attempt (a random time between half and all of it); doubled before
+  // each further one, never above backoff_max. A Retry-After may ask for a longer wait.
   std::chrono::milliseconds backoff_initial{100};
-  std::chrono::milliseconds backoff_max{1000};
+  std::chrono::milliseconds backoff_max{2000};
   // reserve answered 409 insufficient_credits: ask once more, at once, before reporting it.
   bool retry_insufficient_credits_once = true;
 };
@@ -248,7 +258,7 @@ struct LockHolder {
 
 // Whether a call may be sent again after it may already have reached the server.
 enum class Resend {
-  safe,            // idempotent by its path and body: repeat on time-out, lost connection, 503
+  safe,            // carries an id (or reads): repeat on time-out, lost connection, 502/503/504
   only_if_unsent,  // repeat only when it certainly never reached the server (connect failed)
 };
 
@@ -265,6 +275,9 @@ class Client {
   // with a configuration error answers a TransportError (invalid_url) and sends nothing.
   const std::string* configuration_error() const noexcept;
   const Options& options() const noexcept;
+  // The retry policy of the calls made from now on (one call: set it before, set it back after).
+  // A policy with attempts_max < 1 or a negative budget is refused: false, nothing changed.
+  bool set_retry(const RetryPolicy& retry);
 
   // --- accounts and credits (admin key, but get_account and events also with the account's key)
   Response create_account(const CreateAccountRequest& request);

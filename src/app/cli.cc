@@ -148,8 +148,8 @@ void add_connection_options(CLI::App* command, Connection& c, bool with_timeout 
   if (with_timeout) {
     command
         ->add_option("--timeout-ms", c.timeout_ms,
-                     "give up on the server after this many ms in all, retries included (default: 4 attempts "
-                     "of up to 12 s each)")
+                     "give up on the server after this many ms in all, retries included (default: retries "
+                     "for up to 10 s, each attempt up to 12 s)")
         ->transform(integer_range(1, kTimeoutMsMax))
         ->group("Connection");
   }

@@ -208,6 +208,8 @@ struct Client::Impl {
   std::chrono::milliseconds request_timeout_extra{0};
   // The call under way's end (Options::call_timeout), or nullopt when it has none.
   std::optional<std::chrono::steady_clock::time_point> deadline;
+  // The back-off's jitter (seeded from the OS's random source).
+  std::mt19937_64 jitter{std::random_device{}()};
 
   // What is left of the call's time limit (never negative); `fallback` when it has none.
   std::chrono::milliseconds left_or(std::chrono::milliseconds fallback) const {
@@ -220,9 +222,11 @@ struct Client::Impl {
     return "the call's time limit of " + std::to_string(options.call_timeout.count()) + " ms";
   }
 
+  static bool valid(const RetryPolicy& retry) { return retry.attempts_max >= 1 && retry.budget.count() >= 0; }
+
   void configure() {
     auto fail = [this](std::string why) { configuration_error = "base URL \"" + options.base_url + "\": " + why; };
-    if (options.retry.attempts_max < 1) return fail("retry.attempts_max must be at least 1");
+    if (!valid(options.retry)) return fail("retry.attempts_max must be at least 1 and retry.budget not negative");
     if (options.call_timeout.count() < 0) return fail("call_timeout must not be negative");
     auto parsed = boost::urls::parse_absolute_uri(options.base_url);
     if (!parsed) return fail("not an absolute URL like http://127.0.0.1:8080");
@@ -435,6 +439,7 @@ struct Client::Impl {
     request.prepare_payload();
 
     const RetryPolicy& policy = options.retry;
+    const auto started = std::chrono::steady_clock::now();
     auto backoff = policy.backoff_initial;
     bool asked_again_for_credits = false;
     // The call's time limit covers every attempt and wait below; cleared when the call returns.
@@ -442,15 +447,27 @@ struct Client::Impl {
       Impl& impl;
       ~DeadlineScope() { impl.deadline.reset(); }
     } deadline_scope{*this};
-    if (options.call_timeout.count() > 0) deadline = std::chrono::steady_clock::now() + options.call_timeout;
+    if (options.call_timeout.count() > 0) deadline = started + options.call_timeout;
     for (int attempt = 1;; ++attempt) {
       auto outcome = exchange(request);
-      // Waits before the next attempt; false (no wait) when the call's time limit ends before it does.
+      // Waits before the next attempt; false (no wait) when out of attempts, or when the wait would
+      // end after the retry budget or the call's time limit.
+      bool stopped_by_time_limit = false;
       auto wait_then_retry = [&](std::optional<std::int64_t> retry_after_ms) {
-        auto wait = backoff;
+        if (attempt >= policy.attempts_max) return false;
+        if (out_of_time()) {
+          stopped_by_time_limit = true;
+          return false;
+        }
+        std::uniform_int_distribution<std::int64_t> half_to_all(backoff.count() / 2, backoff.count());
+        auto wait = std::chrono::milliseconds(half_to_all(jitter));
         if (retry_after_ms) wait = std::max(wait, std::chrono::milliseconds(*retry_after_ms));
-        wait = std::min(wait, policy.backoff_max);
-        if (deadline && std::chrono::steady_clock::now() + wait >= *deadline) return false;
+        const auto resume = std::chrono::steady_clock::now() + wait;
+        if (resume > started + policy.budget) return false;
+        if (deadline && resume >= *deadline) {
+          stopped_by_time_limit = true;
+          return false;
+        }
         std::this_thread::sleep_for(wait);
         backoff = std::min(backoff * 2, policy.backoff_max);
         return true;
@@ -459,10 +476,9 @@ struct Client::Impl {
         // A refused certificate or a failed handshake is the same on every attempt.
         const bool may_resend = (resend == Resend::safe || !failure->maybe_delivered) &&
                                 failure->error.failure != TransportFailure::tls;
-        if (may_resend && attempt < policy.attempts_max && !out_of_time() && wait_then_retry(std::nullopt)) continue;
+        if (may_resend && wait_then_retry(std::nullopt)) continue;
         Response r = Response::failed(std::move(failure->error));
-        if (may_resend && attempt < policy.attempts_max && deadline &&
-            r.transport_error().message.find(time_limit_text()) == std::string::npos) {
+        if (stopped_by_time_limit && r.transport_error().message.find(time_limit_text()) == std::string::npos) {
           // Another attempt was due, but the call's time limit ends before it could be made.
           r = Response::failed({TransportFailure::timeout,
                                 r.transport_error().message + "; " + time_limit_text() + " ran out"});
@@ -471,8 +487,9 @@ struct Client::Impl {
         return r;
       }
       Response r = interpret(std::get<bhttp::response<bhttp::string_body>>(outcome));
-      if (r.status() == 503 && resend == Resend::safe && attempt < policy.attempts_max && !out_of_time() &&
-          wait_then_retry(r.problem().retry_after_ms)) {
+      const unsigned status = r.status();
+      const bool retryable = status == 502 || status == 503 || status == 504;
+      if (retryable && r.is_problem() && resend == Resend::safe && wait_then_retry(r.problem().retry_after_ms)) {
         continue;
       }
       if (retry_insufficient_credits && policy.retry_insufficient_credits_once && !asked_again_for_credits &&
@@ -496,6 +513,12 @@ const std::string* Client::configuration_error() const noexcept {
   return impl_->configuration_error ? &*impl_->configuration_error : nullptr;
 }
 const Options& Client::options() const noexcept { return impl_->options; }
+
+bool Client::set_retry(const RetryPolicy& retry) {
+  if (!Impl::valid(retry)) return false;
+  impl_->options.retry = retry;
+  return true;
+}
 
 std::string Client::new_request_id(std::string_view prefix) {
   // random_device reads the OS's random source (getrandom) on Linux; one per call is cheap enough.
@@ -611,8 +634,9 @@ Response Client::release(std::string_view hold_id, std::optional<std::string> re
 
 Response Client::extend(std::string_view hold_id, std::int64_t ttl_ms) {
   json::value body = json::object{{"ttl_ms", ttl_ms}};
-  return impl_->perform(bhttp::verb::post, "/v1/holds/" + encode_component(hold_id) + "/extend", &body, Resend::safe,
-                        false);
+  // No id makes a second extend a replay: sent again only when it certainly never arrived.
+  return impl_->perform(bhttp::verb::post, "/v1/holds/" + encode_component(hold_id) + "/extend", &body,
+                        Resend::only_if_unsent, false);
 }
 
 Response Client::get_hold(std::string_view hold_id) {

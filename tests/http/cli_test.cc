@@ -340,7 +340,9 @@ TEST_F(CliTest, EnvironmentGivesUrlAndKeyButTheCommandLineWins) {
   r = run_tollgate({"account", "show", "hank", "--key", "wrong-key"}, env);
   EXPECT_EQ(r.exit_code, 1) << describe(r);
   EXPECT_NE(r.err.find("unauthorized"), std::string::npos) << r.err;
-  r = run_tollgate({"account", "show", "hank", "--url", "http://127.0.0.1:" + std::to_string(testing::unused_port())}, env);
+  r = run_tollgate({"account", "show", "hank", "--timeout-ms", "500", "--url",
+                    "http://127.0.0.1:" + std::to_string(testing::unused_port())},
+                   env);
   EXPECT_EQ(r.exit_code, 3) << describe(r);
 }
 
@@ -463,13 +465,16 @@ TEST_F(CliTest, EventsWithoutAnAccountFollowsTheChangeFeedOfEveryAccount) {
 TEST_F(CliTest, StoppedServerExitsThreeAfterBoundedRetries) {
   ASSERT_EQ(cli({"account", "create", "jo"}).exit_code, 0);
   ASSERT_EQ(server_.stop(SIGTERM), 0) << server_.log();
-  ProcessResult r = cli({"account", "show", "jo"});
+  // A refused connect is retried within the client's budget (10 s); --timeout-ms bounds it here.
+  ProcessResult r = cli({"account", "show", "jo", "--timeout-ms", "1500"});
   EXPECT_EQ(r.exit_code, 3) << describe(r);
+  EXPECT_GE(r.duration, milliseconds(500));
   EXPECT_LT(r.duration, milliseconds(5000));
   EXPECT_NE(r.err.find("Connection refused"), std::string::npos) << r.err;
-  EXPECT_NE(r.err.find("gave up after 4 attempts"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("(gave up after "), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("--timeout-ms 1500"), std::string::npos) << r.err;
 
-  r = cli({"hold", "reserve", "jo", "1", "--request-id", "kiosk-9"});
+  r = cli({"hold", "reserve", "jo", "1", "--request-id", "kiosk-9", "--timeout-ms", "500"});
   EXPECT_EQ(r.exit_code, 3) << describe(r);
   EXPECT_NE(r.err.find("--request-id kiosk-9"), std::string::npos) << r.err;  // how to retry safely
 }
@@ -485,7 +490,8 @@ TEST_F(CliTest, StoppedServerExitsThreeAfterBoundedRetries) {
 // (answer_503); or never answers (hang).
 class FaultProxy {
  public:
-  enum class Fault { none, drop_answer, answer_503, hang };
+  // answer_502/answer_504: answered by the proxy itself as a balancer does (HTML, no Retry-After).
+  enum class Fault { none, drop_answer, answer_502, answer_503, answer_504, hang };
 
   explicit FaultProxy(std::uint16_t upstream_port) : upstream_port_(upstream_port) {
     listen_fd_ = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
@@ -592,6 +598,13 @@ class FaultProxy {
           fault = faults_.front();
           faults_.pop_front();
         }
+      }
+      if (fault == Fault::answer_502 || fault == Fault::answer_504) {
+        const std::string status = fault == Fault::answer_502 ? "502 Bad Gateway" : "504 Gateway Timeout";
+        const std::string body = "<html><body>" + status + "</body></html>";
+        send_all(client, "HTTP/1.1 " + status + "\r\nContent-Type: text/html\r\nConnection: close\r\nContent-Length: " +
+                             std::to_string(body.size()) + "\r\n\r\n" + body);
+        break;
       }
       if (fault == Fault::answer_503) {
         send_all(client,
@@ -923,6 +936,82 @@ TEST_F(ClientTest, AServerThatNeverAnswersTimesOutAfterBoundedAttempts) {
   auto key = c.create_key("acct");
   ASSERT_TRUE(key.is_transport_error());
   EXPECT_EQ(key.attempts(), 1);
+}
+
+// A balancer whose upstreams restart (docs/reference/retries.md): a reserve with a request_id is
+// sent again through a lost answer, 502, 504 and 503 with the same body, and reserves once.
+TEST_F(ClientTest, ReserveRidesOutABalancersRestartAndReservesOnce) {
+  FaultProxy proxy(server_.port());
+  for (auto fault : {FaultProxy::Fault::drop_answer, FaultProxy::Fault::answer_502, FaultProxy::Fault::answer_504,
+                     FaultProxy::Fault::answer_503}) {
+    proxy.inject(fault);
+  }
+  client::Options o = fast_options(proxy.url(), server_.admin_key());
+  o.retry.attempts_max = 10;  // the budget (10 s) bounds it
+  client::Client c(o);
+  auto r = c.reserve({"acct", 3, "click-1", std::nullopt, std::nullopt});
+  ASSERT_TRUE(r.ok()) << r.describe();
+  EXPECT_EQ(r.attempts(), 5);
+  EXPECT_EQ(r.status(), 200u) << "the first attempt (its answer lost) made the hold";
+  const auto requests = proxy.requests();
+  ASSERT_EQ(requests.size(), 5u);
+  for (const auto& request : requests) EXPECT_EQ(body_of(request), body_of(requests[0]));
+  EXPECT_EQ(holds_of(c, "acct"), 1u);
+  auto account = c.get_account("acct");
+  ASSERT_TRUE(account.ok());
+  EXPECT_EQ(account.json().at("available"), 7);
+  EXPECT_EQ(account.json().at("reserved"), 3);
+}
+
+// extend carries no id: a 502 or a lost answer may have reached the server, so it is not resent.
+TEST_F(ClientTest, ExtendIsNotResentOnceItMayHaveReachedTheServer) {
+  client::Client direct = client_for(server_.url());
+  auto hold = direct.reserve({"acct", 1, "ext-1", 60000, std::nullopt});
+  ASSERT_TRUE(hold.ok()) << hold.describe();
+  const std::string hold_id(hold.json().at("hold_id").as_string());
+  FaultProxy proxy(server_.port());
+  client::Client c = client_for(proxy.url());
+  proxy.inject(FaultProxy::Fault::answer_502);
+  auto refused = c.extend(hold_id, 600000);
+  ASSERT_TRUE(refused.is_problem()) << refused.describe();
+  EXPECT_EQ(refused.status(), 502u);
+  EXPECT_EQ(refused.problem().code, "http_502");
+  EXPECT_EQ(refused.attempts(), 1);
+  proxy.inject(FaultProxy::Fault::drop_answer);
+  auto lost = c.extend(hold_id, 600000);
+  ASSERT_TRUE(lost.is_transport_error()) << lost.describe();
+  EXPECT_EQ(lost.attempts(), 1);
+  EXPECT_EQ(proxy.requests().size(), 2u);
+}
+
+// The budget, not a count of attempts, bounds the retries; set_retry changes it for later calls.
+TEST_F(ClientTest, TheRetryBudgetBoundsACallAndCanBeSetPerCall) {
+  FaultProxy proxy(server_.port());
+  for (int i = 0; i < 100; ++i) proxy.inject(FaultProxy::Fault::answer_502);
+  client::Options o = fast_options(proxy.url(), server_.admin_key());
+  o.retry.attempts_max = 100;
+  o.retry.budget = milliseconds(800);
+  o.retry.backoff_initial = milliseconds(40);
+  o.retry.backoff_max = milliseconds(160);
+  client::Client c(o);
+  const auto started = Clock::now();
+  auto r = c.get_account("acct");
+  const auto took = Clock::now() - started;
+  ASSERT_TRUE(r.is_problem()) << r.describe();
+  EXPECT_EQ(r.problem().code, "http_502");
+  EXPECT_GT(r.attempts(), 3);
+  EXPECT_LT(r.attempts(), 100);
+  EXPECT_GE(took, milliseconds(400));
+  EXPECT_LT(took, milliseconds(800 + 1000));  // no wait ends after the budget; then one attempt
+
+  client::RetryPolicy none = o.retry;
+  none.budget = milliseconds(0);
+  ASSERT_TRUE(c.set_retry(none));
+  EXPECT_EQ(c.get_account("acct").attempts(), 1);
+  none.attempts_max = 0;
+  EXPECT_FALSE(c.set_retry(none));
+  EXPECT_EQ(c.options().retry.attempts_max, 100);
+  EXPECT_EQ(client::RetryPolicy{}.budget, milliseconds(10000));
 }
 
 TEST(ClientRetry, NothingListeningGivesUpAfterAttemptsMax) {

@@ -6,7 +6,7 @@ from __future__ import annotations
 import unittest
 
 from support import ServerTestCase, fast_client
-from tollgate_client import InsufficientCreditsError
+from tollgate_client import InsufficientCreditsError, ProblemError
 
 
 class Boom(Exception):
@@ -84,6 +84,61 @@ class HoldContextTest(ServerTestCase):
             self.assertGreater(after, before)  # RFC 3339 UTC strings of one format sort as times
             h.commit()
         self.assert_balances(self.account, available=9, reserved=0, used=1)
+
+
+
+class DoubleClickTest(ServerTestCase):
+    """Two clicks with one request_id share one hold (S15): the click whose reserve was a replay
+    never releases the hold, which the other click may still be working under."""
+
+    def test_s15_the_replayed_click_that_fails_does_not_release_the_other_clicks_hold(self) -> None:
+        request_id = f"click-{self.account}"
+        with fast_client(self.server.url) as first, fast_client(self.server.url) as second:
+            with first.hold(self.account, 3, request_id=request_id) as a:
+                self.assertFalse(a.replayed)
+                with self.assertRaises(Boom):
+                    with second.hold(self.account, 3, request_id=request_id) as b:
+                        self.assertTrue(b.replayed)
+                        self.assertEqual(b.hold_id, a.hold_id)
+                        raise Boom("the second click's generation failed")
+                self.assertEqual(self.admin.get_hold(a.hold_id).status, "active", "still the first click's")
+                a.commit(2)  # the first click's generation went well: it is charged
+        self.assertEqual(self.holds_of(self.account), 1)
+        self.assert_balances(self.account, available=8, reserved=0, used=2)
+
+    def test_s15_a_replayed_click_that_finishes_first_charges_once_and_the_failing_maker_cannot_undo_it(
+            self) -> None:
+        request_id = f"click-{self.account}"
+        with fast_client(self.server.url) as first, fast_client(self.server.url) as second:
+            with self.assertRaises(Boom) as caught:
+                with first.hold(self.account, 3, request_id=request_id) as a:
+                    with second.hold(self.account, 3, request_id=request_id) as b:
+                        pass  # the second click's image is done: the whole hold is committed
+                    self.assertEqual(b.hold.status, "committed")
+                    raise Boom("the first click's generation failed")
+        self.assertIn("was not released", caught.exception.__notes__[0])  # 409 hold_committed
+        hold = self.admin.get_hold(a.hold_id)
+        self.assertEqual((hold.status, hold.committed_amount), ("committed", 3))
+        self.assert_balances(self.account, available=7, reserved=0, used=3)
+
+    def test_a_replay_of_a_committed_hold_is_not_charged_again(self) -> None:
+        request_id = f"again-{self.account}"
+        with self.admin.hold(self.account, 3, request_id=request_id) as a:
+            a.commit(2)
+        with self.admin.hold(self.account, 3, request_id=request_id) as again:
+            self.assertTrue(again.replayed)
+        self.assertEqual(again.hold.committed_amount, 2)
+        self.assert_balances(self.account, available=8, reserved=0, used=2)
+
+    def test_a_replay_of_a_released_hold_raises_at_the_commit(self) -> None:
+        request_id = f"gone-{self.account}"
+        with self.admin.hold(self.account, 3, request_id=request_id) as a:
+            a.release("the guest left")
+        with self.assertRaises(ProblemError) as caught:
+            with self.admin.hold(self.account, 3, request_id=request_id) as again:
+                self.assertTrue(again.replayed)
+        self.assertEqual((caught.exception.status, caught.exception.code), (409, "hold_released"))
+        self.assert_balances(self.account, available=10, reserved=0, used=0)
 
 
 if __name__ == "__main__":

@@ -1,5 +1,6 @@
 """The retry policy against a real server, through the lossy proxy where a fault is needed:
-the scenarios S1-S7 and S11 of clients/testing/scenarios.md, each checked on the server's state."""
+the scenarios S1-S7, S11 and S12-S14 of clients/testing/scenarios.md, each checked on the server's
+state."""
 
 from __future__ import annotations
 
@@ -8,8 +9,16 @@ import time
 import unittest
 
 from support import ADMIN_KEY, RecordingSleep, ServerTestCase, fast_client, unused_port
-from tollgate_client import (CallInfo, InsufficientCreditsError, ProblemError, RetryPolicy, TransportError,
+from tollgate_client import (CallInfo, Client, InsufficientCreditsError, InvalidArgumentError, ProblemError, RetryPolicy, TransportError,
                              UnavailableError)
+
+
+def assert_jittered(test: unittest.TestCase, waits_s: list[float], backoffs_ms: list[int]) -> None:
+    """Each wait is between half and all of its back-off (the jitter)."""
+    test.assertEqual(len(waits_s), len(backoffs_ms), waits_s)
+    for wait_s, backoff_ms in zip(waits_s, backoffs_ms):
+        test.assertGreaterEqual(wait_s * 1000, backoff_ms / 2 - 1e-6, waits_s)
+        test.assertLessEqual(wait_s * 1000, backoff_ms + 1e-6, waits_s)
 
 
 class RetryTest(ServerTestCase):
@@ -102,13 +111,15 @@ class RetryTest(ServerTestCase):
         self.assertEqual([(e.type, e.amount) for e in credited], [("credited", 5)])
         self.assert_balances(self.account, available=15, reserved=0, used=0)
 
-    def test_s5_retry_after_is_capped_by_backoff_max(self) -> None:
+    def test_s5_a_retry_after_beyond_the_budget_is_reported_at_once(self) -> None:
         proxy = self.proxy("--answer-503-first", "1", "--retry-after-s", "30")
         sleep = RecordingSleep()
         with fast_client(proxy.url, sleep=sleep) as c:
-            c.get_account(self.account)
-            self.assertEqual(c.last_call, CallInfo(status=200, attempts=2))
-        self.assertEqual(sleep.waits, [0.1])
+            with self.assertRaises(UnavailableError) as caught:
+                c.get_account(self.account)  # 30 s asked, 10 s of budget: waiting would be in vain
+            self.assertEqual(c.last_call, CallInfo(status=503, attempts=1))
+        self.assertEqual(caught.exception.retry_after_ms, 30_000)
+        self.assertEqual(sleep.waits, [])
 
     def test_s6_503_is_given_up_after_attempts_max_with_doubling_waits(self) -> None:
         proxy = self.proxy("--answer-503-first", "4", "--retry-after-s", "0")
@@ -118,7 +129,7 @@ class RetryTest(ServerTestCase):
                 c.get_account(self.account)
         e = caught.exception
         self.assertEqual((e.status, e.code, e.attempts), (503, "unavailable", 4))
-        self.assertEqual(sleep.waits, [0.02, 0.04, 0.08])
+        assert_jittered(self, sleep.waits, [20, 40, 80])
         self.assertEqual(len(proxy.requests()), 4)
 
     def test_s7_create_key_is_not_resent_once_it_may_have_arrived(self) -> None:
@@ -163,7 +174,82 @@ class RetryTest(ServerTestCase):
                 c.create_key("acct")  # even create_key: a refused connect certainly sent nothing
         self.assertEqual((caught.exception.code, caught.exception.status, caught.exception.attempts),
                          ("connect", 0, 4))
-        self.assertEqual(sleep.waits, [0.02, 0.04, 0.08])
+        assert_jittered(self, sleep.waits, [20, 40, 80])
+
+
+class BalancerTest(ServerTestCase):
+    """S12-S14: a balancer in front of two instances that restart one after the other — for 1.5 s it
+    drops answers, resets connections and answers 502/503/504 itself (lossy_proxy --outage-ms)."""
+
+    def test_s12_reserve_with_a_request_id_rides_out_a_rolling_restart_and_charges_once(self) -> None:
+        proxy = self.proxy("--outage-ms", "1500")  # drop, 502, reset, 504, 503, drop, ... for 1.5 s
+        with Client(proxy.url, ADMIN_KEY) as c:  # the default policy: a 10 s budget
+            started = time.monotonic()
+            hold = c.reserve(self.account, 3, request_id=f"click-{self.account}")
+            took_s = time.monotonic() - started
+            reserved = c.last_call
+            committed = c.commit(hold.hold_id, 2)
+        assert reserved is not None
+        self.assertEqual(reserved.status, 200, "the first attempt (its answer dropped) made the hold")
+        self.assertGreaterEqual(reserved.attempts, 4)
+        self.assertGreaterEqual(took_s, 1.5)
+        sent = [r for r in proxy.requests() if r["target"] == "/v1/holds"]
+        self.assertEqual(len(sent), reserved.attempts)
+        self.assertEqual(len({r["body"] for r in sent}), 1, "every attempt sends the same bytes")
+        faults = [r["fault"] for r in sent]
+        self.assertEqual(faults[:3], ["outage-drop", "outage-502", "outage-reset"])
+        self.assertEqual(faults[-1], "none")
+        self.assertEqual((committed.status, committed.committed_amount), ("committed", 2))
+        self.assertEqual(self.holds_of(self.account), 1)
+        self.assert_balances(self.account, available=8, reserved=0, used=2)
+        reserved_events = [e for e in self.admin.events(self.account).events if e.type == "reserved"]
+        self.assertEqual(len(reserved_events), 1, "reserved once")
+
+    def test_s13_a_call_without_an_id_is_not_resent_once_it_may_have_reached_the_server(self) -> None:
+        hold = self.admin.reserve(self.account, 1, ttl_ms=60_000)
+        dropped = self.proxy("--outage-ms", "600000", "--outage-faults", "drop")
+        with fast_client(dropped.url) as c:
+            with self.assertRaises(TransportError) as lost:
+                c.extend(hold.hold_id, 600_000)  # reaches the server; its answer is lost
+        self.assertEqual((lost.exception.code, lost.exception.attempts), ("connection_lost", 1))
+        self.assertEqual(len(dropped.requests()), 1)
+        self.assertGreater(self.admin.get_hold(hold.hold_id).expires_at, hold.expires_at, "the one send acted")
+        for status in ("502", "503", "504"):
+            answered = self.proxy("--outage-ms", "600000", "--outage-faults", status)
+            with fast_client(answered.url) as c:
+                with self.assertRaises(UnavailableError) as refused:
+                    c.extend(hold.hold_id, 600_000)
+            self.assertEqual((refused.exception.status, refused.exception.code, refused.exception.attempts),
+                             (int(status), f"http_{status}", 1))
+            self.assertEqual(len(answered.requests()), 1)
+        # Never reached the server (nothing listens): sent again.
+        with fast_client(f"http://127.0.0.1:{unused_port()}") as c:
+            with self.assertRaises(TransportError) as refused_connect:
+                c.extend(hold.hold_id, 600_000)
+        self.assertEqual((refused_connect.exception.code, refused_connect.exception.attempts), ("connect", 4))
+
+    def test_s14_the_budget_bounds_a_call_and_can_be_set_per_call(self) -> None:
+        proxy = self.proxy("--outage-ms", "600000", "--outage-faults", "502")
+        retry = RetryPolicy(budget_ms=1000, backoff_initial_ms=50, backoff_max_ms=200)
+        with fast_client(proxy.url, retry=retry) as c:
+            started = time.monotonic()
+            with self.assertRaises(UnavailableError) as caught:
+                c.get_account(self.account)
+            took_s = time.monotonic() - started
+            self.assertGreater(caught.exception.attempts, 3)
+            self.assertLess(took_s, 1.0 + 0.5, "no wait ends after the budget (plus the last attempt)")
+            self.assertGreater(took_s, 0.5)
+            quick = c.with_retry(budget_ms=0)  # this call only: no retry at all
+            with self.assertRaises(UnavailableError) as once:
+                quick.get_account(self.account)
+            self.assertEqual(once.exception.attempts, 1)
+            self.assertEqual(c.retry.budget_ms, 1000, "the client's own policy is unchanged")
+            with self.assertRaises(InvalidArgumentError):
+                c.with_retry(budget_ms=-1)
+
+    def test_the_default_policy_is_a_10_s_budget(self) -> None:
+        self.assertEqual(RetryPolicy(), RetryPolicy(budget_ms=10_000, attempts_max=20, backoff_initial_ms=100,
+                                                    backoff_max_ms=2000, retry_insufficient_credits_once=True))
 
 
 class StaleConnectionTest(ServerTestCase):

@@ -1,4 +1,4 @@
-// TollgateClient: every call of tollgate's HTTP API (docs/api.md), typed.
+// TollgateClient: every call of tollgate's HTTP API, typed.
 //
 // Each method is one call: it checks its arguments (an ArgumentError, nothing sent), sends the
 // request under the retry policy (transport.ts) and resolves to the server's JSON as it is (types.ts),
@@ -110,7 +110,18 @@ const PAGE_KEYS = ["limit", "startingAfter"] as const;
 const HOLD_STATUSES: readonly HoldStatus[] = ["active", "committed", "released", "expired"];
 const JOB_STATUSES: readonly JobStatus[] = ["pending", "running", "completed", "failed", "cancelled"];
 const CLIENT_OPTION_KEYS = ["baseUrl", "key", "timeoutMs", "retry", "requestIdPrefix", "fetch", "onRetry", "onAnswer"];
-const RETRY_KEYS = ["attemptsMax", "backoffInitialMs", "backoffMaxMs", "retryInsufficientCreditsOnce"];
+const RETRY_KEYS = ["budgetMs", "attemptsMax", "backoffInitialMs", "backoffMaxMs", "retryInsufficientCreditsOnce"];
+
+// The client's policy with `changes` (options.retry, or withRetry's), checked.
+function retryPolicy(base: RetryPolicy, changes: Partial<RetryPolicy> | undefined, field: string): RetryPolicy {
+  const retry: RetryPolicy = { ...base, ...checkOptions(changes, field, RETRY_KEYS) };
+  checkInteger(retry.budgetMs, `${field}.budgetMs`, 0, 3_600_000);
+  checkInteger(retry.attemptsMax, `${field}.attemptsMax`, 1, 1000);
+  checkInteger(retry.backoffInitialMs, `${field}.backoffInitialMs`, 0, 3_600_000);
+  checkInteger(retry.backoffMaxMs, `${field}.backoffMaxMs`, retry.backoffInitialMs, 3_600_000);
+  checkBoolean(retry.retryInsufficientCreditsOnce, `${field}.retryInsufficientCreditsOnce`);
+  return retry;
+}
 
 function page(options: PageOptions | undefined, field: string): { limit?: number; starting_after?: string } {
   const o = checkOptions(options, field, PAGE_KEYS);
@@ -127,16 +138,14 @@ function checkTtl(value: unknown, field: string): number {
 export class TollgateClient {
   private readonly transport: Transport;
   private readonly requestIdPrefix: string;
+  /** The policy of this client's calls. */
+  readonly retry: Readonly<RetryPolicy>;
 
   constructor(options: ClientOptions) {
     const o = checkOptions(options, "options", CLIENT_OPTION_KEYS) as Partial<ClientOptions>;
     const baseUrl = normalizeBaseUrl(o.baseUrl);
-    const retryOptions = checkOptions(o.retry, "options.retry", RETRY_KEYS);
-    const retry: RetryPolicy = { ...DEFAULT_RETRY_POLICY, ...retryOptions };
-    checkInteger(retry.attemptsMax, "options.retry.attemptsMax", 1, 100);
-    checkInteger(retry.backoffInitialMs, "options.retry.backoffInitialMs", 0, 3_600_000);
-    checkInteger(retry.backoffMaxMs, "options.retry.backoffMaxMs", retry.backoffInitialMs, 3_600_000);
-    checkBoolean(retry.retryInsufficientCreditsOnce, "options.retry.retryInsufficientCreditsOnce");
+    const retry = retryPolicy(DEFAULT_RETRY_POLICY, o.retry, "options.retry");
+    this.retry = Object.freeze(retry);
     const timeoutMs = o.timeoutMs === undefined ? 10_000 : checkInteger(o.timeoutMs, "options.timeoutMs", 1, 3_600_000);
     if (o.key !== undefined) checkText(o.key, "options.key", 1024, 1);
     this.requestIdPrefix = o.requestIdPrefix ?? "client-";
@@ -161,6 +170,16 @@ export class TollgateClient {
       onRetry: o.onRetry,
       onAnswer: o.onAnswer,
     });
+  }
+
+  /**
+   * This client (the same connection pool, hooks and key) with another retry policy for the calls
+   * made through it: `client.withRetry({ budgetMs: 2000 }).reserve(...)`. The changes are checked
+   * like options.retry; this client's own policy is unchanged.
+   */
+  withRetry(changes: Partial<RetryPolicy>): TollgateClient {
+    const retry = Object.freeze(retryPolicy(this.retry, changes, "changes"));
+    return Object.assign(Object.create(TollgateClient.prototype) as TollgateClient, this, { retry });
   }
 
   /** A fresh id for reserve or submitJob: this client's prefix and 16 random hex digits. */
@@ -291,6 +310,15 @@ export class TollgateClient {
    * now; 409 insufficient_credits is asked once more at once, then thrown (its detail is showable).
    */
   async reserve(accountId: string, amount: number, options?: ReserveOptions): Promise<Hold> {
+    return (await this.reserveWithStatus(accountId, amount, options)).hold;
+  }
+
+  /**
+   * reserve, with the answer's status: 201 this call made the hold; 200 a hold with this requestId
+   * existed already — a replay (another click or process with the same id made it, or an attempt
+   * of this very call whose answer was lost: the two cannot be told apart).
+   */
+  async reserveWithStatus(accountId: string, amount: number, options?: ReserveOptions): Promise<{ hold: Hold; status: number }> {
     const o = checkOptions(options, "options", ["requestId", "ttlMs", "metadata"]);
     const body: Record<string, unknown> = {
       account_id: checkId(accountId, "accountId"),
@@ -300,7 +328,10 @@ export class TollgateClient {
     };
     if (o.ttlMs !== undefined) body["ttl_ms"] = checkTtl(o.ttlMs, "ttlMs");
     if (o.metadata !== undefined) body["metadata"] = checkObject(o.metadata, "metadata");
-    return this.json<Hold>({ method: "POST", path: "/v1/holds", body, resend: "safe", retryInsufficientCredits: true });
+    const answer = await this.transport.send({
+      method: "POST", path: "/v1/holds", body, resend: "safe", retryInsufficientCredits: true, retry: this.retry,
+    });
+    return { hold: answer.body as Hold, status: answer.status };
   }
 
   /** Moves `amount` (default: all) of the hold to used; the rest goes back. Again: nothing more moves. */
@@ -317,10 +348,10 @@ export class TollgateClient {
     return this.json<Hold>({ method: "POST", path, body, resend: "safe" });
   }
 
-  /** Pushes the expiry to now + ttlMs. */
+  /** Pushes the expiry to now + ttlMs. No id makes a second send a replay: resent only if it never arrived. */
   async extend(holdId: string, ttlMs: number): Promise<Hold> {
     const path = `${holdPath(holdId)}/extend`;
-    return this.json<Hold>({ method: "POST", path, body: { ttl_ms: checkTtl(ttlMs, "ttlMs") }, resend: "safe" });
+    return this.json<Hold>({ method: "POST", path, body: { ttl_ms: checkTtl(ttlMs, "ttlMs") }, resend: "only_if_unsent" });
   }
 
   async getHold(holdId: string): Promise<Hold> {
@@ -345,6 +376,8 @@ export class TollgateClient {
    * without settling it itself (h.commit(n) commits part, h.release() gives it all back), released
    * when `work` throws (the error is then rethrown as it was). Resolves to what `work` returned.
    * If the release itself fails (the server unreachable), the hold goes back when its TTL expires.
+   * A replayed reserve (h.replayed: another caller with this requestId made the hold) is never
+   * released — see hold.ts.
    */
   async withHold<T>(accountId: string, amount: number, options: ReserveOptions, work: HoldWork<T>): Promise<T> {
     if (typeof work !== "function") throw new ArgumentError("work", "work must be a function (async h => …)");
@@ -506,11 +539,11 @@ export class TollgateClient {
     if (typeof path !== "string" || !path.startsWith("/")) throw new ArgumentError("path", "path must start with /");
     checkOneOf(resend, "resend", ["safe", "only_if_unsent"]);
     if (body !== undefined) checkJson(body, "body");
-    return this.transport.send({ method, path, body, resend });
+    return this.transport.send({ method, path, body, resend, retry: this.retry });
   }
 
   private async json<T>(spec: Parameters<Transport["send"]>[0]): Promise<T> {
-    const answer = await this.transport.send(spec);
+    const answer = await this.transport.send({ ...spec, retry: this.retry });
     return answer.body as T;
   }
 }

@@ -1,11 +1,22 @@
-// withHold: reserve, run the work, then commit or release — the three-phase hold of api.md as one
-// call, so that no code path forgets a hold:
+// withHold: reserve, run the work, then commit or release — the three-phase hold as one call, so
+// that no code path forgets a hold:
 //   - `work` returns and did not settle the hold: the whole hold is committed;
 //   - `work` settled it (h.commit(n) for part of it, h.release()): nothing more is done;
-//   - `work` throws (or its promise rejects) and the hold is not settled: it is released with the
-//     error's message as the reason, and the error is rethrown unchanged. If that release fails too
-//     (the server unreachable), the error is still rethrown and the hold goes back to available when
-//     its TTL expires (the server's reaper): credits are never lost, at worst held for the TTL.
+//   - `work` throws (or its promise rejects) and the hold is not settled: a hold this call made is
+//     released with the error's message as the reason, and the error is rethrown unchanged. If that
+//     release fails too (the server unreachable), the error is still rethrown and the hold goes back
+//     to available when its TTL expires (the server's reaper): credits are never lost, at worst
+//     held for the TTL.
+// Replays: the server answers 200 instead of 201 when a hold with this requestId existed already
+// (h.replayed) — another click, tab or process with the same id made it and may still be working
+// under it (or an attempt of this very call whose answer was lost: the two cannot be told apart).
+// A replayed hold is never released (the click whose work failed must not take the hold from the
+// click still generating); when the work returns, it is committed like any other (the work was done
+// under it; the charge is made once, whoever commits first) unless it was committed already when
+// the reserve answered; a replayed hold that was released or expired answers that commit with a
+// 409 (hold_released…), thrown: the work was not paid for.
+// Holds deduplicate the charge, not the work: to run the work once, skip it when h.replayed, or
+// submit a job (submitJob), which deduplicates the work itself.
 // The reserve runs under the client's retry policy with one request_id for all its attempts; pass
 // your own requestId when the caller may run the same work again (after a crash or reload): the
 // second reserve then answers the first one's hold instead of reserving twice.
@@ -13,7 +24,11 @@ import type { Hold } from "./types.js";
 
 /** The hold calls withHold needs (a TollgateClient). */
 export interface HoldOperations {
-  reserve(accountId: string, amount: number, options?: { requestId?: string; ttlMs?: number; metadata?: Record<string, unknown> }): Promise<Hold>;
+  reserveWithStatus(
+    accountId: string,
+    amount: number,
+    options?: { requestId?: string; ttlMs?: number; metadata?: Record<string, unknown> },
+  ): Promise<{ hold: Hold; status: number }>;
   commit(holdId: string, amount?: number): Promise<Hold>;
   release(holdId: string, reason?: string): Promise<Hold>;
   extend(holdId: string, ttlMs: number): Promise<Hold>;
@@ -29,6 +44,8 @@ export class HoldHandle {
   constructor(
     private readonly client: HoldOperations,
     hold: Hold,
+    /** True when the reserve was answered 200: a hold with this requestId existed already. */
+    readonly replayed: boolean = false,
   ) {
     this.current = hold;
   }
@@ -75,12 +92,13 @@ export async function withHold<T>(
   options: { requestId?: string; ttlMs?: number; metadata?: Record<string, unknown> },
   work: HoldWork<T>,
 ): Promise<T> {
-  const h = new HoldHandle(client, await client.reserve(accountId, amount, options));
+  const reserved = await client.reserveWithStatus(accountId, amount, options);
+  const h = new HoldHandle(client, reserved.hold, reserved.status === 200);
   let result: T;
   try {
     result = await work(h);
   } catch (error) {
-    if (!h.settled) {
+    if (!h.settled && !h.replayed) {
       try {
         await h.release(releaseReason(error));
       } catch {
@@ -89,7 +107,8 @@ export async function withHold<T>(
     }
     throw error;
   }
-  if (!h.settled) await h.commit();
+  const chargedAlready = h.replayed && reserved.hold.status === "committed";
+  if (!h.settled && !chargedAlready) await h.commit();
   return result;
 }
 

@@ -1,16 +1,20 @@
 // One logical call of the API: the request, built once, sent until it has an answer to report —
-// the retry policy of the C++ client (include/tollgate/client.h), the same in every tollgate client:
+// the retry policy of every tollgate client, stated once in docs/reference/retries.md:
 //
-//   - Time-out, failed connect, lost connection, or 503 (`unavailable`, `overloaded`): the request
-//     is sent again with exactly the same method, path and body — hence the same request_id,
-//     reference or hold id, which the server deduplicates (api.md: "retrying the same request with
-//     the same id is always safe"). At most `attemptsMax` attempts in all; before attempt n+1 the
-//     client waits backoffInitialMs × 2^(n−1), capped at backoffMaxMs; a 503's Retry-After (or its
-//     document's retry_after_ms) raises that wait, still capped at backoffMaxMs. A new id is never
-//     made for a retry.
-//   - Calls that are not idempotent (Resend "only_if_unsent": createKey, beginIdempotency,
+//   - What is retried: a failed connect (refused, unreachable), a time-out, a lost connection, and
+//     an answer 502, 503 or 504 (a balancer whose upstreams restart, a server that lost its
+//     database). The request is sent again with exactly the same method, path and body — hence
+//     the same request_id, reference, client_request_id or hold id, which the server deduplicates.
+//   - Which calls: those that carry such an id or do the same when sent twice (Resend "safe").
+//     Calls without one (Resend "only_if_unsent": extend, createKey, beginIdempotency,
 //     checkRatelimit) are sent again only when they certainly never reached the server (the
-//     connection could not be made); any other failure, a 503 included, is reported at once.
+//     connection could not be made); any other failure, a 502/503/504 included, is reported at once.
+//   - Back-off: before attempt n+1 the client waits a random time between half and all of
+//     backoffInitialMs × 2^(n−1) (capped at backoffMaxMs); a Retry-After header (or a problem
+//     document's retry_after_ms) raises the wait to it.
+//   - Budget: no wait is started that would end more than budgetMs after the call began (and no
+//     more than attemptsMax attempts are made); the last answer or failure is then reported. An
+//     attempt under way is bounded by timeoutMs, so the worst case of a call is budgetMs + timeoutMs.
 //   - 409 insufficient_credits on reserve: asked once more at once (same request_id), then
 //     reported. No back-off: an empty balance does not refill by waiting.
 //   - Every other 4xx (and 500): reported at once — the request must change, not be repeated.
@@ -25,22 +29,28 @@ import { ProblemError, TransportError, isRecord } from "./errors.js";
 import type { TransportFailure } from "./errors.js";
 
 export interface RetryPolicy {
-  /** Attempts of one call in all, the first included (at least 1; 1: never repeat). Default 4. */
+  /** No wait is started that would end more than this after the call began. Default 10000. */
+  budgetMs: number;
+  /** Attempts of one call in all, the first included (at least 1; 1: never repeat). Default 20. */
   attemptsMax: number;
-  /** The wait before the second attempt, doubled before each further one. Default 100. */
+  /** The wait before the second attempt (at most; half of it at least), doubled before each further one. Default 100. */
   backoffInitialMs: number;
-  /** No wait is longer, a Retry-After's included. Default 1000. */
+  /** The back-off's cap (a Retry-After may ask for more). Default 2000. */
   backoffMaxMs: number;
   /** reserve answered 409 insufficient_credits: ask once more, at once. Default true. */
   retryInsufficientCreditsOnce: boolean;
 }
 
 export const DEFAULT_RETRY_POLICY: Readonly<RetryPolicy> = Object.freeze({
-  attemptsMax: 4,
+  budgetMs: 10_000,
+  attemptsMax: 20,
   backoffInitialMs: 100,
-  backoffMaxMs: 1000,
+  backoffMaxMs: 2000,
   retryInsufficientCreditsOnce: true,
 });
+
+/** The answers that are retried (for "safe" calls). */
+export const RETRYABLE_STATUSES: readonly number[] = [502, 503, 504];
 
 /** Whether a call may be sent again after it may already have reached the server. */
 export type Resend = "safe" | "only_if_unsent";
@@ -50,7 +60,7 @@ export interface RetryInfo {
   method: string;
   path: string;
   attempt: number;
-  /** A transport failure ("timeout", "connection_lost", "connect"), or the problem's code. */
+  /** A transport failure ("timeout", "connection_lost", "connect"), or the problem's code ("http_502"…). */
   reason: string;
   waitMs: number;
 }
@@ -86,6 +96,8 @@ export interface RequestSpec {
   retryInsufficientCredits?: boolean;
   /** Added to timeoutMs for this call (a long poll's wait_ms). */
   extraTimeoutMs?: number;
+  /** This call's policy instead of the transport's. */
+  retry?: RetryPolicy;
 }
 
 /** A 2xx answer: its status, its body (parsed JSON, or the text of a non-JSON answer). */
@@ -114,26 +126,28 @@ export class Transport {
   constructor(private readonly options: TransportOptions) {}
 
   async send(spec: RequestSpec): Promise<Answer> {
-    const { retry } = this.options;
+    const retry = spec.retry ?? this.options.retry;
     const init = this.request(spec); // built once: every attempt sends exactly these bytes
     const url = this.options.baseUrl + spec.path;
     const timeoutMs = this.options.timeoutMs + (spec.extraTimeoutMs ?? 0);
+    const started = Date.now();
     let backoffMs = retry.backoffInitialMs;
     let askedAgainForCredits = false;
+    // Waits before the next attempt; false (no wait) when out of attempts or out of budget.
     const resendAfter = async (attempt: number, reason: string, retryAfterMs: number | undefined) => {
-      const waitMs = Math.min(Math.max(backoffMs, retryAfterMs ?? 0), retry.backoffMaxMs);
+      if (attempt >= retry.attemptsMax) return false;
+      const waitMs = Math.round(Math.max(backoffMs * (0.5 + 0.5 * Math.random()), retryAfterMs ?? 0));
+      if (Date.now() - started + waitMs > retry.budgetMs) return false;
       backoffMs = Math.min(backoffMs * 2, retry.backoffMaxMs);
       this.options.onRetry?.({ method: spec.method, path: spec.path, attempt, reason, waitMs });
       await sleep(waitMs);
+      return true;
     };
     for (let attempt = 1; ; ++attempt) {
       const outcome = await this.exchange(url, init, timeoutMs);
       if (outcome.kind === "failure") {
         const mayResend = spec.resend === "safe" || !outcome.maybeDelivered;
-        if (mayResend && attempt < retry.attemptsMax) {
-          await resendAfter(attempt, outcome.failure, undefined);
-          continue;
-        }
+        if (mayResend && (await resendAfter(attempt, outcome.failure, undefined))) continue;
         throw new TransportError(outcome.failure, outcome.detail, attempt, outcome.maybeDelivered);
       }
       if (outcome.status >= 200 && outcome.status <= 299) {
@@ -142,8 +156,11 @@ export class Transport {
         return { status: outcome.status, body, attempts: attempt };
       }
       const problem = toProblem(outcome, attempt);
-      if (problem.status === 503 && spec.resend === "safe" && attempt < retry.attemptsMax) {
-        await resendAfter(attempt, problem.code, problem.retryAfterMs);
+      if (
+        RETRYABLE_STATUSES.includes(problem.status) &&
+        spec.resend === "safe" &&
+        (await resendAfter(attempt, problem.code, problem.retryAfterMs))
+      ) {
         continue;
       }
       if (

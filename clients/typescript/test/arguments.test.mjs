@@ -107,6 +107,7 @@ describe("client options are checked when the client is made", () => {
   test("retry policy, time-out, prefix and unknown options", () => {
     const baseUrl = "http://127.0.0.1:8080";
     refusedOption({ baseUrl, retry: { attemptsMax: 0 } }, "options.retry.attemptsMax");
+    refusedOption({ baseUrl, retry: { budgetMs: -1 } }, "options.retry.budgetMs");
     refusedOption({ baseUrl, retry: { backoffInitialMs: 500, backoffMaxMs: 100 } }, "options.retry.backoffMaxMs");
     refusedOption({ baseUrl, retry: { attempts: 3 } }, "options.retry.attempts");
     refusedOption({ baseUrl, timeoutMs: 0 }, "options.timeoutMs");

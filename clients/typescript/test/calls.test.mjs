@@ -102,6 +102,11 @@ store = "shared"
     assert.deepEqual([hold.status, hold.amount, hold.request_id], ["active", 4, "calls-r1"]);
     assert.deepEqual(hold.metadata, { kiosk: 3 });
     assert.equal((await client.reserve("holder", 4, { requestId: "calls-r1" })).hold_id, hold.hold_id, "the same id: that hold");
+    const replay = await client.reserveWithStatus("holder", 4, { requestId: "calls-r1" });
+    assert.deepEqual([replay.status, replay.hold.hold_id], [200, hold.hold_id], "a replay: 200");
+    const quick = client.withRetry({ budgetMs: 0 });
+    assert.equal(quick.retry.budgetMs, 0);
+    assert.equal((await quick.getHold(hold.hold_id)).hold_id, hold.hold_id, "the same connection, another policy");
     assert.equal((await client.getHold(hold.hold_id)).hold_id, hold.hold_id);
     const listed = await client.listHolds({ accountId: "holder", status: "active", requestId: "calls-r1", limit: 10 });
     assert.deepEqual(listed.holds.map((h) => h.hold_id), [hold.hold_id]);

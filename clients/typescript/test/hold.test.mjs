@@ -102,4 +102,61 @@ describe("withHold", () => {
     await assert.rejects(client.withHold("no-work", 1, {}, "commit"), ArgumentError);
     assert.equal((await holdsOf(client, "no-work")).length, 0);
   });
+
+  // S15: two clicks with one requestId share one hold; the click whose reserve was a replay never
+  // releases it (the other click may still be generating).
+  test("S15 the replayed click that fails does not release the other click's hold", async () => {
+    await seedAccount(client, "dbl");
+    let replayedSeen;
+    const result = await client.withHold("dbl", 3, { requestId: "click-dbl" }, async (a) => {
+      assert.equal(a.replayed, false);
+      const thrown = await client
+        .withHold("dbl", 3, { requestId: "click-dbl" }, async (b) => {
+          replayedSeen = b.replayed;
+          assert.equal(b.holdId, a.holdId);
+          throw new Error("the second click's generation failed");
+        })
+        .catch((e) => e);
+      assert.equal(thrown.message, "the second click's generation failed");
+      assert.equal((await client.getHold(a.holdId)).status, "active", "still the first click's");
+      await a.commit(2);
+      return "an image";
+    });
+    assert.equal(result, "an image");
+    assert.equal(replayedSeen, true);
+    assert.equal((await holdsOf(client, "dbl")).length, 1);
+    assert.deepEqual(await balances(client, "dbl"), { available: 8, reserved: 0, used: 2 });
+  });
+
+  test("S15 a replayed click that finishes first charges once; the failing maker cannot undo it", async () => {
+    await seedAccount(client, "dbl2");
+    let holdId;
+    const thrown = await client
+      .withHold("dbl2", 3, { requestId: "click-dbl2" }, async (a) => {
+        holdId = a.holdId;
+        await client.withHold("dbl2", 3, { requestId: "click-dbl2" }, () => "the second click's image");
+        throw new Error("the first click's generation failed");
+      })
+      .catch((e) => e);
+    assert.equal(thrown.message, "the first click's generation failed");
+    const hold = await client.getHold(holdId);
+    assert.equal(hold.status, "committed");
+    assert.equal(hold.committed_amount, 3);
+    assert.deepEqual(await balances(client, "dbl2"), { available: 7, reserved: 0, used: 3 });
+  });
+
+  test("a replay of a committed hold is not charged again; of a released one, the commit throws", async () => {
+    await seedAccount(client, "again");
+    await client.withHold("again", 3, { requestId: "again-1" }, (h) => h.commit(2));
+    let replayed;
+    await client.withHold("again", 3, { requestId: "again-1" }, (h) => (replayed = h.replayed));
+    assert.equal(replayed, true);
+    assert.deepEqual(await balances(client, "again"), { available: 8, reserved: 0, used: 2 });
+
+    await client.withHold("again", 3, { requestId: "again-2" }, (h) => h.release("the guest left"));
+    const refused = await client.withHold("again", 3, { requestId: "again-2" }, () => "work").catch((e) => e);
+    assert.ok(refused instanceof ProblemError);
+    assert.equal(refused.code, "hold_released");
+    assert.deepEqual(await balances(client, "again"), { available: 8, reserved: 0, used: 2 });
+  });
 });

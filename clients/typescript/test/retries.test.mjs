@@ -1,14 +1,14 @@
 // The retry policy against a real server, through clients/testing/lossy_proxy.py: the scenarios
-// S1–S7 and S11 of clients/testing/scenarios.md. Each scenario has its own account and its own
+// S1–S7, S11 and S12–S14 of clients/testing/scenarios.md. Each scenario has its own account and its own
 // proxy; what the server did is read from the server (holds, balances, events), what was sent from
 // the proxy's log.
 import { after, before, describe, test } from "node:test";
 import assert from "node:assert/strict";
 import { performance } from "node:perf_hooks";
 
-import { ProblemError, TransportError } from "../dist/index.js";
+import { DEFAULT_RETRY_POLICY, ArgumentError, ProblemError, TollgateClient, TransportError } from "../dist/index.js";
 import { adminClient, balances, holdsOf, recorder, seedAccount } from "./support/fixture.mjs";
-import { startProxy, startServer, unusedPort } from "./support/processes.mjs";
+import { ADMIN_KEY, startProxy, startServer, unusedPort } from "./support/processes.mjs";
 
 describe("retry policy through a lossy proxy (scenarios.md)", () => {
   let server;
@@ -177,5 +177,90 @@ describe("retry policy through a lossy proxy (scenarios.md)", () => {
     assert.ok(performance.now() - started < 10_000, "bounded: no attempt waits for a time-out");
     // create_key is sent again when it certainly never reached the server.
     assert.equal((await client.createKey("s11").catch((e) => e)).attempts, 4);
+  });
+
+  test("S5 a Retry-After beyond the budget is reported at once", async () => {
+    const { p, seen, client } = await scenario("s5b", ["--answer-503-first", "1", "--retry-after-s", "30"]);
+    const error = await client.getAccount("s5b").catch((e) => e);
+    assert.ok(error instanceof ProblemError);
+    assert.equal(error.status, 503);
+    assert.equal(error.attempts, 1, "30 s asked, 10 s of budget: waiting would be in vain");
+    assert.equal(error.retryAfterMs, 30_000);
+    assert.deepEqual(seen.retries, []);
+    assertSent(p, ["503"]);
+  });
+
+  // A balancer in front of two instances that restart one after the other: for 1.5 s it drops
+  // answers, resets connections and answers 502/503/504 itself.
+  test("S12 reserve with a request id rides out a rolling restart and charges once", async () => {
+    await seedAccount(admin, "s12");
+    const p = await proxy("--outage-ms", "1500"); // drop, 502, reset, 504, 503, drop, ...
+    const seen = recorder();
+    const client = new TollgateClient({ baseUrl: p.url, key: ADMIN_KEY, ...seen.hooks }); // the default policy
+
+    const started = performance.now();
+    const hold = await client.reserve("s12", 3, { requestId: "click-s12" });
+    const elapsedMs = performance.now() - started;
+    const reserved = seen.answers.at(-1);
+    const committed = await client.commit(hold.hold_id, 2);
+
+    assert.equal(reserved.status, 200, "the first attempt (its answer dropped) made the hold");
+    assert.ok(reserved.attempts >= 4, `attempts ${reserved.attempts}`);
+    assert.ok(elapsedMs >= 1500, `rode out the outage (${elapsedMs.toFixed(0)} ms)`);
+    const sent = p.requests().filter((r) => r.target === "/v1/holds");
+    assert.equal(sent.length, reserved.attempts);
+    assert.equal(new Set(sent.map((r) => r.body)).size, 1, "every attempt sends the same bytes");
+    assert.deepEqual(sent.slice(0, 3).map((r) => r.fault), ["outage-drop", "outage-502", "outage-reset"]);
+    assert.equal(sent.at(-1).fault, "none");
+    assert.ok(seen.retries.some((r) => r.reason === "http_502"));
+    assert.equal(committed.status, "committed");
+    await assertServer("s12", 1, { available: 8, reserved: 0, used: 2 });
+    const reservedEvents = (await admin.events("s12")).events.filter((e) => e.type === "reserved");
+    assert.equal(reservedEvents.length, 1, "reserved once");
+  });
+
+  test("S13 a call without an id is not resent once it may have reached the server", async () => {
+    await seedAccount(admin, "s13");
+    const hold = await admin.reserve("s13", 1, { ttlMs: 60_000 });
+    const dropped = await proxy("--outage-ms", "600000", "--outage-faults", "drop");
+    const lost = await adminClient(dropped.url).extend(hold.hold_id, 600_000).catch((e) => e);
+    assert.ok(lost instanceof TransportError);
+    assert.equal(lost.code, "connection_lost");
+    assert.equal(lost.attempts, 1);
+    assert.equal(dropped.requests().length, 1);
+    assert.ok((await admin.getHold(hold.hold_id)).expires_at > hold.expires_at, "the one send acted");
+    for (const status of ["502", "503", "504"]) {
+      const answered = await proxy("--outage-ms", "600000", "--outage-faults", status);
+      const refused = await adminClient(answered.url).extend(hold.hold_id, 600_000).catch((e) => e);
+      assert.ok(refused instanceof ProblemError);
+      assert.equal(refused.status, Number(status));
+      assert.equal(refused.code, `http_${status}`);
+      assert.equal(refused.attempts, 1);
+      assert.equal(answered.requests().length, 1);
+    }
+    // Never reached the server (nothing listens): sent again.
+    const unsent = await adminClient(`http://127.0.0.1:${await unusedPort()}`).extend(hold.hold_id, 600_000).catch((e) => e);
+    assert.equal(unsent.code, "connect");
+    assert.equal(unsent.attempts, 4);
+  });
+
+  test("S14 the budget bounds a call and can be set per call", async () => {
+    await seedAccount(admin, "s14");
+    const p = await proxy("--outage-ms", "600000", "--outage-faults", "502");
+    const client = adminClient(p.url, { retry: { budgetMs: 1000, attemptsMax: 20, backoffInitialMs: 50, backoffMaxMs: 200 } });
+    const started = performance.now();
+    const error = await client.getAccount("s14").catch((e) => e);
+    const elapsedMs = performance.now() - started;
+    assert.ok(error instanceof ProblemError);
+    assert.equal(error.code, "http_502");
+    assert.ok(error.attempts > 3, `attempts ${error.attempts}`);
+    assert.ok(elapsedMs > 500 && elapsedMs < 1500, `within the budget and one attempt (${elapsedMs.toFixed(0)} ms)`);
+    const once = await client.withRetry({ budgetMs: 0 }).getAccount("s14").catch((e) => e);
+    assert.equal(once.attempts, 1, "this call only: no retry at all");
+    assert.equal(client.retry.budgetMs, 1000, "the client's own policy is unchanged");
+    assert.throws(() => client.withRetry({ budgetMs: -1 }), ArgumentError);
+    assert.deepEqual({ ...DEFAULT_RETRY_POLICY }, {
+      budgetMs: 10_000, attemptsMax: 20, backoffInitialMs: 100, backoffMaxMs: 2000, retryInsufficientCreditsOnce: true,
+    });
   });
 });

@@ -1,4 +1,4 @@
-"""The tollgate client: one method per call of the HTTP API (docs/api.md).
+"""The tollgate client: one method per call of the HTTP API (docs/openapi.json).
 
 Each method checks its arguments (a bad one raises InvalidArgumentError and nothing is sent),
 sends one logical call with the retry policy of :mod:`tollgate_client.transport`, and answers a
@@ -12,6 +12,8 @@ closes the connection at the end.
 
 from __future__ import annotations
 
+import copy
+import dataclasses
 import enum
 import re
 import ssl
@@ -59,7 +61,9 @@ class Client:
 
     ``base_url`` is ``http://host:port``; ``key`` an admin or account key (None sends no
     Authorization header). Time-outs are per attempt (see :mod:`tollgate_client.transport`); the
-    worst case of one call is ``attempts_max × (connect + request time-out)`` plus the waits.
+    retry policy (``retry``, docs/reference/retries.md) repeats a failed call within its budget
+    (10 s by default), so the worst case of one call is ``retry.budget_ms`` plus one attempt's
+    time-outs. ``with_retry(...)`` gives a client with another policy for some calls.
     ``request_id_prefix`` starts the ids the client makes for reserve and submit_job when the caller
     gives none (one per logical call: all its attempts reuse it). ``sleep`` is how the client waits
     between attempts (tests pass their own). ``tls_context`` is for an ``https://`` base_url whose
@@ -78,6 +82,28 @@ class Client:
                                     request_timeout_ms=request_timeout_ms, retry=retry, sleep=sleep,
                                     tls_context=tls_context)
         self.request_id_prefix = request_id_prefix
+        self._retry: RetryPolicy | None = None  # None: the transport's (the constructor's) policy
+
+    def with_retry(self, retry: RetryPolicy | None = None, **changes: Any) -> Client:
+        """This client (the same connection) with another retry policy: ``retry``, or this one's
+        with ``changes`` (``client.with_retry(budget_ms=2000).reserve(...)``). Not thread-safe, as
+        the client it shares its connection with."""
+        base = retry if retry is not None else (self._retry or self._transport.retry)
+        if not isinstance(base, RetryPolicy):
+            raise InvalidArgumentError("retry", "must be a RetryPolicy")
+        try:
+            policy = dataclasses.replace(base, **changes)
+        except TypeError as e:
+            raise InvalidArgumentError("retry", f"unknown setting: {e}") from e
+        policy.check()
+        other = copy.copy(self)
+        other._retry = policy
+        return other
+
+    @property
+    def retry(self) -> RetryPolicy:
+        """The retry policy of this client's calls."""
+        return self._retry or self._transport.retry
 
     def __enter__(self) -> Client:
         return self
@@ -99,12 +125,12 @@ class Client:
         return new_request_id(self.request_id_prefix)
 
     def _get(self, path: str, *, timeout_extra_ms: int = 0, resend: Resend = Resend.SAFE) -> Any:
-        return self._transport.call("GET", path, resend=resend, timeout_extra_ms=timeout_extra_ms)
+        return self._transport.call("GET", path, resend=resend, timeout_extra_ms=timeout_extra_ms, retry=self._retry)
 
     def _post(self, path: str, body: dict[str, Any], *, resend: Resend = Resend.SAFE,
               retry_insufficient_credits: bool = False) -> Any:
         return self._transport.call("POST", path, body, has_body=True, resend=resend,
-                                    retry_insufficient_credits=retry_insufficient_credits)
+                                    retry_insufficient_credits=retry_insufficient_credits, retry=self._retry)
 
     # --- accounts and credits -------------------------------------------------------------------
 
@@ -144,7 +170,7 @@ class Client:
         if frozen is not None:
             body["frozen"] = v.boolean("frozen", frozen)
         path = "/v1/accounts/" + encode_component(v.identifier("account_id", account_id))
-        return Account.from_json(self._transport.call("PATCH", path, body, has_body=True))
+        return Account.from_json(self._transport.call("PATCH", path, body, has_body=True, retry=self._retry))
 
     def credit(self, account_id: str, amount: int, reference: str) -> Transfer:
         """POST /v1/accounts/{account_id}/credits (admin): the same reference again adds nothing (200)."""
@@ -190,7 +216,7 @@ class Client:
     def revoke_key(self, key_id: str) -> RevokedKey:
         """DELETE /v1/keys/{key_id}."""
         path = "/v1/keys/" + encode_component(v.server_id("key_id", key_id))
-        return RevokedKey.from_json(self._transport.call("DELETE", path))
+        return RevokedKey.from_json(self._transport.call("DELETE", path, retry=self._retry))
 
     def list_keys(self, *, account_id: str | None = None, limit: int | None = None,
                   starting_after: str | None = None) -> KeyPage:
@@ -256,10 +282,12 @@ class Client:
                                          body))
 
     def extend(self, hold_id: str, ttl_ms: int) -> Hold:
-        """POST /v1/holds/{hold_id}/extend: the hold now expires ``ttl_ms`` from now (409 if not active)."""
+        """POST /v1/holds/{hold_id}/extend: the hold now expires ``ttl_ms`` from now (409 if not active).
+        It carries no id that makes a second send a replay: sent again only if it certainly never
+        arrived."""
         body = {"ttl_ms": v.integer("ttl_ms", ttl_ms, 1, 2**63 - 1)}
         return Hold.from_json(self._post(f"/v1/holds/{encode_component(v.server_id('hold_id', hold_id))}/extend",
-                                         body))
+                                         body, resend=Resend.ONLY_IF_UNSENT))
 
     def get_hold(self, hold_id: str) -> Hold:
         """GET /v1/holds/{hold_id}."""

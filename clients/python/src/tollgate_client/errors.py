@@ -85,8 +85,9 @@ class RateLimitedError(ProblemError):
 
 class UnavailableError(ProblemError):
     """503 ``unavailable``, ``overloaded``, ``storage_full`` (the server's disk is full) or
-    ``storage_failed`` (a flush failed: that server refuses writes until restarted), still so after
-    the client's retries."""
+    ``storage_failed`` (a flush failed: that server refuses writes until restarted), or a 502/503/504
+    that is not a problem document (a balancer's: ``code`` ``http_502``…), still so after the
+    client's retries."""
 
 
 PROBLEM_CLASSES: dict[str, type[ProblemError]] = {

@@ -1,14 +1,27 @@
 """``with client.hold(account, amount) as h:`` — reserve, then commit or release, never forget.
 
 On entry the hold is reserved (the request_id is fixed before, so every attempt and a later look-up
-use the same one). On exit:
+use the same one). The server answers 201 when this reserve made the hold, 200 when a hold with
+this request_id existed already — a replay (``h.replayed``): another click, tab or process with the
+same request_id made it and may still be using it (or an attempt of this very call whose answer was
+lost: the client cannot tell the two apart, so it counts as a replay too). On exit:
 
-- the block raised: the hold is released (reason names the exception) and the exception goes on;
-  if the release itself fails (the server is unreachable), the original exception still goes on,
-  with a note, and the hold comes back to available when it expires (its ``ttl_ms``);
+- the block raised: a hold this helper made is released (reason names the exception) and the
+  exception goes on; if the release itself fails (the server is unreachable), the original
+  exception still goes on, with a note, and the hold comes back to available when it expires (its
+  ``ttl_ms``). A **replayed** hold is never released: the one who made it may still be working
+  under it (a double click whose other click is still generating); it is committed or released by
+  them, or comes back when it expires;
 - the block ended normally and neither ``h.commit`` nor ``h.release`` was called: the whole hold is
-  committed (the work was done);
+  committed (the work was done) — a replayed one too (the work was done under it; the charge is
+  made once whoever commits first), unless it was already committed when the reserve answered
+  (the charge was made once already); a replayed hold that was released or had expired answers
+  the commit with a 409 (``hold_released``…), raised: the work was not paid for;
 - ``h.commit(n)`` or ``h.release()`` already ended it: nothing more is sent.
+
+Holds deduplicate the charge, not the work: two clicks with one request_id both run their block
+under one hold. To run the work once, check ``h.replayed`` (and skip the work), or submit a job
+(``client.submit_job``), which deduplicates the work itself.
 """
 
 from __future__ import annotations
@@ -32,6 +45,7 @@ class HoldContext:
         self._client = client
         self._body = reserve_body
         self._hold: Hold | None = None
+        self._replayed = False
         self._ended = False
 
     @property
@@ -50,10 +64,20 @@ class HoldContext:
     def hold_id(self) -> str:
         return self.hold.hold_id
 
+    @property
+    def replayed(self) -> bool:
+        """True when the reserve was answered 200: a hold with this request_id existed already (see
+        the module's docstring); False when this reserve made it (201)."""
+        if self._hold is None:
+            raise RuntimeError("the hold is reserved on entering the with block")
+        return self._replayed
+
     def __enter__(self) -> HoldContext:
         b = self._body
         self._hold = self._client.reserve(b["account_id"], b["amount"], request_id=b["request_id"],
                                           ttl_ms=b.get("ttl_ms"), metadata=b.get("metadata"))
+        last = self._client.last_call
+        self._replayed = last is not None and last.status == 200
         return self
 
     def commit(self, amount: int | None = None) -> Hold:
@@ -78,7 +102,12 @@ class HoldContext:
         if self._hold is None or self._ended:
             return
         if exc is None:
-            self.commit()
+            if not (self._replayed and self._hold.status == "committed"):
+                self.commit()
+            return
+        if self._replayed:
+            exc.add_note(f"tollgate: the hold {self.hold_id} was not released: its reserve was a replay (another "
+                         "caller with this request_id made it and may still be using it)")
             return
         reason = f"{type(exc).__name__} in the hold's with block: {exc}"[:RELEASE_REASON_LENGTH_MAX]
         try:

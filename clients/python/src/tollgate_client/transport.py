@@ -1,16 +1,23 @@
-"""One keep-alive HTTP/1.1 connection to a tollgate server, and the retry policy of issue 14.
+"""One keep-alive HTTP/1.1 connection to a tollgate server, and the retry policy.
 
-The policy is the C++ client's (include/tollgate/client.h), decided by why a call failed:
+The policy is the same in every tollgate client; docs/reference/retries.md states it once. In short:
 
-- **Time-out, failed connect, lost connection, or 503** (``unavailable``, ``overloaded``): the
-  request is sent again with exactly the same method, path and body bytes — hence the same
-  ``request_id``, ``reference`` or hold id, which the server deduplicates (api.md: retrying the same
-  request with the same id is always safe). At most ``attempts_max`` attempts in all; before attempt
-  n+1 the client waits ``backoff_initial_ms × 2^(n−1)``, capped at ``backoff_max_ms``; a 503's
-  ``Retry-After`` raises that wait, still capped at ``backoff_max_ms``.
-  Calls that are not idempotent (:attr:`Resend.ONLY_IF_UNSENT`: create_key, begin_idempotency,
-  check_ratelimit) are sent again only when they certainly never reached the server (the connect
-  failed); a time-out, a lost connection or a 503 is reported at once.
+- **What is retried**: a failed connect (refused, unreachable, no connection in time), a time-out,
+  a lost connection, and an answer 502, 503 or 504 (a balancer whose upstreams restart, a server
+  that lost its database). The request is sent again with exactly the same method, path and body
+  bytes — hence the same ``request_id``, ``reference``, ``client_request_id`` or hold id, which
+  the server deduplicates.
+- **Which calls**: those that carry such an id or do the same when sent twice
+  (:attr:`Resend.SAFE`). Calls without one (:attr:`Resend.ONLY_IF_UNSENT`: extend, create_key,
+  begin_idempotency, check_ratelimit) are sent again only when they certainly never reached the
+  server (the connect failed); a time-out, a lost connection or a 502/503/504 is reported at once.
+- **Back-off**: before attempt n+1 the client waits a random time between half and all of
+  ``backoff_initial_ms × 2^(n−1)`` (capped at ``backoff_max_ms``); a ``Retry-After`` header (or a
+  problem document's ``retry_after_ms``) raises the wait to it.
+- **Budget**: no wait is started that would end more than ``budget_ms`` after the call began (and
+  no more than ``attempts_max`` attempts are made); the last answer or failure is then reported.
+  An attempt under way is bounded by its own time-outs, so the worst case of one call is
+  ``budget_ms`` plus one attempt's time-outs.
 - **409 insufficient_credits on reserve**: asked once more at once (same body), then reported. No
   back-off: an empty balance does not refill by waiting.
 - **Every other 4xx, and 500**: reported at once — the request must change, not be repeated.
@@ -22,8 +29,8 @@ Time-outs, per attempt: ``connect_timeout_ms`` bounds opening the TCP connection
 is the system resolver's); ``request_timeout_ms`` bounds each wait for bytes while the request is
 sent and its answer read (a server that trickles bytes can take longer in all).
 
-Not thread-safe: one Transport (one Client) per thread. ``sleep`` is passed in so that tests can see
-the waits.
+Not thread-safe: one Transport (one Client) per thread. ``sleep`` and ``random`` are passed in so
+that tests can see the waits.
 """
 
 from __future__ import annotations
@@ -31,6 +38,7 @@ from __future__ import annotations
 import enum
 import http.client
 import json
+import random
 import secrets
 import socket
 import ssl
@@ -41,34 +49,40 @@ from dataclasses import dataclass
 from typing import Any
 
 from .version import __version__
-from .errors import PROBLEM_CLASSES, InvalidArgumentError, ProblemError, TransportError
+from .errors import PROBLEM_CLASSES, InvalidArgumentError, ProblemError, TransportError, UnavailableError
 
 ANSWER_TEXT_IN_DETAIL_MAX = 200
 
 
+RETRYABLE_STATUSES = (502, 503, 504)
+
+
 @dataclass(frozen=True)
 class RetryPolicy:
-    """How failed calls are repeated (see the module's docstring)."""
+    """How failed calls are repeated (see the module's docstring and docs/reference/retries.md)."""
 
-    attempts_max: int = 4                       # the first attempt included; 1: never repeat
-    backoff_initial_ms: int = 100               # wait before the 2nd attempt, doubled after
-    backoff_max_ms: int = 1000                  # no wait is longer, not even a 503's Retry-After
+    budget_ms: int = 10_000                     # no wait ends later than this after the call began
+    attempts_max: int = 20                      # the first attempt included; 1: never repeat
+    backoff_initial_ms: int = 100               # the wait before the 2nd attempt (at most), doubled after
+    backoff_max_ms: int = 2000                  # the back-off's cap (a Retry-After may ask for more)
     retry_insufficient_credits_once: bool = True
 
     def check(self) -> None:
         if isinstance(self.attempts_max, bool) or not isinstance(self.attempts_max, int) or self.attempts_max < 1:
             raise InvalidArgumentError("retry.attempts_max", "must be an integer of at least 1")
-        for name in ("backoff_initial_ms", "backoff_max_ms"):
+        for name in ("budget_ms", "backoff_initial_ms", "backoff_max_ms"):
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, int) or value < 0:
                 raise InvalidArgumentError(f"retry.{name}", "must be an integer of at least 0")
+        if not isinstance(self.retry_insufficient_credits_once, bool):
+            raise InvalidArgumentError("retry.retry_insufficient_credits_once", "must be True or False")
 
 
 class Resend(enum.Enum):
     """Whether a call may be sent again after it may already have reached the server."""
 
-    SAFE = "safe"                      # idempotent by its path and body
-    ONLY_IF_UNSENT = "only_if_unsent"  # repeat only when the connect failed
+    SAFE = "safe"                      # carries an id (or is a read): the same effect when sent twice
+    ONLY_IF_UNSENT = "only_if_unsent"  # no such id: repeat only when the connect failed
 
 
 @dataclass(frozen=True)
@@ -178,6 +192,8 @@ def to_problem(answer: Answer, attempts: int) -> ProblemError:
         retry_after_ms = retry_after_ms_of(answer.headers)
     expires_at = doc.get("expires_at") if isinstance(doc.get("expires_at"), str) else None
     cls = PROBLEM_CLASSES.get(str(code), ProblemError)
+    if cls is ProblemError and answer.status in RETRYABLE_STATUSES:
+        cls = UnavailableError  # a balancer's 502/504 (or a 503 that is no problem document)
     return cls(status=answer.status, code=str(code), title=str(title), detail=str(detail), attempts=attempts,
                available=optional_int(doc, "available"), requested=optional_int(doc, "requested"),
                retry_after_ms=retry_after_ms, expires_at=expires_at, body=document)
@@ -188,6 +204,7 @@ class Transport:
 
     def __init__(self, base_url: str, key: str | None, *, connect_timeout_ms: int, request_timeout_ms: int,
                  retry: RetryPolicy, sleep: Callable[[float], None] = time.sleep,
+                 random_fraction: Callable[[], float] = random.random,
                  tls_context: ssl.SSLContext | None = None) -> None:
         self.endpoint = parse_base_url(base_url)
         if tls_context is not None and not isinstance(tls_context, ssl.SSLContext):
@@ -210,6 +227,7 @@ class Transport:
         self.request_timeout_ms = request_timeout_ms
         self.retry = retry
         self.sleep = sleep
+        self.random_fraction = random_fraction
         self.last_call: CallInfo | None = None
         self._conn: http.client.HTTPConnection | None = None
 
@@ -287,9 +305,10 @@ class Transport:
 
     def call(self, method: str, target: str, body: Any = None, *, has_body: bool = False,
              resend: Resend = Resend.SAFE, retry_insufficient_credits: bool = False,
-             timeout_extra_ms: int = 0) -> Any:
+             timeout_extra_ms: int = 0, retry: RetryPolicy | None = None) -> Any:
         """Sends one logical call; answers the parsed JSON of its 2xx answer (the text when the
-        answer is not JSON). Raises ProblemError or TransportError after the policy's retries."""
+        answer is not JSON). Raises ProblemError or TransportError after the policy's retries.
+        ``retry`` replaces the transport's policy for this call."""
         # The request is built once: every attempt sends exactly these bytes.
         headers = {"User-Agent": f"tollgate-python/{__version__}", "Accept": "application/json",
                    "X-Request-Id": new_request_id("py-")}  # one per logical call: joins the server's log lines
@@ -301,16 +320,26 @@ class Transport:
             headers["Content-Type"] = "application/json"
         timeout_ms = self.request_timeout_ms + timeout_extra_ms
 
-        policy = self.retry
+        policy = self.retry if retry is None else retry
+        started = time.monotonic()
         backoff_ms = policy.backoff_initial_ms
         asked_again_for_credits = False
         attempt = 0
 
-        def wait_before_next(retry_after_ms: int | None) -> None:
+        def waited_before_next(retry_after_ms: int | None) -> bool:
+            """Waits before the next attempt; False (no wait) when it is out of attempts or budget."""
             nonlocal backoff_ms
-            wait_ms = backoff_ms if retry_after_ms is None else max(backoff_ms, retry_after_ms)
-            self.sleep(min(wait_ms, policy.backoff_max_ms) / 1000)
+            if attempt >= policy.attempts_max:
+                return False
+            wait_ms = backoff_ms * (0.5 + 0.5 * self.random_fraction())  # half to all of it
+            if retry_after_ms is not None:
+                wait_ms = max(wait_ms, retry_after_ms)
+            elapsed_ms = (time.monotonic() - started) * 1000
+            if elapsed_ms + wait_ms > policy.budget_ms:
+                return False
+            self.sleep(wait_ms / 1000)
             backoff_ms = min(backoff_ms * 2, policy.backoff_max_ms)
+            return True
 
         while True:
             attempt += 1
@@ -319,18 +348,17 @@ class Transport:
             except AttemptFailure as failure:
                 may_resend = resend is Resend.SAFE or not failure.maybe_delivered
                 # A refused certificate or a failed handshake is the same on every attempt.
-                if may_resend and failure.failure != "tls" and attempt < policy.attempts_max:
-                    wait_before_next(None)
+                if may_resend and failure.failure != "tls" and waited_before_next(None):
                     continue
                 self.last_call = CallInfo(0, attempt)
                 raise TransportError(failure.failure, failure.message, attempt) from None
             self.last_call = CallInfo(answer.status, attempt)
             if 200 <= answer.status <= 299:
                 return self._decode(answer, attempt)
-            if answer.status == 503 and resend is Resend.SAFE and attempt < policy.attempts_max:
-                wait_before_next(to_problem(answer, attempt).retry_after_ms)
-                continue
             problem = to_problem(answer, attempt)
+            if (answer.status in RETRYABLE_STATUSES and resend is Resend.SAFE
+                    and waited_before_next(problem.retry_after_ms)):
+                continue
             if (retry_insufficient_credits and policy.retry_insufficient_credits_once and not asked_again_for_credits
                     and problem.code == "insufficient_credits"):
                 asked_again_for_credits = True
