@@ -50,9 +50,9 @@ class SqliteBatchIo final : public BatchIo {
 Status apply_per_statement(Conn& db, const Clock& clock, std::span<const Command> commands,
                            std::vector<CommandResult>& results);
 
-// Binds an event's reason, overdraft_limit, max_active_holds and frozen (NULL where unset) from
-// parameter `first` on, in that order (the column order of kEventColumns after used_after).
-void bind_reason_and_settings(Stmt& s, int first, const Event& e);
+// Binds an event's reason, overdraft_limit, max_active_holds, frozen and expires_at_ms (NULL where
+// unset) from parameter `first` on, in that order (the column order of kEventColumns after used_after).
+void bind_event_details(Stmt& s, int first, const Event& e);
 
 // SqlError → what the caller does next: transient (busy, I/O, full) → unavailable, else internal.
 Error sql_failure(const SqlError& e);
