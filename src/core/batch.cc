@@ -567,7 +567,9 @@ Result<HoldOutcome> decide_one(Context& x, const ExtendCommand& c) {
   const auto expires = checked_add(s.now(), c.ttl_ms);
   TG_ASSERT(expires.has_value());  // ttl_ms is validated against the configured maximum
   h->expires_at_ms = *expires;
-  s.append(hold_event(*h, EventType::extended, 0, s.account(h->account_id)->balances, s.now()));
+  Event e = hold_event(*h, EventType::extended, 0, s.account(h->account_id)->balances, s.now());
+  e.expires_at_ms = h->expires_at_ms;
+  s.append(std::move(e));
   return HoldOutcome{*h, true};
 }
 

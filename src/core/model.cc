@@ -107,6 +107,7 @@ std::ostream& operator<<(std::ostream& out, const Event& e) {
     }
     out << (e.settings->frozen ? " frozen}" : " not_frozen}");
   }
+  if (e.expires_at_ms) out << " expires_at_ms=" << *e.expires_at_ms;
   return out << " after={available=" << e.available_after << " reserved=" << e.reserved_after
              << " used=" << e.used_after << "}}";
 }

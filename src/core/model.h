@@ -86,7 +86,7 @@ enum class EventType : std::uint8_t {
   late_charged,
   late_forgiven,
   account_updated,  // amount 0, balances unchanged; carries the account's settings after the change
-  extended,         // amount 0, balances unchanged: an active hold's deadline was pushed back
+  extended,         // amount 0, balances unchanged: an active hold's deadline was pushed back (to expires_at_ms)
 };
 
 struct Event {
@@ -99,6 +99,8 @@ struct Event {
   std::optional<std::string> reference;
   std::optional<std::string> reason;  // a debit's reason; a release's reason, when one was given
   std::optional<AccountSettings> settings;  // account_updated only: the settings after the change
+  // extended only: the hold's new deadline (unset on extended events written before it was recorded)
+  std::optional<std::int64_t> expires_at_ms;
   std::int64_t at_ms = 0;
   std::int64_t available_after = 0;
   std::int64_t reserved_after = 0;

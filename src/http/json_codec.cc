@@ -315,6 +315,7 @@ void append_json(std::string& out, const Event& e) {
     o.key("settings");
     append_settings(out, *e.settings);
   }
+  if (e.expires_at_ms) o.time("expires_at", *e.expires_at_ms);
   o.time("at", e.at_ms);
   o.num("available_after", e.available_after);
   o.num("reserved_after", e.reserved_after);

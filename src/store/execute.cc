@@ -257,7 +257,9 @@ CommandResult extend(Transaction& tx, const ExtendCommand& c, std::int64_t now_m
   tx.set_hold_expiry(hold->hold_id, hold->expires_at_ms);
   const auto row = tx.account_row(hold->account_id);
   TG_ASSERT(row.has_value());
-  tx.append_event(hold_event(*hold, EventType::extended, 0, row->balances, now_ms));
+  Event e = hold_event(*hold, EventType::extended, 0, row->balances, now_ms);
+  e.expires_at_ms = hold->expires_at_ms;
+  tx.append_event(std::move(e));
   return HoldOutcome{std::move(*hold), true};
 }
 

@@ -146,6 +146,10 @@ class HttpClient {
 
   void set_port(std::uint16_t port);
   void set_key(std::string key) { key_ = std::move(key); }
+  // With TOLLGATE_RECORD_EXCHANGES=<folder> set, every answer this client receives is appended to a
+  // file there, for scripts/check-exchanges to validate against docs/openapi.json. A client that
+  // talks to a server other than tollgate (the fake provider) turns that off.
+  void set_recorded(bool recorded) { record_ = recorded; }
 
   // Opens the connection now (the next request uses it). False if it could not.
   bool connect(std::string* error = nullptr);
@@ -177,6 +181,7 @@ class HttpClient {
   std::uint16_t port_;
   std::string key_;
   std::chrono::milliseconds timeout_;
+  bool record_ = true;
 };
 
 // --- raw sockets --------------------------------------------------------------------------------

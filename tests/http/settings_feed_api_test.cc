@@ -154,6 +154,41 @@ TEST_F(HttpSettingsAndFeed, TheReleaseReasonIsShownOnTheHoldAndOnItsEvent) {
   EXPECT_FALSE(events_of(id).back().contains("reason"));
 }
 
+// The extended event carries the hold's new deadline (api.md): the hold's expires_at after each
+// extend, in the account's events and in the feed; no other event has one.
+TEST_F(HttpSettingsAndFeed, AnExtendedEventCarriesTheHoldsNewExpiresAt) {
+  const std::string id = make_account(10);
+  const std::string hold_id = jstr(make_hold(id, 2), "hold_id");
+  const std::int64_t feed_before = feed_end();
+  for (const std::int64_t ttl_ms : {600'000, 1'200'000}) {
+    const HttpResponse r = admin().post("/v1/holds/" + hold_id + "/extend", json::object{{"ttl_ms", ttl_ms}});
+    ASSERT_EQ(r.status, 200u) << r;
+    const std::string held_expires_at = jstr(admin().get("/v1/holds/" + hold_id).object(), "expires_at");
+    EXPECT_EQ(jstr(r.object(), "expires_at"), held_expires_at);
+    const json::object e = events_of(id).back();
+    EXPECT_EQ(jstr(e, "type"), "extended") << json::serialize(e);
+    EXPECT_EQ(jstr(e, "hold_id"), hold_id);
+    EXPECT_EQ(jint(e, "amount"), 0);
+    EXPECT_EQ(jstr(e, "expires_at"), held_expires_at) << json::serialize(e);
+  }
+  const HttpResponse feed = admin().get("/v1/events?limit=1000&after=" + std::to_string(feed_before));
+  ASSERT_EQ(feed.status, 200u) << feed;
+  int extended = 0;
+  for (const auto& v : feed.object().at("events").as_array()) {
+    const json::object& e = v.as_object();
+    if (jstr(e, "type") != "extended") {
+      EXPECT_FALSE(e.contains("expires_at")) << json::serialize(e);
+      continue;
+    }
+    if (jstr(e, "hold_id") == hold_id) ++extended;
+    EXPECT_TRUE(e.contains("expires_at")) << json::serialize(e);
+  }
+  EXPECT_EQ(extended, 2);
+  for (const json::object& e : events_of(id)) {
+    if (jstr(e, "type") != "extended") EXPECT_FALSE(e.contains("expires_at")) << json::serialize(e);
+  }
+}
+
 TEST_F(HttpSettingsAndFeed, TheKioskDetailSaysWhetherAnythingIsAvailable) {
   const std::string id = make_account(3);
   HttpResponse r = admin().post("/v1/holds", json::object{{"account_id", id}, {"amount", 5}, {"request_id", unique("r")}});

@@ -60,11 +60,13 @@ std::string body_for(const std::string& id, const std::string& input = R"({"prom
 HttpResponse post(const FakeProvider& p, const std::string& id, milliseconds timeout = 5s,
                   const std::string& input = R"({"prompt":"a cat in a hat"})") {
   HttpClient client(p.port(), "", timeout);
+  client.set_recorded(false);  // the fake provider is not tollgate: docs/openapi.json is not its contract
   return client.post("/generate", body_for(id, input), {{"Idempotency-Key", id}});
 }
 
 HttpResponse get(const FakeProvider& p, const std::string& target) {
   HttpClient client(p.port(), "", 5s);
+  client.set_recorded(false);
   return client.get(target);
 }
 
@@ -401,6 +403,7 @@ TEST(FakeProvider, AnUnknownPathIs404AndAWrongMethod405) {
   EXPECT_EQ(wrong.status, 405u);
   EXPECT_EQ(wrong.header("Allow"), "POST");
   HttpClient client(p.port());
+  client.set_recorded(false);
   EXPECT_EQ(client.post("/status/x", std::string("{}")).status, 405u);
   const HttpResponse health = get(p, "/healthz");
   EXPECT_EQ(health.status, 200u);
@@ -425,6 +428,7 @@ TEST(FakeProvider, ABodyOver64KiBIs413) {
 TEST(FakeProvider, BadRequestsAre400Or415AndStartNoWork) {
   FakeProvider p(fast());
   HttpClient client(p.port());
+  client.set_recorded(false);
   EXPECT_EQ(client.post("/generate", std::string("{not json"), {{"Idempotency-Key", "bad"}}).status, 400u);
   EXPECT_EQ(client.post("/generate", std::string("[1,2]"), {{"Idempotency-Key", "bad"}}).status, 400u);
   EXPECT_EQ(client.post("/generate", std::string(R"({"id":7,"input":{}})"), {{"Idempotency-Key", "7"}}).status, 400u);
@@ -483,7 +487,9 @@ TEST(FakeProvider, StatsCountRequestsWorkAndDuplicates) {
   ASSERT_GT(refused, 0);
   ASSERT_GT(completed, 0);
   post(p, "count-0");  // a duplicate
-  HttpClient(p.port()).post("/generate", std::string("nope"), {{"Idempotency-Key", "x"}});  // rejected
+  HttpClient rejected(p.port());
+  rejected.set_recorded(false);
+  rejected.post("/generate", std::string("nope"), {{"Idempotency-Key", "x"}});  // rejected
   FakeProviderStats expected;
   expected.requests = 10;
   expected.work_started = 8;
@@ -630,6 +636,7 @@ TEST(FakeProviderCli, StartsOnAnyPortSaysWhereAndServes) {
   const int port = std::stoi(line.substr(prefix.size()));
   ASSERT_GT(port, 0);
   HttpClient client(static_cast<std::uint16_t>(port));
+  client.set_recorded(false);
   const HttpResponse health = client.get("/healthz");
   EXPECT_EQ(health.status, 200u) << health;
   // The options reached the provider: 10–20 ms of latency, seed 9's result.

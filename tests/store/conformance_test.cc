@@ -859,6 +859,17 @@ TEST_P(StoreConformance, ExtendPushesTheExpiryToNowPlusTtl) {
   EXPECT_EQ(after_extend.back().type, EventType::extended);
   EXPECT_EQ(after_extend.back().hold_id, h.hold_id);
   EXPECT_EQ(after_extend.back().amount, 0);
+  // ... that carries the hold's new deadline (api.md), read back from the store, in the account's
+  // events and in the feed alike.
+  EXPECT_EQ(after_extend.back().expires_at_ms, std::optional<std::int64_t>(clock_.now_ms() + 5000));
+  EXPECT_EQ(after_extend.back().expires_at_ms, std::optional<std::int64_t>(get_hold(h.hold_id).expires_at_ms));
+  auto feed = store_->read_feed(after_extend.back().event_id - 1, 1);
+  ASSERT_OK(feed);
+  ASSERT_EQ(feed->events.size(), 1u);
+  EXPECT_EQ(feed->events[0], after_extend.back());
+  for (const Event& e : after_extend) {
+    if (e.type != EventType::extended) EXPECT_EQ(e.expires_at_ms, std::nullopt) << e;
+  }
   clock_.advance_ms(200);  // past the first deadline
   EXPECT_EQ(get_hold(h.hold_id).status, HoldStatus::active);
   ASSERT_OK(ledger_->reap_once());

@@ -6,12 +6,68 @@
 #include <boost/beast/core.hpp>
 #include <boost/beast/http.hpp>
 
+#include <fcntl.h>
+#include <unistd.h>
+
 #include <cctype>
+#include <cerrno>
+#include <cstdlib>
+#include <cstring>
 #include <optional>
 
 #include "http/http_test_support.h"
 
 namespace tollgate::httptest {
+
+namespace {
+
+// The folder named by TOLLGATE_RECORD_EXCHANGES, or "" (recording off). Read once.
+const std::string& record_folder() {
+  static const std::string folder = [] {
+    const char* v = std::getenv("TOLLGATE_RECORD_EXCHANGES");
+    return std::string(v ? v : "");
+  }();
+  return folder;
+}
+
+// Appends one exchange as one JSON line to <folder>/exchanges-<pid>.jsonl (scripts/check-exchanges
+// reads them): one file per process (a forked child writes its own), one write() per line with
+// O_APPEND, so that the client's threads never interleave their lines. Bodies are kept only when
+// JSON (the document's schemas say nothing more of text, HTML, scripts).
+void record_exchange(const std::string& method, const std::string& target, const HttpResponse& r) {
+  json::object line;
+  line["method"] = method;
+  line["target"] = target;
+  line["status"] = r.status;
+  const std::string content_type = r.header("Content-Type");
+  if (r.has_header("Content-Type")) line["content_type"] = content_type;
+  json::object headers;
+  for (const auto& [name, value] : r.headers) headers[name] = value;
+  line["headers"] = std::move(headers);
+  if (content_type.find("json") != std::string::npos) line["body"] = r.body;
+  line["body_bytes"] = r.body.size();
+  if (const auto* test = ::testing::UnitTest::GetInstance()->current_test_info()) {
+    line["test"] = std::string(test->test_suite_name()) + "." + test->name();
+  }
+  const std::string text = json::serialize(line) + "\n";
+  const std::string path = record_folder() + "/exchanges-" + std::to_string(::getpid()) + ".jsonl";
+  const int fd = ::open(path.c_str(), O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC, 0644);
+  if (fd < 0) {
+    ADD_FAILURE() << "TOLLGATE_RECORD_EXCHANGES: cannot open " << path << ": " << std::strerror(errno);
+    return;
+  }
+  ssize_t written;
+  do {
+    written = ::write(fd, text.data(), text.size());
+  } while (written < 0 && errno == EINTR);
+  if (written != static_cast<ssize_t>(text.size())) {
+    ADD_FAILURE() << "TOLLGATE_RECORD_EXCHANGES: could not append one whole line to " << path << ": "
+                  << (written < 0 ? std::strerror(errno) : "a short write");
+  }
+  ::close(fd);
+}
+
+}  // namespace
 
 struct HttpClient::Connection {
   boost::asio::io_context ioc;
@@ -113,6 +169,7 @@ HttpResponse HttpClient::request(const std::string& method, const std::string& t
   }
   out.body = std::move(res.body());
   if (!res.keep_alive()) close();
+  if (record_ && !record_folder().empty()) record_exchange(method, target, out);
   return out;
 }
 

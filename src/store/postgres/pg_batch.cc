@@ -95,13 +95,14 @@ const std::string kUpdateHolds =
 const std::string kInsertEvents =
     "WITH n AS (UPDATE event_ids SET last_event_id = last_event_id + $16 RETURNING last_event_id - $16 AS before), "
     "e AS (INSERT INTO events (event_id, account_id, type, amount, hold_id, reference, at_ms, available_after, "
-    "reserved_after, used_after, reason, overdraft_limit, max_active_holds, frozen, job_id) SELECT n.before + v.ord, "
-    "v.account_id, v.type, v.amount, v.hold_id, v.reference, v.at_ms, v.available_after, v.reserved_after, "
-    "v.used_after, v.reason, v.overdraft_limit, v.max_active_holds, v.frozen, v.job_id FROM n, unnest($1::text[], "
-    "$2::text[], $3::bigint[], $4::text[], $5::text[], $6::bigint[], $7::bigint[], $8::bigint[], $9::bigint[], "
-    "$17::text[], $18::bigint[], $19::bigint[], $20::boolean[], $21::text[]) WITH ORDINALITY AS v(account_id, type, "
-    "amount, hold_id, reference, at_ms, available_after, reserved_after, used_after, reason, overdraft_limit, "
-    "max_active_holds, frozen, job_id, ord) ORDER BY v.ord "
+    "reserved_after, used_after, reason, overdraft_limit, max_active_holds, frozen, job_id, expires_at_ms) "
+    "SELECT n.before + v.ord, v.account_id, v.type, v.amount, v.hold_id, v.reference, v.at_ms, v.available_after, "
+    "v.reserved_after, v.used_after, v.reason, v.overdraft_limit, v.max_active_holds, v.frozen, v.job_id, "
+    "v.expires_at_ms FROM n, unnest($1::text[], $2::text[], $3::bigint[], $4::text[], $5::text[], $6::bigint[], "
+    "$7::bigint[], $8::bigint[], $9::bigint[], $17::text[], $18::bigint[], $19::bigint[], $20::boolean[], "
+    "$21::text[], $22::bigint[]) WITH ORDINALITY AS v(account_id, type, amount, hold_id, reference, at_ms, "
+    "available_after, reserved_after, used_after, reason, overdraft_limit, max_active_holds, frozen, job_id, "
+    "expires_at_ms, ord) ORDER BY v.ord "
     "RETURNING event_id, account_id, type, hold_id, reference), "
     "t AS (INSERT INTO transfers (reference, account_id, kind, amount, reason, event_id) "
     "SELECT u.reference, u.account_id, u.kind, u.amount, u.reason, e.event_id FROM unnest($10::text[], "
@@ -374,7 +375,8 @@ std::vector<std::int64_t> PgBatchIo::write_and_commit(const batch::Effects& e) {
                          bool_array(column(v, [](const Event& x) {
                            return x.settings ? std::optional<bool>(x.settings->frozen) : std::optional<bool>();
                          })),
-                         text_array(column(v, [](const Event& x) { return x.job_id; })))});
+                         text_array(column(v, [](const Event& x) { return x.job_id; })),
+                         int_array(column(v, [](const Event& x) { return x.expires_at_ms; })))});
   } else {
     TG_ASSERT(e.transfers.empty());
   }

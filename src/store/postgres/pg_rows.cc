@@ -44,10 +44,10 @@ std::vector<Hold> read_holds(const Rows& r) {
 
 const char* const kEventColumns =
     "event_id, account_id, type, amount, hold_id, job_id, reference, at_ms, available_after, reserved_after, "
-    "used_after, reason, overdraft_limit, max_active_holds, frozen";
+    "used_after, reason, overdraft_limit, max_active_holds, frozen, expires_at_ms";
 #define TG_EVENT_COLUMNS_OF_E                                                                             \
   "e.event_id, e.account_id, e.type, e.amount, e.hold_id, e.job_id, e.reference, e.at_ms, e.available_after, " \
-  "e.reserved_after, e.used_after, e.reason, e.overdraft_limit, e.max_active_holds, e.frozen"
+  "e.reserved_after, e.used_after, e.reason, e.overdraft_limit, e.max_active_holds, e.frozen, e.expires_at_ms"
 const char* const kEventColumnsOfE = TG_EVENT_COLUMNS_OF_E;
 
 Event read_event(const Rows& r, int row, int first) {
@@ -71,6 +71,7 @@ Event read_event(const Rows& r, int row, int first) {
     if (!overdraft_limit) throw PgError("XX000", false, "event " + std::to_string(e.event_id) + " has no overdraft_limit");
     e.settings = AccountSettings{*overdraft_limit, r.optional_int64(row, first + 13), *frozen == "t"};
   }
+  e.expires_at_ms = r.optional_int64(row, first + 15);  // extended: the hold's new deadline
   return e;
 }
 

@@ -237,6 +237,10 @@ CREATE TABLE ratelimits (
 );
 CREATE INDEX ratelimits_by_tat ON ratelimits(tat_ns);
 )sql",
+    // 8: an extended event carries the hold's new deadline (NULL on those written before)
+    R"sql(
+ALTER TABLE events ADD COLUMN expires_at_ms bigint CHECK (expires_at_ms IS NULL OR type = 'extended');
+)sql",
 };
 constexpr int kMigrationCount = static_cast<int>(std::size(kMigrations));
 static_assert(kMigrationCount == PgStore::kSchemaVersion);

@@ -80,7 +80,7 @@ struct PgOptions {
 
 class PgStore final : public Store {
  public:
-  static constexpr int kSchemaVersion = 7;
+  static constexpr int kSchemaVersion = 8;
 
   // Connects, migrates the schema (under an advisory lock) and returns the store.
   static Result<std::unique_ptr<PgStore>> open(const PgOptions& options);

@@ -242,12 +242,12 @@ class PgTransaction final : public Transaction {
     Rows r = db_.query("WITH n AS (UPDATE event_ids SET last_event_id = last_event_id + 1 RETURNING last_event_id) "
                        "INSERT INTO events (event_id, account_id, type, amount, hold_id, job_id, reference, at_ms, "
                        "available_after, reserved_after, used_after, reason, overdraft_limit, max_active_holds, "
-                       "frozen) SELECT n.last_event_id, $1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, "
-                       "$14::boolean FROM n RETURNING event_id",
+                       "frozen, expires_at_ms) SELECT n.last_event_id, $1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, "
+                       "$12, $13, $14::boolean, $15::bigint FROM n RETURNING event_id",
                        e.account_id, event_type_name(e.type), e.amount, e.hold_id, e.job_id, e.reference, e.at_ms,
                        e.available_after, e.reserved_after, e.used_after, e.reason,
                        e.settings ? std::optional<std::int64_t>(e.settings->overdraft_limit) : std::nullopt,
-                       e.settings ? e.settings->max_active_holds : std::nullopt, frozen);
+                       e.settings ? e.settings->max_active_holds : std::nullopt, frozen, e.expires_at_ms);
     e.event_id = r.int64(0, 0);
     return e;
   }

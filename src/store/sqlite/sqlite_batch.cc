@@ -30,7 +30,7 @@ std::vector<Hold> holds_of(Query& q) {
 
 }  // namespace
 
-void bind_reason_and_settings(Stmt& s, int first, const Event& e) {
+void bind_event_details(Stmt& s, int first, const Event& e) {
   s.bind(first, e.reason);
   if (e.settings) {
     s.bind(first + 1, e.settings->overdraft_limit);
@@ -41,6 +41,7 @@ void bind_reason_and_settings(Stmt& s, int first, const Event& e) {
     s.bind_null(first + 2);
     s.bind_null(first + 3);
   }
+  s.bind(first + 4, e.expires_at_ms);
 }
 
 Error sql_failure(const SqlError& e) {
@@ -214,8 +215,9 @@ std::vector<std::int64_t> SqliteBatchIo::write_and_commit(const batch::Effects& 
     for (std::size_t i = 0; i < e.events.size(); ++i) ids.push_back(first + static_cast<std::int64_t>(i));
     insert_rows(db_,
                 "INSERT INTO events (event_id, account_id, type, amount, hold_id, job_id, reference, at_ms, "
-                "available_after, reserved_after, used_after, reason, overdraft_limit, max_active_holds, frozen)",
-                15, e.events, [&, index = std::size_t{0}](Stmt& s, int i, const Event& ev) mutable {
+                "available_after, reserved_after, used_after, reason, overdraft_limit, max_active_holds, frozen, "
+                "expires_at_ms)",
+                16, e.events, [&, index = std::size_t{0}](Stmt& s, int i, const Event& ev) mutable {
                   s.bind(i, ids[index++]);
                   s.bind(i + 1, ev.account_id);
                   s.bind(i + 2, event_type_name(ev.type));
@@ -227,7 +229,7 @@ std::vector<std::int64_t> SqliteBatchIo::write_and_commit(const batch::Effects& 
                   s.bind(i + 8, ev.available_after);
                   s.bind(i + 9, ev.reserved_after);
                   s.bind(i + 10, ev.used_after);
-                  bind_reason_and_settings(s, i + 11, ev);
+                  bind_event_details(s, i + 11, ev);
                 });
   }
   for (const auto& [t, event_index] : e.transfers) {

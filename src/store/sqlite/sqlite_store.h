@@ -123,7 +123,7 @@ struct SqliteOptions {
 class SqliteStore final : public Store {
  public:
   // The schema version this binary writes and expects.
-  static constexpr int kSchemaVersion = 6;
+  static constexpr int kSchemaVersion = 7;
 
   // Opens or creates the database and migrates its schema. `clock` must outlive the store.
   static Result<std::unique_ptr<SqliteStore>> open(const SqliteOptions& options, const Clock& clock);

@@ -250,8 +250,9 @@ class SqliteTransaction final : public Transaction {
   Event append_event(Event e) override {
     Stmt& insert = db_.stmt("INSERT INTO events (account_id, type, amount, hold_id, job_id, reference, at_ms, "
                             "available_after, reserved_after, used_after, reason, overdraft_limit, max_active_holds, "
-                            "frozen) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14)");
-    bind_reason_and_settings(insert, 11, e);
+                            "frozen, expires_at_ms) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, "
+                            "?14, ?15)");
+    bind_event_details(insert, 11, e);
     Query q(insert, e.account_id, event_type_name(e.type), e.amount, e.hold_id, e.job_id, e.reference, e.at_ms,
             e.available_after, e.reserved_after, e.used_after);
     q.step();

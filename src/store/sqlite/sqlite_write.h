@@ -55,9 +55,9 @@ class SqliteBatchIo final : public BatchIo {
 Status apply_per_statement(Conn& db, const Clock& clock, std::span<const Command> commands,
                            std::vector<CommandResult>& results);
 
-// Binds an event's reason, overdraft_limit, max_active_holds and frozen (NULL where unset) from
-// parameter `first` on, in that order (the column order of kEventColumns after used_after).
-void bind_reason_and_settings(Stmt& s, int first, const Event& e);
+// Binds an event's reason, overdraft_limit, max_active_holds, frozen and expires_at_ms (NULL where
+// unset) from parameter `first` on, in that order (the column order of kEventColumns after used_after).
+void bind_event_details(Stmt& s, int first, const Event& e);
 
 // Inserts rows with multi-row INSERT statements — a third cheaper per row than one statement per
 // row, measured here — in chunks of 64, 16, 4 and 1 rows. `head` is "INSERT INTO t (c1, …, cN)";
