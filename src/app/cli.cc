@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "core/limits.h"
+#include "core/parse.h"
 #include "core/result.h"
 #include "core/suggest.h"
 #include "tollgate/client.h"
@@ -421,7 +422,8 @@ void add_account_commands(CLI::App& app, int& exit_code) {
     if (new_max_holds->count() > 0) {
       request.max_active_holds = a->max_active_holds_text == "none"
                                      ? std::optional<std::int64_t>()
-                                     : std::optional<std::int64_t>(std::stoll(a->max_active_holds_text));
+                                     : parse_int(a->max_active_holds_text, 1, limits::kMaxActiveHoldsMax);
+      TG_ASSERT(a->max_active_holds_text == "none" || *request.max_active_holds);  // the option's check read it
     }
     if (new_frozen->count() > 0) request.frozen = a->frozen_text == "true";
     if (!request.overdraft_limit && !request.max_active_holds && !request.frozen) {
