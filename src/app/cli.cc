@@ -88,7 +88,7 @@ struct Args {
 };
 
 bool is_id(std::string_view s) {
-  if (s.empty() || s.size() > limits::kIdLengthMax) return false;
+  if (s.empty() || s.size() > limits::kIdLengthMax || s == "." || s == "..") return false;  // as the server's
   return std::all_of(s.begin(), s.end(), [](char c) {
     return (c >= 'A' && c <= 'Z') || (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '.' || c == '_' ||
            c == ':' || c == '@' || c == '-';
