@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "core/limits.h"
+#include "core/parse.h"
 #include "core/result.h"
 #include "core/suggest.h"
 #include "tollgate/client.h"
@@ -87,7 +88,7 @@ struct Args {
 };
 
 bool is_id(std::string_view s) {
-  if (s.empty() || s.size() > limits::kIdLengthMax) return false;
+  if (s.empty() || s.size() > limits::kIdLengthMax || s == "." || s == "..") return false;  // as the server's
   return std::all_of(s.begin(), s.end(), [](char c) {
     return (c >= 'A' && c <= 'Z') || (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '.' || c == '_' ||
            c == ':' || c == '@' || c == '-';
@@ -421,7 +422,8 @@ void add_account_commands(CLI::App& app, int& exit_code) {
     if (new_max_holds->count() > 0) {
       request.max_active_holds = a->max_active_holds_text == "none"
                                      ? std::optional<std::int64_t>()
-                                     : std::optional<std::int64_t>(std::stoll(a->max_active_holds_text));
+                                     : parse_int(a->max_active_holds_text, 1, limits::kMaxActiveHoldsMax);
+      TG_ASSERT(a->max_active_holds_text == "none" || *request.max_active_holds);  // the option's check read it
     }
     if (new_frozen->count() > 0) request.frozen = a->frozen_text == "true";
     if (!request.overdraft_limit && !request.max_active_holds && !request.frozen) {

@@ -29,6 +29,7 @@
 #include <tuple>
 #include <vector>
 
+#include "core/parse.h"
 #include "tollgate/client.h"
 
 extern char** environ;
@@ -746,7 +747,8 @@ int run_demo_kiosk(const DemoKioskOptions& o) {
       const std::string_view text = m.json().as_string();
       const std::string_view name = "\ntollgate_jobs_recovered_total ";
       if (const auto at = text.find(name); at != std::string_view::npos) {
-        recovered = std::atoll(std::string(text.substr(at + name.size(), 24)).c_str());
+        const std::string_view rest = text.substr(at + name.size());
+        recovered = parse_int(rest.substr(0, rest.find('\n')), 0).value_or(-1);
       }
     }
   }

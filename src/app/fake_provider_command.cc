@@ -6,11 +6,13 @@
 #include <charconv>
 #include <cstdint>
 #include <cstdio>
+#include <limits>
 #include <memory>
 #include <stdexcept>
 #include <string>
 
 #include "app/cli.h"
+#include "core/parse.h"
 #include "jobs/fake_provider.h"
 
 namespace tollgate::app {
@@ -23,8 +25,10 @@ struct FakeProviderArgs {
 };
 
 bool parse_int(std::string_view s, std::int64_t& out) {
-  const auto [end, ec] = std::from_chars(s.data(), s.data() + s.size(), out);
-  return !s.empty() && ec == std::errc() && end == s.data() + s.size();
+  const auto n = tollgate::parse_int(s, std::numeric_limits<std::int64_t>::min(), std::numeric_limits<std::int64_t>::max(),
+                                     Sign::minus_allowed);
+  if (n) out = *n;
+  return n.has_value();
 }
 
 // "HOST:PORT" (the last colon splits, so "[::1]:0" and "::1:0" both work) into the options.

@@ -13,6 +13,7 @@
 #include <string_view>
 #include <vector>
 
+#include "core/parse.h"
 #include "core/version.h"
 #include "http/metrics.h"
 
@@ -46,6 +47,13 @@ std::optional<double> boot_time_s() {
   return now_s - uptime_s;
 }
 
+// Field `number` of proc(5)'s /proc/self/stat (numbered from 1, as proc(5) does), if it is a count.
+std::optional<double> stat_field(const std::vector<std::string>& fields, std::size_t number) {
+  const auto n = parse_uint(fields[number - 3]);  // fields[0] is field 3
+  if (!n) return std::nullopt;
+  return static_cast<double>(*n);
+}
+
 std::optional<double> open_fds() {
   DIR* dir = opendir("/proc/self/fd");
   if (!dir) return std::nullopt;
@@ -68,14 +76,21 @@ void render_process_metrics(std::string& out) {
   const double ticks = static_cast<double>(sysconf(_SC_CLK_TCK));
   const double page_bytes = static_cast<double>(sysconf(_SC_PAGESIZE));
   if (auto f = stat_fields(); f && ticks > 0 && page_bytes > 0) {
-    // proc(5): utime (14), stime (15), starttime (22), rss (24); fields[0] is field 3.
-    const double cpu_s = (std::stod((*f)[14 - 3]) + std::stod((*f)[15 - 3])) / ticks;
-    gauge(out, "process_cpu_seconds_total", "counter", "Total user and system CPU time spent in seconds.", cpu_s);
-    gauge(out, "process_resident_memory_bytes", "gauge", "Resident memory size in bytes.",
-          std::stod((*f)[24 - 3]) * page_bytes);
-    if (auto boot = boot_time_s()) {
+    // proc(5): utime (14), stime (15), starttime (22), rss (24). A field that is not a count (a
+    // kernel we do not know) leaves its gauge out; it never throws.
+    const auto utime = stat_field(*f, 14);
+    const auto stime = stat_field(*f, 15);
+    if (utime && stime) {
+      gauge(out, "process_cpu_seconds_total", "counter", "Total user and system CPU time spent in seconds.",
+            (*utime + *stime) / ticks);
+    }
+    if (const auto rss = stat_field(*f, 24)) {
+      gauge(out, "process_resident_memory_bytes", "gauge", "Resident memory size in bytes.", *rss * page_bytes);
+    }
+    const auto start = stat_field(*f, 22);
+    if (auto boot = boot_time_s(); boot && start) {
       gauge(out, "process_start_time_seconds", "gauge", "Start time of the process since unix epoch in seconds.",
-            *boot + std::stod((*f)[22 - 3]) / ticks);
+            *boot + *start / ticks);
     }
   }
   if (auto fds = open_fds()) gauge(out, "process_open_fds", "gauge", "Number of open file descriptors.", *fds);

@@ -14,11 +14,13 @@
 #include <cerrno>
 #include <cstdlib>
 #include <cstring>
+#include <limits>
 #include <set>
 #include <sstream>
 
 #include "core/checked.h"
 #include "core/limits.h"
+#include "core/parse.h"
 #include "core/suggest.h"
 
 namespace tollgate {
@@ -391,11 +393,11 @@ Result<ServerConfig> load_config(const ConfigOverrides& o, EnvLookup env) {
   auto env_int = [&](const char* name, std::int64_t& out) -> Status {
     auto v = env(name);
     if (!v) return ok_status();
-    char* end = nullptr;
-    errno = 0;
-    const long long n = std::strtoll(v->c_str(), &end, 10);
-    if (v->empty() || *end != '\0' || errno != 0) return invalid(std::string(name) + " must be an integer");
-    out = n;
+    // Any 64-bit integer; validate_config() then checks the setting's own range.
+    const auto n = parse_int(*v, std::numeric_limits<std::int64_t>::min(), std::numeric_limits<std::int64_t>::max(),
+                             Sign::minus_allowed);
+    if (!n) return invalid(std::string(name) + " must be an integer, got \"" + *v + "\"");
+    out = *n;
     return ok_status();
   };
   if (auto v = env("TOLLGATE_LISTEN")) c.listen = *v;
@@ -441,9 +443,8 @@ Result<ListenAddress> parse_listen(const std::string& listen) {
   out.host = listen.substr(0, colon);
   if (out.host.size() >= 2 && out.host.front() == '[' && out.host.back() == ']') out.host = out.host.substr(1, out.host.size() - 2);
   const std::string port = listen.substr(colon + 1);
-  char* end = nullptr;
-  const long n = std::strtol(port.c_str(), &end, 10);
-  if (port.empty() || *end != '\0' || n < 0 || n > 65535) return invalid("listen port must be 0-65535, got " + port);
+  const auto n = parse_int(port, 0, 65535);
+  if (!n) return invalid("listen port must be 0-65535, got " + port);
   // The server binds an IP address (or localhost); a host name would only fail later, at bind time.
   in_addr v4{};
   in6_addr v6{};
@@ -451,7 +452,7 @@ Result<ListenAddress> parse_listen(const std::string& listen) {
       inet_pton(AF_INET6, out.host.c_str(), &v6) != 1) {
     return invalid("listen host must be an IP address or localhost, got " + out.host);
   }
-  out.port = static_cast<std::uint16_t>(n);
+  out.port = static_cast<std::uint16_t>(*n);
   return out;
 }
 

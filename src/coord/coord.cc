@@ -228,7 +228,7 @@ Result<IdempotencyOutcome> decide_idempotency(const std::optional<IdempotencyKey
       return IdempotencyOutcome{std::move(k), IdemDecision::finished, true, false};
     }
     case IdemOp::abandon: {
-      if (!row) return IdempotencyOutcome{std::nullopt, IdemDecision::abandoned, false, false};  // never begun
+      if (!row) return Error::make(Code::not_found, "no idempotency key " + c.key + ": nothing to abandon");
       if (row->state == IdemState::finished) {
         return Error::make(Code::conflict, "idempotency key " + c.key +
                                                " is finished: its response is replayed and cannot be abandoned");

@@ -121,7 +121,7 @@ enum class IdemDecision : std::uint8_t {
 std::string_view idem_decision_name(IdemDecision d);
 
 struct IdempotencyOutcome {
-  std::optional<IdempotencyKey> row;  // as it is now (unset: an abandon of a key never begun)
+  std::optional<IdempotencyKey> row;  // as it is now (always set on success)
   IdemDecision decision = IdemDecision::started;
   bool changed = false;
   // begin took over a claim that expired unfinished: the earlier attempt may have done the side
@@ -130,7 +130,7 @@ struct IdempotencyOutcome {
 };
 
 // Decides `c` on the key's row. Refusals: idempotency_mismatch (another fingerprint), in_progress
-// (begin while a claim is live; expires_at_ms set), not_found (finish of an unknown key), conflict
+// (begin while a claim is live; expires_at_ms set), not_found (finish or abandon of an unknown key), conflict
 // (abandon of a finished key; finish of an abandoned key; finish or abandon naming an attempt that
 // is not the current claim's). Without `attempt`, finish and abandon act on whatever claim is current.
 Result<IdempotencyOutcome> decide_idempotency(const std::optional<IdempotencyKey>& row, const IdempotencyCommand& c,

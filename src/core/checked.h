@@ -40,9 +40,13 @@ inline Status check_amount(std::int64_t amount, std::string_view field = "amount
   return ok_status();
 }
 
-// Client-chosen identifiers (account_id, request_id, reference, …): 1–128 of [A-Za-z0-9._:@-].
+// Client-chosen identifiers (account_id, request_id, reference, …): 1–128 of [A-Za-z0-9._:@-],
+// but never "." or "..": an id is also a URL path segment, and clients and proxies normalise those
+// away ("/v1/holds/./extend" becomes "/v1/holds/extend"), so such an id could never be named again.
+inline bool id_is_dot_segment(std::string_view id) { return id == "." || id == ".."; }
+
 inline bool id_is_valid(std::string_view id) {
-  if (id.empty() || id.size() > limits::kIdLengthMax) return false;
+  if (id.empty() || id.size() > limits::kIdLengthMax || id_is_dot_segment(id)) return false;
   for (char c : id) {
     const bool ok = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
                     c == '.' || c == '_' || c == ':' || c == '@' || c == '-';
@@ -52,6 +56,9 @@ inline bool id_is_valid(std::string_view id) {
 }
 
 inline Status check_id(std::string_view id, std::string_view field) {
+  if (id_is_dot_segment(id)) {
+    return invalid(std::string(field) + " must not be \".\" or \"..\": a URL path cannot carry them");
+  }
   if (!id_is_valid(id)) {
     return invalid(std::string(field) + " must be 1-128 characters of [A-Za-z0-9._:@-]");
   }

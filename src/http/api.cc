@@ -3,10 +3,14 @@
 #include <algorithm>
 #include <boost/url.hpp>
 
+#include <atomic>
 #include <cctype>
+#include <memory>
 #include <vector>
 
 #include "core/checked.h"
+#include "core/last_resort.h"
+#include "core/log.h"
 #include "http/routes.h"
 
 namespace tollgate::http {
@@ -235,15 +239,44 @@ void run_handler(const Route& route, Context& ctx, Call& call, bool on_reader_th
   route.handler(ctx, call);
 }
 
+// The request's reply, guarded: when every copy of it is gone and none was called — the work that
+// held it threw (the last-resort catch noted that: core/last_resort.h) or dropped it — the request
+// is answered 500 `internal`, so that a bug costs one request, never its connection's silence.
+// Copies share one guard; calling any of them counts as answered.
+Reply guarded(Reply reply) {
+  struct Guard {
+    Reply reply;
+    std::atomic<bool> answered{false};
+    Guard(const Guard&) = delete;
+    Guard& operator=(const Guard&) = delete;
+    explicit Guard(Reply r) : reply(std::move(r)) {}
+    ~Guard() {
+      if (answered.load(std::memory_order_acquire)) return;
+      // Says nothing about the cause: that is in the log, beside the count on /metrics.
+      run_last_resort("the unanswered-request guard", [&] {
+        log("error", "bug: a request was left unanswered; it is answered 500 internal");
+        reply(problem(Error::make(Code::internal, "the server failed while answering this request; nothing is known "
+                                                  "about whether it took effect: retry it with the same id")));
+      });
+    }
+  };
+  auto guard = std::make_shared<Guard>(std::move(reply));
+  return [guard](Response r) {
+    guard->answered.store(true, std::memory_order_release);
+    guard->reply(std::move(r));
+  };
+}
+
 // Every answer of a request is stamped with its route and, once known, who acted on which account.
+// Guarded again, so that a 500 for a reply dropped unanswered carries the route too.
 Reply stamped(Reply reply, std::size_t route_index, std::string key_id, std::string account_id) {
-  return [reply = std::move(reply), route_index, key_id = std::move(key_id),
-          account_id = std::move(account_id)](Response r) {
+  return guarded([reply = std::move(reply), route_index, key_id = std::move(key_id),
+                  account_id = std::move(account_id)](Response r) {
     r.route = route_index;
     r.key_id = key_id;
     r.account_id = account_id;
     reply(std::move(r));
-  };
+  });
 }
 
 // The rest of a request to a route that needs a key, once the key is resolved.
@@ -277,6 +310,13 @@ void authorized(const Route& route, std::size_t route_index, Context& ctx, Call&
 void Api::begin_shutdown() { ledger_.wake_event_waiters(); }
 
 void Api::handle(Request request, Reply reply, Dispatch dispatch) {
+  // The session's boundary: an exception escaping the handlers is a bug, noted here; the request,
+  // whose reply the unwinding dropped, answers 500 `internal` through its guard. The caller goes on.
+  run_last_resort("a request handler",
+                  [&] { handle_unguarded(std::move(request), guarded(std::move(reply)), std::move(dispatch)); });
+}
+
+void Api::handle_unguarded(Request request, Reply reply, Dispatch dispatch) {
   auto parsed = urls::parse_origin_form(request.target);
   if (!parsed) return reply(problem(400, "invalid_request", "the request target is not a valid path"));
   Call call;

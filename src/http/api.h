@@ -135,6 +135,9 @@ class Api {
   Api(Ledger& ledger, ReadExecutor& readers, Authenticator& auth, Metrics& metrics, const Clock& clock,
       ApiOptions options);
 
+  // Never throws: an exception that escapes a handler (a bug) is noted (core/last_resort.h) and the
+  // request answered 500 `internal`, as is a request whose work threw later, on a reader thread or
+  // in a completion (its reply is guarded: dropped unanswered, it answers 500).
   void handle(Request request, Reply reply, Dispatch dispatch);
   // The failed-authentication table (null when throttling is off), for tests and metrics.
   const coord::LocalLimiter* auth_failures() const { return auth_failures_.get(); }
@@ -154,6 +157,8 @@ class Api {
   const ApiOptions options_;
   std::unique_ptr<coord::LocalLimiter> auth_failures_;  // null: no throttling
 
+  // handle() without its last-resort catch.
+  void handle_unguarded(Request request, Reply reply, Dispatch dispatch);
   // A failed authentication from `address`: counted; 401 as before, or 429 once over the budget.
   Response refuse_auth(const Error& error, const std::string& address);
   // The same for a 401 `refused` that an open route answered itself (GET /metrics and its key).

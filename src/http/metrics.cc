@@ -4,6 +4,8 @@
 #include <cinttypes>
 #include <cstdio>
 
+#include "core/last_resort.h"
+
 namespace tollgate::http {
 namespace {
 
@@ -83,6 +85,10 @@ void Metrics::render_requests(std::string& out) const {
   for (const Row& row : rows) {
     metric_line(out, "tollgate_http_requests_total", row.labels, static_cast<double>(row.h->count.load()));
   }
+  // The last-resort catch (core/last_resort.h): every one is a bug, answered 500 `internal`.
+  metric_header(out, "tollgate_http_unhandled_exceptions_total", "counter",
+                "Exceptions that escaped a handler or a callback and reached the last-resort catch (a bug each).");
+  metric_line(out, "tollgate_http_unhandled_exceptions_total", "", static_cast<double>(unhandled_exceptions_total()));
   metric_header(out, "tollgate_http_request_duration_seconds", "histogram",
                 "Time from a request's last byte to its answer, by route and status.");
   for (const Row& row : rows) {

@@ -1,5 +1,6 @@
 #include "http/read_executor.h"
 
+#include "core/last_resort.h"
 #include "core/result.h"
 
 namespace tollgate::http {
@@ -60,7 +61,9 @@ void ReadExecutor::run() {
       task = std::move(queue_.front());
       queue_.pop_front();
     }
-    task();
+    // An exception is a bug: noted, and the task's request answers 500 through its reply guard
+    // once the task (holding it) is gone; this thread goes on with the next task.
+    run_last_resort("a reader task", task);
   }
 }
 

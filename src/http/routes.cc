@@ -6,6 +6,7 @@
 
 #include "core/checked.h"
 #include "core/limits.h"
+#include "core/parse.h"
 #include "core/suggest.h"
 
 namespace tollgate::http {
@@ -98,15 +99,9 @@ Result<std::int64_t> query_int(const Call& call, const char* key, std::int64_t f
                                std::int64_t max) {
   auto it = call.query.find(key);
   if (it == call.query.end()) return fallback;
-  const std::string& text = it->second;
-  std::int64_t n = 0;
-  bool ok = !text.empty() && text.size() <= 19;
-  for (char c : text) ok = ok && c >= '0' && c <= '9';
-  if (ok) n = std::stoll(text);
-  if (!ok || n < min || n > max) {
-    return invalid(std::string(key) + " must be an integer from " + std::to_string(min) + " to " + std::to_string(max));
-  }
-  return n;
+  const auto n = parse_int(it->second, min, max);
+  if (!n) return invalid(std::string(key) + " must be an integer from " + std::to_string(min) + " to " + std::to_string(max));
+  return *n;
 }
 
 void on_reader(Context& ctx, Call& call, Handler work) {

@@ -165,7 +165,7 @@ void idempotency_route(Context& ctx, Call& call) {
     c.attempt = *attempt;
   }
   TG_REPLY_IF_ERROR(f.finish());
-  ctx.ledger.submit(std::move(c), [n = counters(ctx), key = call.params[0], reply = std::move(call.reply),
+  ctx.ledger.submit(std::move(c), [n = counters(ctx), reply = std::move(call.reply),
                                    dispatch = call.dispatch](CommandResult r) mutable {
     if (n != nullptr) {
       if (r) {
@@ -177,16 +177,10 @@ void idempotency_route(Context& ctx, Call& call) {
         n->count_idempotency("mismatch");
       }
     }
-    dispatch([key = std::move(key), reply = std::move(reply), r = std::move(r)]() mutable {
+    dispatch([reply = std::move(reply), r = std::move(r)]() mutable {
       if (!r) return reply(problem(r.error()));
       const auto& o = outcome<coord::IdempotencyOutcome>(r);
-      if (!o.row) {  // an abandon of a key never begun: nothing to give back
-        return reply(written_response(200, [&](std::string& out) {
-          out += "{\"key\":";
-          append_json_string(out, key);
-          out += ",\"state\":\"abandoned\"}";
-        }));
-      }
+      TG_ASSERT(o.row.has_value());  // a key never begun is not_found, for finish and abandon alike
       const unsigned status = o.decision == coord::IdemDecision::started ? 201 : 200;
       reply(written_response(status, [&](std::string& out) { append_idempotency(out, *o.row, o.taken_over); }));
     });

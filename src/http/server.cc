@@ -15,6 +15,7 @@
 #include <cstring>
 
 #include "core/clock.h"
+#include "core/last_resort.h"
 #include "core/limits.h"
 #include "http/wire.h"
 
@@ -477,9 +478,17 @@ void HttpServer::run() {
   });
   impl_->accept();
   impl_->schedule_log_flush();
+  // The last-resort catch of the I/O threads (core/last_resort.h): a handler that throws — in the
+  // API's handlers, in a completion posted to a connection's strand — is a bug; it is noted and the
+  // thread runs on (Asio's run() may be called again after a handler threw). The request whose work
+  // threw answers 500 `internal` through its reply guard (api.cc) when that work is destroyed.
+  const auto serve = [this] {
+    while (!run_last_resort("an I/O thread", [this] { impl_->io.run(); })) {
+    }
+  };
   std::vector<std::thread> threads;
-  for (int i = 1; i < impl_->limits.threads; ++i) threads.emplace_back([this] { impl_->io.run(); });
-  impl_->io.run();
+  for (int i = 1; i < impl_->limits.threads; ++i) threads.emplace_back(serve);
+  serve();
   for (auto& t : threads) t.join();
   impl_->log.flush();
 }

@@ -23,6 +23,8 @@
 #include <unordered_map>
 #include <vector>
 
+#include "core/parse.h"
+
 namespace tollgate::jobs {
 namespace {
 
@@ -44,7 +46,8 @@ constexpr std::chrono::milliseconds kIdleSweepInterval{5000};
 struct Target {
   bool tls = false;
   std::string host;         // to connect to (IPv6 without brackets)
-  std::string port;         // decimal
+  std::uint16_t port_number = 0;
+  std::string port;         // decimal, port_number as text
   std::string host_header;  // Host: as the URL spells it (with the port unless it is the default)
   std::string path;         // origin-form: path (at least "/") and query
   std::string pool_key;     // scheme://host:port
@@ -90,15 +93,14 @@ std::optional<Target> parse_target(const std::string& url, std::string& reason) 
   std::uint16_t port = default_port;
   if (u.has_port()) {
     // Not port_number(): it wraps 99999 around to 34463.
-    const std::string_view digits = u.port();
-    unsigned long value = 0;
-    for (char c : digits) value = std::isdigit(static_cast<unsigned char>(c)) && value <= 65535 ? value * 10 + (c - '0') : 65536;
-    if (digits.empty() || value == 0 || value > 65535) {
+    const auto value = parse_int(u.port(), 1, 65535);
+    if (!value) {
       reason = "bad URL '" + url + "': the port must be 1..65535";
       return std::nullopt;
     }
-    port = static_cast<std::uint16_t>(value);
+    port = static_cast<std::uint16_t>(*value);
   }
+  t.port_number = port;
   t.port = std::to_string(port);
   t.host_header = std::string(u.encoded_host());
   if (port != default_port) t.host_header += ":" + t.port;
@@ -289,7 +291,7 @@ class CallState : public std::enable_shared_from_this<CallState> {
       beast::error_code ec;
       const auto address = asio::ip::make_address(target_.host, ec);
       if (ec) return finish(Kind::not_connected, 0, "bad address " + target_.host + ": " + ec.message());
-      endpoint_.emplace(address, static_cast<std::uint16_t>(std::stoi(target_.port)));
+      endpoint_.emplace(address, target_.port_number);
       conn_->socket().async_connect(*endpoint_, [self = shared_from_this()](beast::error_code ec2) { self->on_connected(ec2); });
       return;
     }

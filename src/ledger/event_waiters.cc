@@ -4,6 +4,7 @@
 #include <optional>
 #include <vector>
 
+#include "core/last_resort.h"
 #include "core/log.h"
 
 namespace tollgate {
@@ -109,7 +110,7 @@ void EventWaiters::loop() {
     count_.store(waiters_.size(), std::memory_order_relaxed);
     if (due.empty()) continue;
     lock.unlock();
-    for (Ready& ready : due) ready(ok_status());
+    for (Ready& ready : due) run_last_resort("an event waiter", [&] { ready(ok_status()); });
     due.clear();
     lock.lock();
   }
@@ -118,7 +119,7 @@ void EventWaiters::loop() {
   waiters_.clear();
   count_.store(0, std::memory_order_relaxed);
   lock.unlock();
-  for (Ready& ready : due) ready(ok_status());
+  for (Ready& ready : due) run_last_resort("an event waiter", [&] { ready(ok_status()); });
 }
 
 }  // namespace tollgate

@@ -2,6 +2,8 @@
 
 #include <chrono>
 
+#include "core/last_resort.h"
+
 namespace tollgate {
 namespace {
 
@@ -83,14 +85,15 @@ void GroupCommitter::answer(std::deque<Finished>& batches, const std::optional<E
   for (Finished& batch : batches) {
     durable = durable || (!batch.batch_error && !flush_error);
     for (std::size_t i = 0; i < batch.callbacks.size(); ++i) {
+      // A callback that throws is a bug (last_resort.h): noted; the others are still answered.
       if (batch.batch_error) {
-        batch.callbacks[i](*batch.batch_error);
+        run_last_resort("a ledger completion", [&] { batch.callbacks[i](*batch.batch_error); });
       } else if (flush_error) {
         // Committed, but whether it is on disk is unknown: the caller retries with the same id.
-        batch.callbacks[i](*flush_error);
+        run_last_resort("a ledger completion", [&] { batch.callbacks[i](*flush_error); });
       } else {
         count_outcome(batch.results[i]);
-        batch.callbacks[i](std::move(batch.results[i]));
+        run_last_resort("a ledger completion", [&] { batch.callbacks[i](std::move(batch.results[i])); });
       }
     }
   }

@@ -509,6 +509,12 @@ TEST(IdempotencyRules, FinishingAKeyNeverBegunIsNotFound) {
   EXPECT_EQ(out.code(), Code::not_found);
 }
 
+TEST(IdempotencyRules, AbandoningAKeyNeverBegunIsNotFoundLikeFinishing) {
+  const auto out = decide_idempotency(std::nullopt, idem(IdemOp::abandon), kStart);
+  ASSERT_FALSE(out.ok());
+  EXPECT_EQ(out.code(), Code::not_found);
+}
+
 TEST(IdempotencyRules, AbandoningAStartedKeyGivesTheClaimBack) {
   const auto out = decide_idempotency(begun(), idem(IdemOp::abandon), kStart + 10);
   ASSERT_TRUE(out.ok());
@@ -525,14 +531,6 @@ TEST(IdempotencyRules, AbandoningAStartedKeyGivesTheClaimBack) {
   EXPECT_FALSE(again->taken_over);
   EXPECT_EQ(again->row->created_at_ms, kStart + 20);
   EXPECT_EQ(again->row->attempt, 2);
-}
-
-TEST(IdempotencyRules, AbandoningAnUnknownKeyIsAbandonedAndWritesNothing) {
-  const auto out = decide_idempotency(std::nullopt, idem(IdemOp::abandon), kStart);
-  ASSERT_TRUE(out.ok());
-  EXPECT_EQ(out->decision, IdemDecision::abandoned);
-  EXPECT_FALSE(out->changed);
-  EXPECT_FALSE(out->row.has_value());
 }
 
 TEST(IdempotencyRules, AbandoningAFinishedKeyIsAConflict) {

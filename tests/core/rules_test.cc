@@ -190,7 +190,7 @@ TEST(Id, LengthOneTo128) {
 }
 
 TEST(Id, EveryAllowedPunctuationIsAccepted) {
-  for (const char* id : {".", "_", ":", "@", "-", "a.b", "a_b", "a:b", "a@b", "a-b", "user@example.com:req_1-2.3"}) {
+  for (const char* id : {"...", "_", ":", "@", "-", ".a", "a.", "a.b", "a_b", "a:b", "a@b", "a-b", "user@example.com:req_1-2.3"}) {
     EXPECT_TRUE(id_is_valid(id)) << id;
   }
   EXPECT_TRUE(id_is_valid("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789"));
@@ -205,11 +205,21 @@ TEST(Id, DisallowedCharactersAreRefused) {
   EXPECT_FALSE(id_is_valid(std::string_view("a\0b", 3)));  // an embedded NUL
 }
 
+TEST(Id, DotAndDotDotAreNotIdsBecauseAUrlPathCannotCarryThem) {
+  EXPECT_FALSE(id_is_valid("."));
+  EXPECT_FALSE(id_is_valid(".."));
+  const Status s = check_id("..", "hold_id");
+  ASSERT_FALSE(s.ok());
+  EXPECT_EQ(s.code(), Code::invalid_request);
+  EXPECT_EQ(s.error().detail, "hold_id must not be \".\" or \"..\": a URL path cannot carry them");
+}
+
 TEST(Id, EveryByteValueIsJudgedByTheAllowedSet) {
   for (int c = 0; c < 256; ++c) {
     const char ch = static_cast<char>(c);
     const std::string one(1, ch);
-    EXPECT_EQ(id_is_valid(one), allowed_id_char(static_cast<unsigned char>(c))) << "byte " << c;
+    // "." alone is a URL's dot segment, never an id (the test above).
+    EXPECT_EQ(id_is_valid(one), ch != '.' && allowed_id_char(static_cast<unsigned char>(c))) << "byte " << c;
     // In the middle of an otherwise good id, too.
     const std::string mid = "ab" + one + "cd";
     EXPECT_EQ(id_is_valid(mid), allowed_id_char(static_cast<unsigned char>(c))) << "byte " << c;

@@ -26,7 +26,7 @@ constexpr std::int64_t kTwoPow53 = std::int64_t{1} << 53;
 const ValidationLimits kLimits{60'000};  // a configured maximum TTL of one minute
 
 const std::vector<std::int64_t> kBadAmounts = {0, -1, kTwoPow53, kMax, kMin};
-const std::vector<std::string> kBadIds = {"", std::string(129, 'a'), "a b", "a/b", "caf\xc3\xa9", "a\nb"};
+const std::vector<std::string> kBadIds = {"", std::string(129, 'a'), "a b", "a/b", "caf\xc3\xa9", "a\nb", ".", ".."};
 
 // Asserts that `command` is refused as invalid_request with a detail that names `field`.
 void expect_invalid(const Command& command, const std::string& field) {

@@ -215,6 +215,19 @@ TEST_F(HttpCoord, AbandonGivesAKeyBackAfterAFailureThatChargedNothing) {
   EXPECT_FALSE(again.object().at("resumed").as_bool());
 }
 
+TEST_F(HttpCoord, FinishAndAbandonOfAKeyNeverBegunAreBothNotFoundAndCreateNothing) {
+  const std::string key = unique("never-begun");
+  const json::object finish{{"fingerprint", "f"}, {"response", 1}};
+  EXPECT_TRUE(is_problem(admin().post("/v1/idempotency/" + key + "/finish", finish), 404, "not_found"));
+  const HttpResponse abandoned = admin().post("/v1/idempotency/" + key + "/abandon", json::object{{"fingerprint", "f"}});
+  EXPECT_TRUE(is_problem(abandoned, 404, "not_found")) << abandoned;
+  // Nothing was recorded: the first begin is attempt 1.
+  const HttpResponse begun =
+      admin().post("/v1/idempotency/" + key + "/begin", json::object{{"fingerprint", "f"}, {"ttl_ms", 30'000}});
+  ASSERT_EQ(begun.status, 201u) << begun;
+  EXPECT_EQ(jint(begun.object(), "attempt"), 1);
+}
+
 TEST_F(HttpCoord, ABeginAfterAClaimRanOutIsAResumedNewAttemptAndTheOldOneCannotFinish) {
   const std::string key = unique("upgrade");
   ASSERT_EQ(admin().post("/v1/idempotency/" + key + "/begin", json::object{{"fingerprint", "f"}, {"ttl_ms", 100}}).status,

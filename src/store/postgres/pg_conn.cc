@@ -1,6 +1,9 @@
 #include "store/postgres/pg_conn.h"
 
-#include <charconv>
+#include <limits>
+#include <string_view>
+
+#include "core/parse.h"
 
 namespace tollgate::pg {
 namespace {
@@ -47,12 +50,13 @@ std::optional<std::string> Rows::optional_text(int row, int column) const {
 std::int64_t Rows::int64(int row, int column) const {
   const char* v = PQgetvalue(result_, row, column);
   const char* end = v + PQgetlength(result_, row, column);
-  std::int64_t out = 0;
-  auto [ptr, ec] = std::from_chars(v, end, out);
-  if (ec != std::errc() || ptr != end || v == end) {
+  const auto out = parse_int(std::string_view(v, static_cast<std::size_t>(end - v)),
+                             std::numeric_limits<std::int64_t>::min(), std::numeric_limits<std::int64_t>::max(),
+                             Sign::minus_allowed);
+  if (!out) {
     throw PgError("XX000", false, "column " + std::to_string(column) + " is not an integer: '" + std::string(v) + "'");
   }
-  return out;
+  return *out;
 }
 
 std::optional<std::int64_t> Rows::optional_int64(int row, int column) const {
@@ -61,8 +65,11 @@ std::optional<std::int64_t> Rows::optional_int64(int row, int column) const {
 }
 
 std::int64_t Rows::affected() const {
-  const char* n = PQcmdTuples(result_);
-  return n[0] ? std::stoll(n) : 0;
+  const std::string_view n = PQcmdTuples(result_);  // "" for a command that counts no rows
+  if (n.empty()) return 0;
+  const auto count = parse_int(n, 0);
+  if (!count) throw PgError("XX000", false, "the server's row count is not a count: '" + std::string(n) + "'");
+  return *count;
 }
 
 std::vector<const char*> Params::pointers() const {
