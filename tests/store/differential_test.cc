@@ -1398,7 +1398,7 @@ HandPickedRound many_holds(const std::string& id, std::int64_t n) {
 // Account `id` whose purchased credits are within one amount of the largest balance.
 HandPickedRound near_max(const std::string& id) {
   HandPickedRound round{0, {CreateAccountCommand{id, 0, std::nullopt}}, true};
-  const std::int64_t n = limits::kBalanceMax / limits::kAmountMax;  // 1,024 credits fit, the next one not
+  const std::int64_t n = limits::kBalanceMax / limits::kAmountMax;  // the credits that fit; the next one not
   for (std::int64_t i = 0; i < n; ++i) round.commands.push_back(CreditCommand{id, limits::kAmountMax, id + "-n" + std::to_string(i)});
   return round;
 }
