@@ -131,6 +131,10 @@ inline constexpr std::size_t kAuthCacheEntriesMax = 100'000;
 inline constexpr std::int64_t kAuthFailuresLimitDefault = 20;
 inline constexpr std::int64_t kAuthFailuresPeriodMsDefault = 60'000;
 inline constexpr std::size_t kAuthFailuresAddressesMax = 100'000;
+// trusted_proxies (config/proxies.h): at most this many CIDRs, and at most this many hops of a
+// forwarding header are walked (a longer chain of trusted proxies ends at the last one walked).
+inline constexpr std::size_t kTrustedProxiesMax = 256;
+inline constexpr std::size_t kForwardedHopsMax = 32;
 // Readiness: the reaper must have run within this many intervals (plus the slack).
 inline constexpr std::int64_t kReaperIntervalsStaleMax = 3;
 inline constexpr std::int64_t kReaperStaleSlackMs = 1'000;
