@@ -25,7 +25,9 @@ void readyz(Context& ctx, Call& call) {
   if (auto ping = ctx.ledger.store().ping(); !ping) {
     ready = false;
     // An open route: the database's address and the driver's words go to the log only.
-    body["database"] = "unavailable";
+    body["database"] = ping.error().code == Code::storage_failed
+                           ? "storage failed: this instance takes no writes until it is restarted"
+                           : "unavailable";
     tollgate::log("warn", "readyz: the database is unavailable: " + ping.error().detail);
   } else {
     body["database"] = "ok";

@@ -763,9 +763,9 @@ TEST(CliUsage, AnUnknownOrMissingCommandNamesTheCommandsThatExistAndTheClosest) 
   };
   const std::vector<Case> cases{
       {{"acount", "create", "a"},
-       "tollgate: unknown command 'acount' (did you mean account?); the commands are: account, audit, demo, events, "
+       "tollgate: unknown command 'acount' (did you mean account?); the commands are: account, audit, config, demo, events, "
        "fake-provider, hold, idem, job, key, lock, ratelimit, serve, transfer, version\n"},
-      {{"frobnicate"}, "tollgate: unknown command 'frobnicate'; the commands are: account, audit, demo, events, "
+      {{"frobnicate"}, "tollgate: unknown command 'frobnicate'; the commands are: account, audit, config, demo, events, "
                        "fake-provider, hold, idem, job, key, lock, ratelimit, serve, transfer, version\n"},
       {{"account", "crate", "a", "--url", "http://127.0.0.1:1"},
        "tollgate: unknown command 'account crate' (did you mean create?); the account commands are: create, credit, "
@@ -793,7 +793,7 @@ TEST(CliUsage, AnUnknownOrMissingCommandNamesTheCommandsThatExistAndTheClosest) 
                    "reserve, show\n");
   r = run_tollgate({});
   EXPECT_EQ(r.exit_code, 2);
-  EXPECT_EQ(r.err, "tollgate: a command is missing; the commands are: account, audit, demo, events, fake-provider, hold, idem, "
+  EXPECT_EQ(r.err, "tollgate: a command is missing; the commands are: account, audit, config, demo, events, fake-provider, hold, idem, "
                    "job, key, lock, ratelimit, serve, transfer, version\n");
   r = run_tollgate({"ratelimit"});
   EXPECT_EQ(r.exit_code, 2);

@@ -1468,7 +1468,7 @@ std::vector<HandPickedCase> hand_picked_cases() {
          {res("E", 1'000, "big-1", 60'000),  // refused, expires 1,000 overdue holds, then fits
           res("E", 1, "big-2", 60'000),      // refused again: the last overdue hold is expired, then it fits
           CreateAccountCommand{"E", 0, std::nullopt}}}}},
-      {"balances at the edge of int64",
+      {"balances at the edge of the largest balance (2^53 − 1)",
        {hp_setup(), near_max("E"),
         {10,
          {CreditCommand{"E", limits::kAmountMax, "e-over"}, res("E", limits::kAmountMax, "e-r1", 100),
