@@ -298,6 +298,9 @@ class Client {
   // an empty answer waits until something new is durable (keep request_timeout above wait_ms).
   Response feed(std::int64_t after = 0, std::optional<std::int64_t> limit = {},
                 std::optional<std::int64_t> wait_ms = {});
+  // GET /v1/events?after=latest (admin key) — no events; its `next_after` is the feed's head, to
+  // follow from there (what comes next, nothing already there).
+  Response feed_head();
 
   // --- keys (admin key)
   Response create_key(std::string_view account_id);  // 201 {key_id, account_id, secret, created_at}

@@ -8,11 +8,13 @@
 #include <csignal>
 #include <cstdint>
 #include <cstdio>
+#include <cstdlib>
 #include <limits>
 #include <memory>
 #include <optional>
 #include <string>
 #include <thread>
+#include <variant>
 #include <vector>
 
 #include "core/limits.h"
@@ -76,6 +78,7 @@ struct Args {
   std::int64_t limit = 0;
   std::int64_t after = 0;
   bool follow = false;
+  bool from_start = false;  // events --follow: from the first event, not from the head
   std::string max_active_holds_text;  // account update: a number, or "none"
   std::string frozen_text;            // account update: true | false
   std::string lock_key;               // lock, idem: the key; ratelimit: the limited key
@@ -136,7 +139,9 @@ void add_connection_options(CLI::App* command, Connection& c, bool with_timeout 
       ->envname("TOLLGATE_URL")
       ->default_str(kDefaultUrl)
       ->group("Connection");
-  command->add_option("--key", c.key, "API key, admin or account (prefer $TOLLGATE_KEY: ps shows arguments)")
+  command->add_option("--key", c.key,
+                      "API key, admin or account (prefer $TOLLGATE_KEY: ps shows arguments; with neither, "
+                      "$TOLLGATE_ADMIN_KEY)")
       ->envname("TOLLGATE_KEY")
       ->group("Connection");
   command
@@ -156,10 +161,18 @@ void add_connection_options(CLI::App* command, Connection& c, bool with_timeout 
   }
 }
 
+// The key: --key, else $TOLLGATE_KEY (CLI11 reads it into --key), else $TOLLGATE_ADMIN_KEY — the
+// variable the server reads its admin key from, so that one variable serves both on an admin's shell.
+std::string key_of(const Connection& c) {
+  if (!c.key.empty()) return c.key;
+  const char* admin = std::getenv("TOLLGATE_ADMIN_KEY");
+  return admin ? admin : "";
+}
+
 Client make_client(const Connection& c) {
   client::Options options;
   options.base_url = c.url;
-  options.key = c.key;
+  options.key = key_of(c);
   options.tls_ca_file = c.ca_file;
   options.request_id_prefix = "cli-";
   options.call_timeout = std::chrono::milliseconds(c.timeout_ms);
@@ -267,7 +280,9 @@ int report_failure(const std::string& command, const Connection& connection, con
   if (r.is_problem()) {
     const auto& p = r.problem();
     std::string line = "tollgate: " + command + ": " + r.describe();
-    if (p.code == "unauthorized" && connection.key.empty()) line += " (no key given: pass --key or set TOLLGATE_KEY)";
+    if (p.code == "unauthorized" && key_of(connection).empty()) {
+      line += " (no key given: pass --key or set TOLLGATE_KEY or TOLLGATE_ADMIN_KEY)";
+    }
     if (p.status >= 500 && r.attempts() > 1) line += " (after " + std::to_string(r.attempts()) + " attempts)";
     std::fprintf(stderr, "%s\n", line.c_str());
     return p.status >= 500 ? kExitUnavailable : kExitRefused;
@@ -1210,7 +1225,25 @@ std::vector<std::vector<std::string>> event_rows(const json::array& events, bool
   return rows;
 }
 
-int run_events(const Args& a, std::optional<std::int64_t> limit) {
+// The id of the newest event (the feed's, or `account`'s): the feed answers after=latest; an
+// account's trail is paged through to its end, unprinted. The failed answer when one fails.
+std::variant<std::int64_t, Response> events_head(Client& client, const std::string& account,
+                                                            std::int64_t page_size, std::optional<std::int64_t> limit) {
+  if (account.empty()) {
+    Response r = client.feed_head();
+    if (!r.ok()) return r;
+    return number(r.json(), "next_after");
+  }
+  std::int64_t after = 0;
+  for (;;) {
+    Response r = client.events(account, after, limit);
+    if (!r.ok()) return r;
+    after = std::max(after, number(r.json(), "next_after"));
+    if (static_cast<std::int64_t>(array_field(r.json(), "events").size()) < page_size) return after;
+  }
+}
+
+int run_events(const Args& a, std::optional<std::int64_t> limit, bool after_given) {
   const std::string command = "events";
   Client client = make_client(a.connection);
   const std::int64_t page_size = limit.value_or(kPageDefault);
@@ -1248,6 +1281,11 @@ int run_events(const Args& a, std::optional<std::int64_t> limit) {
   std::signal(SIGINT, on_interrupt);
   std::signal(SIGTERM, on_interrupt);
   std::int64_t after = a.after;
+  if (!after_given && !a.from_start) {  // from the head: only what comes next
+    auto head = events_head(client, a.account_id, page_size, limit);
+    if (const auto* failed = std::get_if<Response>(&head)) return report_failure(command, a.connection, *failed);
+    after = std::get<std::int64_t>(head);
+  }
   bool header_printed = false;
   while (!g_interrupted) {
     const Response r = fetch(after, true);
@@ -1280,14 +1318,18 @@ void add_events_command(CLI::App& app, int& exit_code) {
   auto* events = app.add_subcommand(
       "events", "an account's audit trail, oldest first; without ACCOUNT, every account's (admin key: the change feed)");
   events->add_option("ACCOUNT", a->account_id, "account id (none: every account's events in commit order)")->check(kId);
-  events->add_option("--after", a->after, "only events after this event id (a cursor: next_after)")
-      ->transform(integer_range(0, std::numeric_limits<std::int64_t>::max()));
+  auto* after = events->add_option("--after", a->after, "only events after this event id (a cursor: next_after)");
+  after->transform(integer_range(0, std::numeric_limits<std::int64_t>::max()));
   auto* limit = events->add_option("--limit", a->limit, "at most this many per page (server default 100)")
                     ->transform(integer_range(1, limits::kEventsPageMax));
-  events->add_flag("--follow,-f", a->follow, "keep reading new events until interrupted (an account's: polled every 500 ms; the feed: long-polled)");
+  events->add_flag("--follow,-f", a->follow,
+                   "keep reading new events until interrupted, from the newest on unless --after or --from-start "
+                   "is given (an account's: polled every 500 ms; the feed: long-polled)");
+  events->add_flag("--from-start", a->from_start, "with --follow: show every event from the first one, then follow");
   add_connection_options(events, a->connection);
-  events->callback([a, &exit_code, limit] {
-    exit_code = run_events(*a, limit->count() > 0 ? std::optional<std::int64_t>(a->limit) : std::nullopt);
+  events->callback([a, &exit_code, limit, after] {
+    exit_code = run_events(*a, limit->count() > 0 ? std::optional<std::int64_t>(a->limit) : std::nullopt,
+                           after->count() > 0);
   });
 }
 
@@ -1394,7 +1436,8 @@ void add_cli_commands(CLI::App& app, int& exit_code) {
   add_events_command(app, exit_code);
   add_audit_command(app, exit_code);
   app.footer(
-      "Client commands talk to a running server (--url, $TOLLGATE_URL) with --key or $TOLLGATE_KEY;\n"
+      "Client commands talk to a running server (--url, $TOLLGATE_URL) with --key or $TOLLGATE_KEY\n"
+      "(or, when neither is given, $TOLLGATE_ADMIN_KEY);\n"
       "--timeout-ms N (1 to 3600000) gives up on it after N ms in all, retries included (each poll\n"
       "with --follow; `job wait`: its own --timeout-ms, plus 1 s for the last answer to arrive).\n"
       "Exit codes: 0 done, 1 refused by the server (4xx), 2 usage error, 3 server unreachable or\n"

@@ -10,6 +10,7 @@
 #include <random>
 #include <string>
 
+#include "config/proxies.h"
 #include "core/clock.h"
 #include "core/limits.h"
 #include "core/log.h"
@@ -388,6 +389,13 @@ int serve(const ServerConfig& config, const std::function<void(std::uint16_t)>& 
   api_options.metrics_key = config.metrics_key;
   api_options.auth_failures_limit = config.auth_failures_limit;
   api_options.auth_failures_period_ms = config.auth_failures_period_ms;
+  std::vector<Cidr> proxies;
+  for (const std::string& text : config.trusted_proxies) {
+    auto cidr = parse_cidr(text);
+    TG_ASSERT(cidr.ok());  // validate_config() checked every one
+    proxies.push_back(*cidr);
+  }
+  api_options.trusted_proxies = TrustedProxies(std::move(proxies));
   // Reads run here, off the I/O threads; it outlives the server (answers go through its strands).
   http::ReadExecutor readers(reader_threads(config), limits::kReadQueueMax);
   api_options.render_metrics = [&] {

@@ -817,6 +817,10 @@ Response Client::feed(std::int64_t after, std::optional<std::int64_t> limit, std
   return impl_->perform(bhttp::verb::get, target.str(), nullptr, Resend::safe, false);
 }
 
+Response Client::feed_head() {
+  return impl_->perform(bhttp::verb::get, "/v1/events?after=latest&limit=1", nullptr, Resend::safe, false);
+}
+
 Response Client::get_transfer(std::string_view reference) {
   return impl_->perform(bhttp::verb::get, "/v1/transfers/" + encode_component(reference), nullptr, Resend::safe,
                         false);

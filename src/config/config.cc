@@ -1,5 +1,7 @@
 #include "config/config.h"
 
+#include "config/config_keys.h"
+#include "config/proxies.h"
 #include "core/checked.h"
 #include "core/limits.h"
 
@@ -67,6 +69,41 @@ class TableReader {
     if (v) out = *v;
   }
 
+  // A list of strings; each element's line is where(key, i).
+  void strings(const char* key, std::vector<std::string>& out) {
+    seen_.insert(key);
+    const toml::node* node = table_.get(key);
+    if (!node) return;
+    const auto* array = node->as_array();
+    if (!array) return fail(at(source_, node->source()) + prefix_ + key + " must be a list of strings ([\"…\", \"…\"])");
+    std::vector<std::string> values;
+    for (const auto& element : *array) {
+      const auto* v = element.as_string();
+      if (!v) return fail(at(source_, element.source()) + prefix_ + key + " must be a list of strings ([\"…\", \"…\"])");
+      values.push_back(v->get());
+    }
+    out = std::move(values);
+  }
+
+  // A string naming one of a few values: `parse` turns it into one, `choices` says which in words.
+  template <typename T, typename Parse>
+  void choice(const char* key, T& out, Parse&& parse, std::string_view choices) {
+    std::optional<std::string> text;
+    string(key, text);
+    if (!text) return;
+    auto value = parse(*text);
+    if (!value) return fail(where(key) + prefix_ + key + " must be " + std::string(choices));
+    out = *value;
+  }
+
+  // The line of element `i` of the list `key`.
+  std::string where(const char* key, std::size_t i) const {
+    const toml::node* node = table_.get(key);
+    const auto* array = node ? node->as_array() : nullptr;
+    if (!array || i >= array->size()) return where(key);
+    return at(source_, (*array)[i].source());
+  }
+
   void required(const char* key) {
     seen_.insert(key);
     if (!table_.get(key)) fail(at(source_, table_.source()) + prefix_ + key + " is required");
@@ -100,6 +137,46 @@ class TableReader {
   std::set<std::string> seen_;
   std::optional<Error> first_error_;
 };
+
+// Reads every row of `keys` from `r` into `out` (a [providers.NAME] table's rows into a
+// ProviderConfig, …): the parser knows exactly the keys of the table (config/config_keys.h).
+template <typename C>
+void read_keys(TableReader& r, const std::vector<ConfigKey<C>>& keys, C& out) {
+  for (const auto& k : keys) {
+    if (k.required) r.required(k.name);
+    std::visit(
+        [&](auto member) {
+          auto& v = out.*member;
+          using T = std::decay_t<decltype(v)>;
+          if constexpr (std::is_same_v<T, std::int64_t>) {
+            r.integer(k.name, v, k.min, k.max);
+          } else if constexpr (std::is_same_v<T, std::vector<std::string>>) {
+            r.strings(k.name, v);
+          } else if constexpr (std::is_same_v<T, LateCommitPolicy>) {
+            r.choice(k.name, v, parse_late_commit_policy, late_commit_choices());
+          } else if constexpr (std::is_same_v<T, RateLimitStore>) {
+            r.choice(k.name, v, parse_ratelimit_store, ratelimit_store_choices());
+          } else {
+            r.string(k.name, v);
+          }
+        },
+        k.field);
+  }
+}
+
+// trusted_proxies: every entry a CIDR, at most limits::kTrustedProxiesMax; `where(i)` is the place
+// of entry i ("tollgate.toml:7: " in a file, "" elsewhere).
+template <typename Where>
+Status check_trusted_proxies(const std::vector<std::string>& cidrs, Where&& where) {
+  if (cidrs.size() > limits::kTrustedProxiesMax) {
+    return invalid(where(limits::kTrustedProxiesMax) + "trusted_proxies may list at most " +
+                   std::to_string(limits::kTrustedProxiesMax) + " CIDRs");
+  }
+  for (std::size_t i = 0; i < cidrs.size(); ++i) {
+    if (auto c = parse_cidr(cidrs[i]); !c) return invalid(where(i) + "trusted_proxies: " + c.error().detail);
+  }
+  return ok_status();
+}
 
 // A plain-words hint for a TOML parser's message about `line` (the text of the line in error), and
 // the key it names, if the line starts with one. The line itself is not repeated: it may hold the
@@ -190,6 +267,54 @@ std::string key_too_short(const char* key) {
   return std::string(key) + " must be at least " + std::to_string(limits::kAdminKeyLengthMin) + " characters";
 }
 
+
+// TOLLGATE_<KEY>, when set, replaces the key's value: an integer within the key's bounds, a
+// comma-separated list, a choice's name, or text as it is.
+Status apply_env(const ConfigKey<ServerConfig>& key, EnvLookup env, ServerConfig& c) {
+  const std::string name = config_env_name(key.name);
+  const auto text = env(name.c_str());
+  if (!text) return ok_status();
+  return std::visit(
+      [&](auto member) -> Status {
+        auto& v = c.*member;
+        using T = std::decay_t<decltype(v)>;
+        if constexpr (std::is_same_v<T, std::int64_t>) {
+          // Any 64-bit integer (parse_int: never throws); the key's own range is checked next.
+          const auto parsed = parse_int(*text, std::numeric_limits<std::int64_t>::min(),
+                                        std::numeric_limits<std::int64_t>::max(), Sign::minus_allowed);
+          if (!parsed) return invalid(name + " must be an integer, got \"" + *text + "\"");
+          const std::int64_t n = *parsed;
+          if (n < key.min || n > key.max) {
+            return invalid(name + " (" + key.name + ") must be from " + std::to_string(key.min) + " to " +
+                           std::to_string(key.max) + ", got " + std::to_string(n));
+          }
+          v = n;
+        } else if constexpr (std::is_same_v<T, std::vector<std::string>>) {
+          v.clear();
+          std::size_t start = 0;
+          while (start <= text->size()) {
+            std::size_t comma = text->find(',', start);
+            if (comma == std::string::npos) comma = text->size();
+            std::string item = text->substr(start, comma - start);
+            item.erase(0, item.find_first_not_of(" \t"));
+            item.erase(item.find_last_not_of(" \t") + 1);
+            if (!item.empty()) v.push_back(std::move(item));
+            start = comma + 1;
+          }
+        } else if constexpr (std::is_same_v<T, LateCommitPolicy>) {
+          auto policy = parse_late_commit_policy(*text);
+          if (!policy) return invalid(name + " must be " + std::string(late_commit_choices()));
+          v = *policy;
+        } else if constexpr (std::is_same_v<T, RateLimitStore>) {
+          TG_ASSERT(false && "no top-level key is a rate-limit store");
+        } else {
+          v = *text;
+        }
+        return ok_status();
+      },
+      key.field);
+}
+
 }  // namespace
 
 std::optional<std::string> process_env(const char* name) {
@@ -218,30 +343,9 @@ Result<ServerConfig> parse_config(std::string_view text, std::string_view source
   }
   ServerConfig c;
   TableReader top(root, source, "");
-  top.string("listen", c.listen);
-  top.string("database", c.database);
-  top.string("admin_key", c.admin_key);
-  top.string("admin_key_file", c.admin_key_file);
-  top.string("metrics_key", c.metrics_key);
-  top.integer("database_pool_size", c.database_pool_size, 1, limits::kDatabasePoolSizeMax);
-  top.integer("database_timeout_ms", c.database_timeout_ms, limits::kDatabaseTimeoutMsMin, limits::kDatabaseTimeoutMsMax);
-  top.integer("hold_ttl_ms", c.hold_ttl_ms, limits::kHoldTtlMsMin, limits::kHoldTtlMsMax);
-  top.integer("hold_ttl_max_ms", c.hold_ttl_max_ms, limits::kHoldTtlMsMin, limits::kHoldTtlMsMax);
-  top.integer("reaper_interval_ms", c.reaper_interval_ms, limits::kReaperIntervalMsMin, limits::kReaperIntervalMsMax);
-  top.integer("jobs_in_flight_max", c.jobs_in_flight_max, 1, static_cast<std::int64_t>(limits::kJobsInFlightMax));
-  top.integer("idempotency_retention_ms", c.idempotency_retention_ms, 1, limits::kIdempotencyRetentionMsMax);
-  top.integer("auth_failures_limit", c.auth_failures_limit, 0, limits::kRateLimitMax);
-  top.integer("auth_failures_period_ms", c.auth_failures_period_ms, 1, limits::kRateLimitPeriodMsMax);
-  top.string("tls_cert", c.tls_cert);
-  top.string("tls_key", c.tls_key);
-  std::optional<std::string> late;
-  top.string("late_commit", late);
+  read_keys(top, server_config_keys(), c);
   TG_TRY(top.finish({"providers", "ratelimits"}));
-  if (late) {
-    auto policy = parse_late_commit_policy(*late);
-    if (!policy) return invalid(top.where("late_commit") + "late_commit must be charge, forgive or reject");
-    c.late_commit = *policy;
-  }
+  TG_TRY(check_trusted_proxies(c.trusted_proxies, [&](std::size_t i) { return top.where("trusted_proxies", i); }));
   // Values checked again by validate_config() (which also sees the environment and the flags),
   // checked here too so that a bad one in the file is reported with its line.
   if (root.get("listen")) {
@@ -277,12 +381,7 @@ Result<ServerConfig> parse_config(std::string_view text, std::string_view source
   TG_TRY(tables("providers", [&](const std::string& name, const toml::table& t) -> Status {
     ProviderConfig p;
     TableReader r(t, source, "providers." + name + ".");
-    r.required("url");
-    r.string("url", p.url);
-    r.string("status_url", p.status_url);
-    r.integer("timeout_ms", p.timeout_ms, 1, limits::kProviderTimeoutMsMax);
-    r.integer("expected_duration_ms", p.expected_duration_ms, 1, limits::kProviderTimeoutMsMax);
-    r.integer("max_attempts", p.max_attempts, 1, limits::kProviderAttemptsMax);
+    read_keys(r, provider_config_keys(), p);
     if (auto s = r.finish(); !s) return s;
     if (p.timeout_ms < 3 * p.expected_duration_ms) {
       return invalid(r.where("timeout_ms") + "providers." + name + ".timeout_ms must be at least 3 × expected_duration_ms (" +
@@ -303,24 +402,13 @@ Result<ServerConfig> parse_config(std::string_view text, std::string_view source
     }
     RateLimitConfig rl;
     TableReader r(t, source, "ratelimits." + name + ".");
-    r.required("limit");
-    r.required("period_ms");
-    r.integer("limit", rl.limit, 1, limits::kRateLimitMax);
-    r.integer("period_ms", rl.period_ms, 1, limits::kRateLimitPeriodMsMax);
-    std::optional<std::string> store;
-    r.string("store", store);
+    read_keys(r, ratelimit_config_keys(), rl);
     const bool has_keys_max = t.contains("keys_max");
-    r.integer("keys_max", rl.keys_max, 1, static_cast<std::int64_t>(limits::kLocalRateKeysMax));
     if (auto s = r.finish(); !s) return s;
     if (rl.limit > rl.period_ms * 1000) {
       return invalid(r.where("limit") + "ratelimits." + name + ".limit (" + std::to_string(rl.limit) +
                      ") admits more than one attempt per microsecond of period_ms (" + std::to_string(rl.period_ms) +
                      "): at most " + std::to_string(rl.period_ms * 1000));
-    }
-    if (store) {
-      if (*store == "shared") rl.store = RateLimitStore::shared;
-      else if (*store == "local") rl.store = RateLimitStore::local;
-      else return invalid(r.where("store") + "ratelimits." + name + ".store must be shared or local");
     }
     if (has_keys_max && rl.store != RateLimitStore::local) {
       return invalid(r.where("keys_max") + "ratelimits." + name +
@@ -378,7 +466,17 @@ Status validate_config(const ServerConfig& c) {
       return invalid("hold_ttl_ms must be at least 3 × providers." + name + ".expected_duration_ms");
     }
   }
-  return ok_status();
+  // Every integer within its row's bounds (the file and the environment checked them as they read).
+  for (const auto& key : server_config_keys()) {
+    if (const auto* member = std::get_if<std::int64_t ServerConfig::*>(&key.field)) {
+      const std::int64_t v = c.**member;
+      if (v < key.min || v > key.max) {
+        return invalid(std::string(key.name) + " must be from " + std::to_string(key.min) + " to " +
+                       std::to_string(key.max) + ", got " + std::to_string(v));
+      }
+    }
+  }
+  return check_trusted_proxies(c.trusted_proxies, [](std::size_t) { return std::string(); });
 }
 
 Result<ServerConfig> load_config(const ConfigOverrides& o, EnvLookup env) {
@@ -390,35 +488,7 @@ Result<ServerConfig> load_config(const ConfigOverrides& o, EnvLookup env) {
     if (!parsed) return parsed.error();
     c = std::move(parsed).value();
   }
-  auto env_int = [&](const char* name, std::int64_t& out) -> Status {
-    auto v = env(name);
-    if (!v) return ok_status();
-    // Any 64-bit integer; validate_config() then checks the setting's own range.
-    const auto n = parse_int(*v, std::numeric_limits<std::int64_t>::min(), std::numeric_limits<std::int64_t>::max(),
-                             Sign::minus_allowed);
-    if (!n) return invalid(std::string(name) + " must be an integer, got \"" + *v + "\"");
-    out = *n;
-    return ok_status();
-  };
-  if (auto v = env("TOLLGATE_LISTEN")) c.listen = *v;
-  if (auto v = env("TOLLGATE_DATABASE")) c.database = *v;
-  if (auto v = env("TOLLGATE_ADMIN_KEY")) c.admin_key = *v;
-  if (auto v = env("TOLLGATE_METRICS_KEY")) c.metrics_key = *v;
-  if (auto v = env("TOLLGATE_ADMIN_KEY_FILE")) c.admin_key_file = *v;
-  TG_TRY(env_int("TOLLGATE_HOLD_TTL_MS", c.hold_ttl_ms));
-  TG_TRY(env_int("TOLLGATE_HOLD_TTL_MAX_MS", c.hold_ttl_max_ms));
-  TG_TRY(env_int("TOLLGATE_REAPER_INTERVAL_MS", c.reaper_interval_ms));
-  TG_TRY(env_int("TOLLGATE_DATABASE_POOL_SIZE", c.database_pool_size));
-  TG_TRY(env_int("TOLLGATE_DATABASE_TIMEOUT_MS", c.database_timeout_ms));
-  TG_TRY(env_int("TOLLGATE_AUTH_FAILURES_LIMIT", c.auth_failures_limit));
-  TG_TRY(env_int("TOLLGATE_AUTH_FAILURES_PERIOD_MS", c.auth_failures_period_ms));
-  if (auto v = env("TOLLGATE_TLS_CERT")) c.tls_cert = *v;
-  if (auto v = env("TOLLGATE_TLS_KEY")) c.tls_key = *v;
-  if (auto v = env("TOLLGATE_LATE_COMMIT")) {
-    auto policy = parse_late_commit_policy(*v);
-    if (!policy) return invalid("TOLLGATE_LATE_COMMIT must be charge, forgive or reject");
-    c.late_commit = *policy;
-  }
+  for (const auto& key : server_config_keys()) TG_TRY(apply_env(key, env, c));
   if (o.listen) c.listen = *o.listen;
   if (o.database) c.database = *o.database;
   if (o.admin_key_file) c.admin_key_file = *o.admin_key_file;

@@ -1,7 +1,8 @@
 // tollgate config: the server's configuration (api.md, "Configuration").
 //
 // Sources, later ones winning: built-in defaults, the TOML file (`--config FILE`), TOLLGATE_*
-// environment variables, then the command-line flags `--listen` and `--database`. Every key of the
+// environment variables, then the command-line flags (`--listen`, `--database`, `--admin-key-file`).
+// The keys, their bounds, variables and flags are the rows of one table (config/config_keys.h). Every key of the
 // file is known: an unknown key, a wrong type or an out-of-range value is an error whose message
 // names the key and the file's line ("tollgate.toml:7: hold_ttl_ms must be …"), and start-up stops.
 //
@@ -12,6 +13,7 @@
 #include <map>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "core/limits.h"
 #include "core/model.h"
@@ -69,6 +71,9 @@ struct ServerConfig {
   // neither: plain HTTP. One without the other is an error.
   std::optional<std::string> tls_cert;
   std::optional<std::string> tls_key;
+  // Peers (CIDRs, IPv4 and IPv6) whose X-Forwarded-For / Forwarded header names the client
+  // (config/proxies.h); empty: the peer is the client.
+  std::vector<std::string> trusted_proxies;
 };
 
 struct ConfigOverrides {

@@ -13,8 +13,10 @@ namespace tollgate::limits {
 inline constexpr std::int64_t kAmountMin = 1;
 inline constexpr std::int64_t kAmountMax = (std::int64_t{1} << 53) - 1;
 
-// Balances live in int64; arithmetic on them is checked (overflow is an error, never a wrap).
-inline constexpr std::int64_t kBalanceMax = std::numeric_limits<std::int64_t>::max();
+// Every balance (available, reserved, used, purchased) stays within ±kBalanceMax, 2^53 − 1 like an
+// amount, so that every JSON client represents it exactly (api.md); a movement that would take one
+// past it is refused (overflow). Arithmetic on balances is checked besides: never a wrap.
+inline constexpr std::int64_t kBalanceMax = kAmountMax;
 
 // An overdraft limit is an amount of credits that `available` may go below zero; 0 is allowed.
 inline constexpr std::int64_t kOverdraftLimitMax = kAmountMax;
@@ -129,6 +131,10 @@ inline constexpr std::size_t kAuthCacheEntriesMax = 100'000;
 inline constexpr std::int64_t kAuthFailuresLimitDefault = 20;
 inline constexpr std::int64_t kAuthFailuresPeriodMsDefault = 60'000;
 inline constexpr std::size_t kAuthFailuresAddressesMax = 100'000;
+// trusted_proxies (config/proxies.h): at most this many CIDRs, and at most this many hops of a
+// forwarding header are walked (a longer chain of trusted proxies ends at the last one walked).
+inline constexpr std::size_t kTrustedProxiesMax = 256;
+inline constexpr std::size_t kForwardedHopsMax = 32;
 // Readiness: the reaper must have run within this many intervals (plus the slack).
 inline constexpr std::int64_t kReaperIntervalsStaleMax = 3;
 inline constexpr std::int64_t kReaperStaleSlackMs = 1'000;
@@ -140,7 +146,8 @@ inline constexpr std::size_t kReadQueueMax = 1'024;
 inline constexpr std::int64_t kAuditAccountsPerTask = 256;
 
 static_assert(kAmountMin >= 1);
-static_assert(kAmountMax < kBalanceMax / 2, "two amounts must add without overflow");
+static_assert(kBalanceMax < std::numeric_limits<std::int64_t>::max() / 4,
+              "balances, amounts and overdrafts add in int64 without overflow");
 static_assert(kHoldTtlMsDefault <= kHoldTtlMsMaxDefault);
 static_assert(kHoldTtlMsMaxDefault <= kHoldTtlMsMax);
 static_assert(kBatchMaxDefault <= kWriteQueueDefault);

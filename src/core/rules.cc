@@ -3,12 +3,19 @@
 #include <string>
 
 #include "core/checked.h"
+#include "core/limits.h"
 
 namespace tollgate::rules {
 namespace {
 
 Error overflow_error(std::string_view what) {
   return Error::make(Code::overflow, std::string(what) + " would exceed the largest balance");
+}
+
+// A balance after a movement, if it stays within ±limits::kBalanceMax (nullopt: overflow).
+std::optional<std::int64_t> bounded(std::optional<std::int64_t> balance) {
+  if (!balance || *balance > limits::kBalanceMax || *balance < -limits::kBalanceMax) return std::nullopt;
+  return balance;
 }
 
 void assert_identity(const Balances& b) {
@@ -23,8 +30,8 @@ void assert_identity(const Balances& b) {
 
 Result<Balances> credit(const Balances& before, std::int64_t amount) {
   TG_ASSERT(amount_is_valid(amount));
-  const auto available = checked_add(before.available, amount);
-  const auto purchased = checked_add(before.purchased, amount);
+  const auto available = bounded(checked_add(before.available, amount));
+  const auto purchased = bounded(checked_add(before.purchased, amount));
   if (!available || !purchased) return overflow_error("crediting " + std::to_string(amount));
   Balances after = before;
   after.available = *available;
@@ -77,7 +84,7 @@ Result<Balances> reserve(const Account& before, std::int64_t amount) {
   if (!available_after || *available_after < -before.overdraft_limit) {
     return Error::insufficient(before.balances.available, amount, before.balances.reserved);
   }
-  const auto reserved_after = checked_add(before.balances.reserved, amount);
+  const auto reserved_after = bounded(checked_add(before.balances.reserved, amount));
   if (!reserved_after) return overflow_error("reserving " + std::to_string(amount));
   Balances after = before.balances;
   after.available = *available_after;
@@ -109,7 +116,7 @@ Result<Balances> late_charge(const Account& before, std::int64_t amount) {
   if (!available_after || *available_after < -before.overdraft_limit) {
     return Error::insufficient(before.balances.available, amount, before.balances.reserved);
   }
-  const auto used_after = checked_add(before.balances.used, amount);
+  const auto used_after = bounded(checked_add(before.balances.used, amount));
   if (!used_after) return overflow_error("charging " + std::to_string(amount));
   Balances after = before.balances;
   after.available = *available_after;

@@ -22,6 +22,8 @@ namespace tollgate::rules {
 
 // --- balances -------------------------------------------------------------------------------
 // Each returns the balances after the movement, or the precise refusal. `amount` is already valid.
+// No balance leaves ±limits::kBalanceMax (2^53 − 1): a movement that would take one past it is
+// refused with overflow, and nothing changes.
 
 // purchased credits: available += amount, purchased += amount. Refusal: overflow.
 Result<Balances> credit(const Balances& before, std::int64_t amount);

@@ -10,6 +10,7 @@
 #include "app/fake_provider_command.h"
 #include "app/serve.h"
 #include "config/config.h"
+#include "config/config_keys.h"
 #include "core/version.h"
 
 int main(int argc, char** argv) {
@@ -22,12 +23,21 @@ int main(int argc, char** argv) {
   version->callback([] { std::printf("tollgate %s\n", tollgate::kVersion); });
 
   tollgate::ConfigOverrides overrides;
+  bool print_config = false;
   auto* serve = app.add_subcommand("serve", "run the HTTP server (embedded SQLite store by default)");
+  serve->footer(
+      "Every key of the configuration file is described in docs/reference/configuration.md (also: tollgate config "
+      "reference); each top-level key can be set with TOLLGATE_<KEY> as well.");
   serve->add_option("--config", overrides.config_file, "TOML configuration file");
-  serve->add_option("--listen", overrides.listen, "HOST:PORT to listen on (overrides the configuration)");
-  serve->add_option("--database", overrides.database, "sqlite:PATH or a postgresql:// URI (overrides the configuration)");
-  serve->add_option("--admin-key-file", overrides.admin_key_file,
-                    "write the admin key generated at the first start to this file (mode 0600) instead of stdout");
+  auto about = [](const char* key) {
+    return std::string(tollgate::server_config_key(key).description) + " (the key " + key + "; overrides the file and " +
+           tollgate::config_env_name(key) + ")";
+  };
+  serve->add_option("--listen", overrides.listen, about("listen"));
+  serve->add_option("--database", overrides.database, about("database"));
+  serve->add_option("--admin-key-file", overrides.admin_key_file, about("admin_key_file"));
+  serve->add_flag("--print-config", print_config,
+                  "print the effective configuration (file, environment and flags) as TOML, secrets masked, and exit");
   serve->callback([&] {
     auto config = tollgate::load_config(overrides);
     if (!config) {
@@ -35,8 +45,18 @@ int main(int argc, char** argv) {
       exit_code = 2;
       return;
     }
+    if (print_config) {
+      std::fputs(tollgate::effective_config_toml(*config).c_str(), stdout);
+      return;
+    }
     exit_code = tollgate::app::serve(*config);
   });
+
+  auto* config_command = app.add_subcommand("config", "the server's configuration keys");
+  config_command->require_subcommand(1);
+  auto* reference = config_command->add_subcommand(
+      "reference", "print the configuration reference (Markdown: every key, its default, bounds and variable)");
+  reference->callback([] { std::fputs(tollgate::config_reference_markdown().c_str(), stdout); });
 
   // The client commands: account, key, hold, events, audit.
   tollgate::app::add_cli_commands(app, exit_code);

@@ -122,10 +122,32 @@ const char* status_title(unsigned status) {
   }
 }
 
+// What a caller can do about a 5xx answer, in its words; the error's own detail (which may hold the
+// database's address, SQL or driver text) is for the log only. overloaded is the server's own words.
+std::string_view caller_detail(std::string_view code) {
+  if (code == "unavailable") {
+    return "the service is unavailable right now (its database cannot be reached, or it is stopping); retry in a "
+           "few seconds with the same request id (nothing is done twice)";
+  }
+  if (code == "storage_full") {
+    return "the service's disk is full, so nothing was written; retry later with the same request id (reads still work)";
+  }
+  if (code == "storage_failed") {
+    return "the service could not write durably and takes no writes until its operator restarts it; retry later "
+           "with the same request id (reads still work)";
+  }
+  return "an internal error; retry with the same request id, or give the operator this request_id";
+}
+
 Response problem_response(unsigned status, std::string_view code, std::string_view detail,
                           std::optional<std::int64_t> available, std::optional<std::int64_t> requested,
                           std::optional<std::int64_t> expires_at_ms = std::nullopt,
                           std::optional<std::int64_t> retry_after_ms = std::nullopt) {
+  std::string log_detail;
+  if (status >= 500 && code != "overloaded") {
+    log_detail = std::string(detail);
+    detail = caller_detail(code);
+  }
   Response r = written_response(status, [&](std::string& out) {
     out += "{\"type\":\"https://tollgate.dev/errors/";
     out += code;  // a code name: [a-z_]
@@ -158,6 +180,7 @@ Response problem_response(unsigned status, std::string_view code, std::string_vi
   });
   r.content_type = "application/problem+json";
   r.code = std::string(code);
+  r.log_detail = std::move(log_detail);
   if (status == 503) r.retry_after_s = 1;
   // Retry-After is in whole seconds: rounded up, so a client that honours it is never early.
   if (retry_after_ms) r.retry_after_s = static_cast<int>(std::min<std::int64_t>((*retry_after_ms + 999) / 1000, 1 << 30));
@@ -205,13 +228,6 @@ Response too_many_failed_auth(std::int64_t retry_after_ms) {
 }
 
 }  // namespace
-
-std::optional<std::int64_t> Api::auth_throttled(const std::string& address) {
-  if (!auth_failures_) return std::nullopt;
-  const auto d = auth_failures_->peek(address, 1, clock_.now_ms());
-  if (d.allowed) return std::nullopt;
-  return d.retry_after_ms;
-}
 
 Response Api::refuse_auth(const Error& error, const std::string& address) {
   if (error.code != Code::unauthorized) return problem(error);  // the database could not tell: not a failure
@@ -317,6 +333,8 @@ void Api::handle(Request request, Reply reply, Dispatch dispatch) {
 }
 
 void Api::handle_unguarded(Request request, Reply reply, Dispatch dispatch) {
+  request.client_address =
+      options_.trusted_proxies.client_address(request.client_address, request.x_forwarded_for, request.forwarded);
   auto parsed = urls::parse_origin_form(request.target);
   if (!parsed) return reply(problem(400, "invalid_request", "the request target is not a valid path"));
   Call call;
@@ -355,12 +373,7 @@ void Api::handle_unguarded(Request request, Reply reply, Dispatch dispatch) {
   if (route->access == Access::open) {
     call.reply = stamped(std::move(reply), route_index, "", "");
     if (!request.authorization.empty()) {
-      // A key sent to an open route is checked by its handler (GET /metrics): guesses count, and
-      // an address over its budget is not let try one more.
-      if (auto wait_ms = auth_throttled(request.client_address)) {
-        metrics_.auth_throttled.fetch_add(1, std::memory_order_relaxed);
-        return call.reply(too_many_failed_auth(*wait_ms));
-      }
+      // A key sent to an open route is checked by its handler (GET /metrics): guesses count.
       call.reply = [this, address = request.client_address, inner = std::move(call.reply)](Response r) {
         if (r.status == 401) r = count_failed_auth(std::move(r), address);
         inner(std::move(r));
@@ -377,12 +390,9 @@ void Api::handle_unguarded(Request request, Reply reply, Dispatch dispatch) {
     }
     return authorized(*route, route_index, context, call, request, reply, std::move(*principal), false);
   }
-  // An address over its failure budget is not let near the database with a key nobody knows.
-  if (auto wait_ms = auth_throttled(request.client_address)) {
-    metrics_.auth_throttled.fetch_add(1, std::memory_order_relaxed);
-    return stamped(std::move(reply), route_index, "", "")(too_many_failed_auth(*wait_ms));
-  }
-  // Only the database knows this key (not cached yet): ask it on a reader thread, and go on there.
+  // Only the database knows this key (not cached yet): ask it on a reader thread, and go on there —
+  // also from an address over its failure budget, so that a valid key is never refused; a wrong
+  // one answers 429 there (refuse_auth).
   struct Pending {
     Call call;
     Request request;

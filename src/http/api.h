@@ -23,6 +23,7 @@
 #include <string>
 
 #include "config/config.h"
+#include "config/proxies.h"
 #include "coord/local_limiter.h"
 #include "coord/policies.h"
 #include "core/clock.h"
@@ -46,7 +47,11 @@ struct Request {
   std::optional<std::string> idempotency_key;  // the Idempotency-Key header, when sent
   std::string if_none_match;                   // the If-None-Match header (the console's assets)
   std::string body;
-  std::string client_address;  // the peer's IP address ("" when unknown): failed authentications are counted by it
+  // The peer's IP address ("" when unknown); the API replaces it by the client's when the peer is
+  // a trusted proxy (ApiOptions::trusted_proxies). Failed authentications are counted by it.
+  std::string client_address;
+  std::string x_forwarded_for;  // every X-Forwarded-For line, joined with ","
+  std::string forwarded;        // every Forwarded line, joined with ","
 };
 
 struct Response {
@@ -61,6 +66,9 @@ struct Response {
   // numbering http::Metrics is built with).
   std::size_t route = 0;
   std::string code;                  // the problem code, for logs ("" when successful)
+  // For the log only: what a 5xx answer does not tell the caller (the database's address, SQL,
+  // the driver's words). The server writes it into the request's log line, under its request id.
+  std::string log_detail;
   // For the request log: the key that acted and the account the request concerns (the route's
   // {account_id}, or an account key's own account); "" when none.
   std::string key_id;
@@ -71,7 +79,9 @@ using Reply = std::function<void(Response)>;
 // Runs `work` on the thread that owns the request's connection.
 using Dispatch = std::function<void(std::function<void()>)>;
 
-// RFC 9457 problem document for an error.
+// RFC 9457 problem document for an error. A 5xx answer says what the caller can do (retry, wait),
+// never the internals: its detail goes to Response::log_detail, and the server adds the request's
+// id to the document ("request_id", also sent as X-Request-Id) so that the log line can be found.
 Response problem(const Error& error);
 Response problem(unsigned status, std::string_view code, std::string detail);
 unsigned http_status(Code code);
@@ -115,13 +125,15 @@ struct ApiOptions {
   const coord::RatePolicies* ratelimits = nullptr;
   // Where the coordination routes count their decisions (for /metrics); null: not counted.
   CoordCounters* coord_counters = nullptr;
+  // Peers whose forwarding headers name the client (config/proxies.h): the client's address is
+  // the rightmost untrusted hop. Empty: the peer is the client.
+  TrustedProxies trusted_proxies;
   // Failed authentications (missing, malformed, unknown or revoked keys) per client address: after
   // `auth_failures_limit` within `auth_failures_period_ms` (a GCRA budget that refills steadily), a
-  // request from that address whose key is not already known good answers 429 too_many_failed_auth
-  // with Retry-After, without asking the database. A key cached as good (the configured admin key, a
-  // key used within limits::kAuthCacheMs) is never refused; another address is never affected.
-  // An open route that checks a key itself (GET /metrics with a metrics_key) counts too: its 401s
-  // are failures, and an address over the budget that sends any key there answers 429 unchecked.
+  // request from that address whose key is wrong answers 429 too_many_failed_auth with Retry-After
+  // instead of 401. A valid key is never refused: it is checked (in the database if it must be) and
+  // answered as from any address. Another address is never affected. An open route that checks a
+  // key itself (GET /metrics with a metrics_key) counts too: its 401s are failures.
   // limit 0: no throttling. At most `auth_failures_addresses_max` addresses are remembered.
   std::int64_t auth_failures_limit = limits::kAuthFailuresLimitDefault;
   std::int64_t auth_failures_period_ms = limits::kAuthFailuresPeriodMsDefault;
@@ -163,8 +175,6 @@ class Api {
   Response refuse_auth(const Error& error, const std::string& address);
   // The same for a 401 `refused` that an open route answered itself (GET /metrics and its key).
   Response count_failed_auth(Response refused, const std::string& address);
-  // Whether `address` is over its budget now (nothing counted); its wait when it is.
-  std::optional<std::int64_t> auth_throttled(const std::string& address);
 };
 
 }  // namespace tollgate::http

@@ -17,6 +17,7 @@
 #include "core/clock.h"
 #include "core/last_resort.h"
 #include "core/limits.h"
+#include "core/log.h"
 #include "http/wire.h"
 
 #include <array>
@@ -255,11 +256,18 @@ struct Session : SessionBase, std::enable_shared_from_this<Session<Stream>> {
     };
     append("key_id", r.key_id);
     append("account_id", r.account_id);
-    if (n >= 0 && static_cast<std::size_t>(n) + 1 < sizeof line) {
-      line[n] = '}';
-      line[n + 1] = '\0';
+    if (n < 0 || static_cast<std::size_t>(n) >= sizeof line) n = static_cast<int>(std::strlen(line));
+    std::string entry(line, static_cast<std::size_t>(n));
+    if (!r.log_detail.empty()) {  // what the answer did not say (api.h, problem())
+      entry += ",\"detail\":";
+      append_json_string(entry, r.log_detail);
     }
-    server.log.write(line);
+    entry += '}';
+    server.log.write(entry);
+    // A 5xx problem names the request, so that its caller can point the operator at this log line.
+    if (r.status >= 500 && r.content_type == "application/problem+json" && !r.body.empty() && r.body.front() == '{') {
+      r.body.insert(1, "\"request_id\":\"" + request_id + "\",");
+    }
 
     // The head, formatted into this connection's buffer (its capacity is reused request after
     // request), then head and body in one gather write. One answer is in flight per connection.

@@ -14,6 +14,17 @@ Request to_request(bhttp::request<bhttp::string_body>&& req, std::string client_
   request.content_type = std::string(req[bhttp::field::content_type]);
   if (auto it = req.find("Idempotency-Key"); it != req.end()) request.idempotency_key = std::string(it->value());
   request.if_none_match = std::string(req[bhttp::field::if_none_match]);
+  // Every line of a forwarding header, in order, as one list (RFC 9110 §5.3).
+  auto joined = [&](std::string_view name) {
+    std::string out;
+    for (auto [it, end] = req.equal_range(name); it != end; ++it) {
+      if (!out.empty()) out += ',';
+      out += it->value();
+    }
+    return out;
+  };
+  request.x_forwarded_for = joined("X-Forwarded-For");
+  request.forwarded = joined("Forwarded");
   request.body = std::move(req.body());
   request.client_address = std::move(client_address);
   return request;

@@ -23,6 +23,7 @@ using ::testing::HasSubstr;
 
 constexpr std::int64_t kMax = std::numeric_limits<std::int64_t>::max();
 constexpr std::int64_t kMin = std::numeric_limits<std::int64_t>::min();
+constexpr std::int64_t kBal = limits::kBalanceMax;  // 2^53 − 1: every balance stays within ±this
 constexpr std::int64_t kAmountMax = (std::int64_t{1} << 53) - 1;
 constexpr std::int64_t kTwoPow53 = std::int64_t{1} << 53;
 
@@ -250,13 +251,13 @@ TEST(RulesCredit, AddsToAvailableAndPurchased) {
 }
 
 TEST(RulesCredit, FillsTheBalanceExactlyToTheLargestValue) {
-  const auto after = rules::credit(Balances{kMax - 5, 0, 0, kMax - 5}, 5);
+  const auto after = rules::credit(Balances{kBal - 5, 0, 0, kBal - 5}, 5);
   ASSERT_TRUE(after.ok());
-  EXPECT_EQ(*after, (Balances{kMax, 0, 0, kMax}));
+  EXPECT_EQ(*after, (Balances{kBal, 0, 0, kBal}));
 }
 
 TEST(RulesCredit, OverflowOfAvailableIsOverflow) {
-  const auto after = rules::credit(Balances{kMax - 5, 0, 0, kMax - 5}, 6);
+  const auto after = rules::credit(Balances{kBal - 5, 0, 0, kBal - 5}, 6);
   ASSERT_FALSE(after.ok());
   EXPECT_EQ(after.code(), Code::overflow);
   EXPECT_THAT(after.error().detail, HasSubstr("6"));
@@ -264,7 +265,7 @@ TEST(RulesCredit, OverflowOfAvailableIsOverflow) {
 
 TEST(RulesCredit, OverflowOfPurchasedAloneIsOverflow) {
   // available is far from the limit, but purchased (which includes reserved and used) is not.
-  const auto after = rules::credit(Balances{1, kMax - 11, 10, kMax}, 1);
+  const auto after = rules::credit(Balances{1, kBal - 11, 10, kBal}, 1);
   ASSERT_FALSE(after.ok());
   EXPECT_EQ(after.code(), Code::overflow);
 }
@@ -310,9 +311,9 @@ TEST(RulesDebit, NeverUsesTheOverdraft) {
 }
 
 TEST(RulesDebit, LargestAmountAgainstLargestBalance) {
-  const auto after = rules::debit(Balances{kMax, 0, 0, kMax}, kAmountMax);
+  const auto after = rules::debit(Balances{kBal, 0, 0, kBal}, kAmountMax);
   ASSERT_TRUE(after.ok());
-  EXPECT_EQ(after->available, kMax - kAmountMax);
+  EXPECT_EQ(after->available, kBal - kAmountMax);
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -397,10 +398,10 @@ TEST(RulesReserve, NoMaxActiveHoldsMeansNoLimit) {
 
 TEST(RulesReserve, OverflowOfReservedIsOverflow) {
   // With an overdraft, reserved can exceed purchased; it must never wrap.
-  const Account a = account_with({0, kMax - 1, 0, kMax - 1}, kAmountMax);
+  const Account a = account_with({0, kBal - 1, 0, kBal - 1}, kAmountMax);
   const auto fits = rules::reserve(a, 1);
   ASSERT_TRUE(fits.ok());
-  EXPECT_EQ(*fits, (Balances{-1, kMax, 0, kMax - 1}));
+  EXPECT_EQ(*fits, (Balances{-1, kBal, 0, kBal - 1}));
   const auto over = rules::reserve(a, 2);
   ASSERT_FALSE(over.ok());
   EXPECT_EQ(over.code(), Code::overflow);
@@ -466,10 +467,10 @@ TEST(RulesLateCharge, MayUseTheOverdraftDownToTheLimit) {
 }
 
 TEST(RulesLateCharge, OverflowOfUsedIsOverflow) {
-  const Account a = account_with({5, 0, kMax - 5, kMax}, kAmountMax);
+  const Account a = account_with({5, 0, kBal - 5, kBal}, kAmountMax);
   const auto fits = rules::late_charge(a, 5);
   ASSERT_TRUE(fits.ok());
-  EXPECT_EQ(fits->used, kMax);
+  EXPECT_EQ(fits->used, kBal);
   EXPECT_EQ(rules::late_charge(a, 6).code(), Code::overflow);
 }
 

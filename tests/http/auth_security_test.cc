@@ -1,7 +1,7 @@
 // Security of authentication at the HTTP edge (issue 12), against real server processes:
 // - failed authentications are throttled per client address (429 too_many_failed_auth with
 //   Retry-After once an address is over its budget; counted in /metrics; another address and a
-//   key known good are not affected);
+//   valid key are not affected; behind trusted proxies, the forwarded client address is counted);
 // - no secret (the admin key, account keys, wrong keys that were tried) ever reaches the server's
 //   output, stdout or stderr — except the generated admin key's one deliberate print at first start.
 #include <gtest/gtest.h>
@@ -81,11 +81,12 @@ TEST(HttpAuthThrottle, AnAddressOverItsFailureBudgetIsAnswered429AndOthersAreNot
   EXPECT_TRUE(is_problem(anonymous.get("/v1/accounts/throttle-a"), 429, "too_many_failed_auth"));
   EXPECT_TRUE(is_problem(wrong.get("/v1/holds"), 429, "too_many_failed_auth"));
 
-  // The configured admin key (known without the database) is never refused, from the same address.
+  // A valid key is never refused, from the same address: the configured admin key, and a key only
+  // the database knows (looked up all the same); a wrong key stays refused.
   EXPECT_EQ(admin.get("/v1/accounts/throttle-a").status, 200u);
-  // A key only the database knows is not looked up for a throttled address.
   HttpClient fresh(server.port(), account_key);
-  EXPECT_TRUE(is_problem(fresh.get("/v1/accounts/throttle-a"), 429, "too_many_failed_auth"));
+  EXPECT_EQ(fresh.get("/v1/accounts/throttle-a").status, 200u);
+  EXPECT_TRUE(is_problem(wrong.get("/v1/accounts/throttle-a"), 429, "too_many_failed_auth"));
 
   // Another address is not affected: the account key works from 127.0.0.2, and its failures are its own.
   const std::string good = request_from("127.0.0.2", server.port(), "/v1/accounts/throttle-a", account_key);
@@ -94,7 +95,7 @@ TEST(HttpAuthThrottle, AnAddressOverItsFailureBudgetIsAnswered429AndOthersAreNot
   EXPECT_EQ(raw_status(bad), 401u) << bad;
 
   // Counted: 5 + 1 failures (127.0.0.1's five, 127.0.0.2's one), 4 throttled.
-  const HttpResponse m = anonymous.get("/metrics");
+  const HttpResponse m = admin.get("/metrics");
   ASSERT_EQ(m.status, 200u);
   EXPECT_EQ(metric_value(m.body, "tollgate_auth_failures_total"), 6) << m.body;
   EXPECT_EQ(metric_value(m.body, "tollgate_auth_throttled_total"), 4) << m.body;
@@ -124,7 +125,7 @@ TEST(HttpAuthThrottle, ZeroTurnsItOff) {
 }
 
 // GET /metrics checks its metrics key itself (an open route): guesses of that key are failures too,
-// and an address over its budget is answered 429 even with the right key (it is not let try).
+// and an address over its budget is answered 429 for a wrong key, 200 for the right one.
 TEST(HttpAuthThrottle, MetricsKeyGuessesAreThrottledToo) {
   const std::string metrics_key = "metrics-key-for-the-throttle-test-0123";
   ServerOptions options = server_options();
@@ -138,7 +139,8 @@ TEST(HttpAuthThrottle, MetricsKeyGuessesAreThrottledToo) {
   EXPECT_TRUE(is_problem(throttled, 429, "too_many_failed_auth")) << throttled;
   EXPECT_TRUE(throttled.has_header("Retry-After")) << throttled;
   HttpClient right_key(server.port(), metrics_key);
-  EXPECT_TRUE(is_problem(right_key.get("/metrics"), 429, "too_many_failed_auth"));
+  EXPECT_EQ(right_key.get("/metrics").status, 200u);
+  EXPECT_TRUE(is_problem(guesser.get("/metrics"), 429, "too_many_failed_auth"));
   // No key at all is not a guess; /healthz is not affected.
   HttpClient anonymous(server.port());
   EXPECT_TRUE(is_problem(anonymous.get("/metrics"), 401, "unauthorized"));
@@ -151,6 +153,77 @@ TEST(HttpAuthThrottle, MetricsKeyGuessesAreThrottledToo) {
   const std::string body = scraped.substr(scraped.find("\r\n\r\n"));
   EXPECT_EQ(metric_value(body, "tollgate_auth_failures_total"), 3) << body;
   EXPECT_EQ(metric_value(body, "tollgate_auth_throttled_total"), 2) << body;
+  EXPECT_EQ(server.stop(SIGTERM), 0) << server.log();
+}
+
+// The generated admin key (stored, so only the database knows it) is not refused from an address
+// whose failures tripped the throttle — 40 wrong keys through one balancer must not lock the
+// operator out.
+TEST(HttpAuthThrottle, TheGeneratedAdminKeyIsNeverRefusedByTheThrottle) {
+  ServerOptions options = server_options();
+  options.admin_key = "";  // generated at the first start
+  options.env = {{"TOLLGATE_AUTH_FAILURES_LIMIT", "5"}, {"TOLLGATE_AUTH_FAILURES_PERIOD_MS", "60000"}};
+  ServerProcess server(options);
+  ASSERT_FALSE(server.admin_key().empty());
+  HttpClient wrong(server.port(), "tgk_wrong-key-000000000000000000000000000000000");
+  for (int i = 0; i < 40; ++i) wrong.get("/v1/holds");
+  EXPECT_TRUE(is_problem(wrong.get("/v1/holds"), 429, "too_many_failed_auth"));
+  HttpClient admin(server.port(), server.admin_key());
+  const HttpResponse r = admin.get("/v1/holds");
+  EXPECT_EQ(r.status, 200u) << r;
+  EXPECT_EQ(server.stop(SIGTERM), 0) << server.log();
+}
+
+// Behind a balancer (trusted_proxies): the failures are counted by the client's address that the
+// trusted peer forwards (X-Forwarded-For, or Forwarded), not by the balancer's; the balancer's own
+// requests and other clients behind it are not affected; a valid key from the throttled client
+// still works.
+TEST(HttpAuthThrottle, ThroughATrustedProxyTheForwardedClientAddressIsCounted) {
+  ServerOptions options = server_options();
+  options.env = {{"TOLLGATE_AUTH_FAILURES_LIMIT", "3"},
+                 {"TOLLGATE_AUTH_FAILURES_PERIOD_MS", "60000"},
+                 {"TOLLGATE_TRUSTED_PROXIES", "127.0.0.1/32, ::1"}};
+  ServerProcess server(options);
+  HttpClient admin(server.port(), kAdminKey);
+  ASSERT_EQ(admin.post("/v1/accounts", json::object{{"account_id", "behind-lb"}}).status, 201u);
+  const HttpResponse created = admin.post("/v1/accounts/behind-lb/keys", json::object{});
+  ASSERT_EQ(created.status, 201u) << created;
+  const std::string account_key = jstr(created.object(), "secret");
+
+  HttpClient balancer(server.port(), "tgk_wrong-key-000000000000000000000000000000000");
+  // The client 203.0.113.7 behind the balancer (a spoofed hop in front of it is not believed: the
+  // balancer, trusted, appended the real one on the right).
+  const std::map<std::string, std::string> client7 = {{"X-Forwarded-For", "198.51.100.1, 203.0.113.7"}};
+  for (int i = 0; i < 3; ++i) EXPECT_TRUE(is_problem(balancer.get("/v1/holds", client7), 401, "unauthorized"));
+  EXPECT_TRUE(is_problem(balancer.get("/v1/holds", client7), 429, "too_many_failed_auth"));
+  // Another client behind the same balancer, by either header, and the balancer itself: not affected.
+  EXPECT_TRUE(is_problem(balancer.get("/v1/holds", {{"X-Forwarded-For", "203.0.113.8"}}), 401, "unauthorized"));
+  EXPECT_TRUE(is_problem(balancer.get("/v1/holds", {{"Forwarded", "for=\"[2001:db8::9]:4711\";proto=http"}}), 401,
+                         "unauthorized"));
+  EXPECT_TRUE(is_problem(balancer.get("/v1/holds"), 401, "unauthorized"));
+  // The throttled client: by Forwarded too (the same address), and with a valid key it is served.
+  EXPECT_TRUE(is_problem(balancer.get("/v1/holds", {{"Forwarded", "for=203.0.113.7"}}), 429, "too_many_failed_auth"));
+  HttpClient kiosk(server.port(), account_key);
+  EXPECT_EQ(kiosk.get("/v1/accounts/behind-lb", client7).status, 200u);
+  EXPECT_EQ(admin.get("/v1/holds", client7).status, 200u);
+  EXPECT_EQ(server.stop(SIGTERM), 0) << server.log();
+}
+
+// A peer that is not a trusted proxy is the client, whatever header it sends: changing
+// X-Forwarded-For on every try does not escape the throttle.
+TEST(HttpAuthThrottle, AnUntrustedPeersForwardingHeadersAreIgnored) {
+  ServerOptions options = server_options();
+  options.env = {{"TOLLGATE_AUTH_FAILURES_LIMIT", "3"},
+                 {"TOLLGATE_AUTH_FAILURES_PERIOD_MS", "60000"},
+                 {"TOLLGATE_TRUSTED_PROXIES", "10.0.0.0/8"}};
+  ServerProcess server(options);
+  HttpClient guesser(server.port(), "tgk_wrong-key-000000000000000000000000000000000");
+  for (int i = 0; i < 3; ++i) {
+    const std::map<std::string, std::string> spoofed = {{"X-Forwarded-For", "203.0.113." + std::to_string(i)},
+                                                        {"Forwarded", "for=198.51.100." + std::to_string(i)}};
+    EXPECT_TRUE(is_problem(guesser.get("/v1/holds", spoofed), 401, "unauthorized"));
+  }
+  EXPECT_TRUE(is_problem(guesser.get("/v1/holds", {{"X-Forwarded-For", "203.0.113.99"}}), 429, "too_many_failed_auth"));
   EXPECT_EQ(server.stop(SIGTERM), 0) << server.log();
 }
 

@@ -344,16 +344,33 @@ TEST_F(CliTest, EnvironmentGivesUrlAndKeyButTheCommandLineWins) {
                     "http://127.0.0.1:" + std::to_string(testing::unused_port())},
                    env);
   EXPECT_EQ(r.exit_code, 3) << describe(r);
+  // With neither --key nor TOLLGATE_KEY, TOLLGATE_ADMIN_KEY (the server's variable) is the key;
+  // TOLLGATE_KEY wins over it.
+  const testing::EnvVars admin_env = {{"TOLLGATE_URL", server_.url()}, {"TOLLGATE_ADMIN_KEY", server_.admin_key()}};
+  r = run_tollgate({"account", "show", "hank"}, admin_env);
+  EXPECT_EQ(r.exit_code, 0) << describe(r);
+  r = run_tollgate({"account", "show", "hank"},
+                   {{"TOLLGATE_URL", server_.url()}, {"TOLLGATE_ADMIN_KEY", server_.admin_key()}, {"TOLLGATE_KEY", "wrong-key"}});
+  EXPECT_EQ(r.exit_code, 1) << describe(r);
+  EXPECT_NE(r.err.find("unauthorized"), std::string::npos) << r.err;
+  r = run_tollgate({"account", "show", "--help"});
+  EXPECT_NE(r.out.find("TOLLGATE_ADMIN_KEY"), std::string::npos) << r.out;
 }
 
 TEST_F(CliTest, EventsFollowPrintsNewEventsAsTheyHappen) {
   ASSERT_EQ(cli({"account", "create", "ivy"}).exit_code, 0);
   ASSERT_EQ(cli({"account", "credit", "ivy", "1", "--reference", "first"}).exit_code, 0);
-  // --follow runs until interrupted; here the time-out ends it, and what it printed stays.
-  const std::vector<std::string> references = followed_references(
+  // --follow runs until interrupted; here the time-out ends it, and what it printed stays. It starts
+  // at the newest event: what is already there is not shown again.
+  std::vector<std::string> references = followed_references(
       {"events", "ivy", "--follow", "--json", "--url", server_.url(), "--key", server_.admin_key()},
       [this] { cli({"account", "credit", "ivy", "2", "--reference", "second"}); }, milliseconds(2500));
-  EXPECT_EQ(references, (std::vector<std::string>{"first", "second"}));
+  EXPECT_EQ(references, (std::vector<std::string>{"second"}));
+  // --from-start shows the whole trail first; --after N from event N on.
+  references = followed_references(
+      {"events", "ivy", "--follow", "--from-start", "--json", "--url", server_.url(), "--key", server_.admin_key()},
+      [this] { cli({"account", "credit", "ivy", "3", "--reference", "third"}); }, milliseconds(2500));
+  EXPECT_EQ(references, (std::vector<std::string>{"first", "second", "third"}));
 }
 
 // `account list` and `key list` page with --limit and --starting-after: a table per page, and on
@@ -460,6 +477,11 @@ TEST_F(CliTest, EventsWithoutAnAccountFollowsTheChangeFeedOfEveryAccount) {
       {"events", "--follow", "--json", "--after", "1", "--url", server_.url(), "--key", server_.admin_key()},
       [this] { cli({"account", "credit", "max", "3", "--reference", "feed-3"}); }, milliseconds(2500));
   EXPECT_EQ(references, (std::vector<std::string>{"feed-2", "feed-3"}));
+  // Without --after, following the feed starts at its head (after=latest).
+  const std::vector<std::string> from_head = followed_references(
+      {"events", "--follow", "--json", "--url", server_.url(), "--key", server_.admin_key()},
+      [this] { cli({"account", "credit", "lee", "4", "--reference", "feed-4"}); }, milliseconds(2500));
+  EXPECT_EQ(from_head, (std::vector<std::string>{"feed-4"}));
 }
 
 TEST_F(CliTest, StoppedServerExitsThreeAfterBoundedRetries) {
@@ -754,9 +776,9 @@ TEST(CliUsage, AnUnknownOrMissingCommandNamesTheCommandsThatExistAndTheClosest) 
   };
   const std::vector<Case> cases{
       {{"acount", "create", "a"},
-       "tollgate: unknown command 'acount' (did you mean account?); the commands are: account, audit, demo, events, "
+       "tollgate: unknown command 'acount' (did you mean account?); the commands are: account, audit, config, demo, events, "
        "fake-provider, hold, idem, job, key, lock, ratelimit, serve, transfer, version\n"},
-      {{"frobnicate"}, "tollgate: unknown command 'frobnicate'; the commands are: account, audit, demo, events, "
+      {{"frobnicate"}, "tollgate: unknown command 'frobnicate'; the commands are: account, audit, config, demo, events, "
                        "fake-provider, hold, idem, job, key, lock, ratelimit, serve, transfer, version\n"},
       {{"account", "crate", "a", "--url", "http://127.0.0.1:1"},
        "tollgate: unknown command 'account crate' (did you mean create?); the account commands are: create, credit, "
@@ -784,7 +806,7 @@ TEST(CliUsage, AnUnknownOrMissingCommandNamesTheCommandsThatExistAndTheClosest) 
                    "reserve, show\n");
   r = run_tollgate({});
   EXPECT_EQ(r.exit_code, 2);
-  EXPECT_EQ(r.err, "tollgate: a command is missing; the commands are: account, audit, demo, events, fake-provider, hold, idem, "
+  EXPECT_EQ(r.err, "tollgate: a command is missing; the commands are: account, audit, config, demo, events, fake-provider, hold, idem, "
                    "job, key, lock, ratelimit, serve, transfer, version\n");
   r = run_tollgate({"ratelimit"});
   EXPECT_EQ(r.exit_code, 2);

@@ -7,8 +7,10 @@
 
 #include <fstream>
 #include <map>
+#include <sstream>
 
 #include "config/config.h"
+#include "config/config_keys.h"
 #include "http/http_test_support.h"
 
 namespace tollgate::httptest {
@@ -199,6 +201,15 @@ std::vector<InvalidConfig> invalid_configs() {
       {"DatabaseTimeoutNotANumber", "database_timeout_ms = \"5s\"\n", 1, {"database_timeout_ms"}},
       {"JobsInFlightZero", "\njobs_in_flight_max = 0\n", 2, {"jobs_in_flight_max"}},
       {"JobsInFlightHuge", "jobs_in_flight_max = 1000000\n", 1, {"jobs_in_flight_max"}},
+      {"TrustedProxyNotAnAddress", "trusted_proxies = [\"10.0.0.0/8\",\n  \"balancer.local\"]\n", 2,
+       {"trusted_proxies", "'balancer.local' is not a CIDR"}},
+      {"TrustedProxyPrefixTooLong", "\ntrusted_proxies = [\"10.0.0.0/33\"]\n", 2,
+       {"trusted_proxies", "'10.0.0.0/33'", "0 to 32"}},
+      {"TrustedProxyIpv6PrefixTooLong", "trusted_proxies = [\"fd00::/129\"]\n", 1, {"trusted_proxies", "0 to 128"}},
+      {"TrustedProxyHostBitsSet", "trusted_proxies = [\n\"::1\",\n\"10.1.2.3/8\"]\n", 3,
+       {"trusted_proxies", "write 10.0.0.0/8"}},
+      {"TrustedProxiesNotAList", "trusted_proxies = \"10.0.0.0/8\"\n", 1, {"trusted_proxies must be a list of strings"}},
+      {"TrustedProxiesNotStrings", "trusted_proxies = [10]\n", 1, {"trusted_proxies must be a list of strings"}},
       // TOML syntax: the line, a hint in plain words, then the parser's own message.
       {"TomlSyntaxError", "listen = \n", 1,
        {"bad.toml:1: listen: the value is missing after '=' (TOML parser: Error while parsing key-value pair: "
@@ -408,6 +419,117 @@ TEST_F(ConfigSources, ABadListenFlagIsAnError) {
   auto c = load_config(o, &lookup);
   ASSERT_FALSE(c.ok());
   EXPECT_NE(c.error().detail.find("listen"), std::string::npos) << c.error().detail;
+}
+
+TEST(Config, TrustedProxiesAreCidrsOfBothFamilies) {
+  auto parsed = parse_config("trusted_proxies = [\"10.0.0.0/8\", \"192.0.2.7\", \"fd00::/8\", \"::1\"]\n", "t.toml");
+  ASSERT_TRUE(parsed.ok()) << parsed.error().detail;
+  EXPECT_EQ(parsed->trusted_proxies, (std::vector<std::string>{"10.0.0.0/8", "192.0.2.7", "fd00::/8", "::1"}));
+  auto none = parse_config("", "t.toml");
+  ASSERT_TRUE(none.ok());
+  EXPECT_TRUE(none->trusted_proxies.empty()) << "the default trusts nobody";
+}
+
+TEST_F(ConfigSources, TrustedProxiesComeFromTheEnvironmentCommaSeparated) {
+  fake_env() = {{"TOLLGATE_TRUSTED_PROXIES", " 10.0.0.0/8 ,fd00::/8,"}};
+  auto c = load_config(ConfigOverrides{}, &lookup);
+  ASSERT_TRUE(c.ok()) << c.error().detail;
+  EXPECT_EQ(c->trusted_proxies, (std::vector<std::string>{"10.0.0.0/8", "fd00::/8"}));
+  fake_env() = {{"TOLLGATE_TRUSTED_PROXIES", "10.0.0.0/8,10.0.0.0/40"}};
+  auto bad = load_config(ConfigOverrides{}, &lookup);
+  ASSERT_FALSE(bad.ok());
+  EXPECT_NE(bad.error().detail.find("trusted_proxies: '10.0.0.0/40'"), std::string::npos) << bad.error().detail;
+}
+
+// Every top-level key has its TOLLGATE_<KEY> variable, read with the key's bounds.
+TEST_F(ConfigSources, EveryTopLevelKeyHasItsEnvironmentVariable) {
+  for (const auto& key : server_config_keys()) {
+    EXPECT_EQ(config_env_name(key.name).rfind("TOLLGATE_", 0), 0u);
+    if (const auto* member = std::get_if<std::int64_t ServerConfig::*>(&key.field)) {
+      fake_env() = {{config_env_name(key.name), std::to_string(key.max)}};
+      if (std::string_view(key.name) == "hold_ttl_ms") fake_env()["TOLLGATE_HOLD_TTL_MAX_MS"] = std::to_string(key.max);
+      auto c = load_config(ConfigOverrides{}, &lookup);
+      ASSERT_TRUE(c.ok()) << key.name << ": " << c.error().detail;
+      EXPECT_EQ((*c).**member, key.max) << key.name;
+      fake_env() = {{config_env_name(key.name), std::to_string(key.max + 1)}};
+      auto over = load_config(ConfigOverrides{}, &lookup);
+      ASSERT_FALSE(over.ok()) << key.name << " took " << key.max + 1;
+      EXPECT_NE(over.error().detail.find(key.name), std::string::npos) << over.error().detail;
+    }
+  }
+  fake_env() = {{"TOLLGATE_JOBS_IN_FLIGHT_MAX", "7"}, {"TOLLGATE_TLS_CERT", "/c.pem"}, {"TOLLGATE_TLS_KEY", "/k.pem"}};
+  auto c = load_config(ConfigOverrides{}, &lookup);
+  ASSERT_TRUE(c.ok()) << c.error().detail;
+  EXPECT_EQ(c->jobs_in_flight_max, 7);
+  EXPECT_EQ(c->tls_cert, "/c.pem");
+}
+
+// docs/reference/configuration.md is what `tollgate config reference` prints from the parser's
+// table: a key added, a default or a bound changed without the page is a failure here.
+TEST(ConfigReference, TheCommittedPageIsTheGeneratedOne) {
+  const std::string page = read_file(std::string(TOLLGATE_SOURCE_DIR) + "/docs/reference/configuration.md");
+  EXPECT_EQ(page, config_reference_markdown())
+      << "docs/reference/configuration.md is stale: run build/tollgate config reference > docs/reference/configuration.md";
+  // It names every key, its variable and its default.
+  for (const auto& key : server_config_keys()) {
+    EXPECT_NE(page.find("| `" + std::string(key.name) + "` |"), std::string::npos) << key.name;
+    EXPECT_NE(page.find("`" + config_env_name(key.name) + "`"), std::string::npos) << key.name;
+  }
+  for (const auto& key : provider_config_keys()) EXPECT_NE(page.find("| `" + std::string(key.name) + "` |"), std::string::npos);
+  for (const auto& key : ratelimit_config_keys()) EXPECT_NE(page.find("| `" + std::string(key.name) + "` |"), std::string::npos);
+  EXPECT_NE(page.find("| `hold_ttl_ms` | integer | `300000` | 1 – 2592000000 |"), std::string::npos) << page;
+  const ProcessResult r = testing::run_tollgate({"config", "reference"});
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(r.out, page);
+}
+
+// --print-config: the effective configuration (file, environment, flags) as TOML that parses back
+// to the same values, every secret masked.
+TEST(ConfigServe, PrintConfigShowsTheEffectiveValuesWithSecretsMasked) {
+  testing::TempDir dir;
+  const std::string path = dir.file("t.toml");
+  std::ofstream(path) << "hold_ttl_ms = 120000\nmetrics_key = \"metrics-secret-0123456789\"\n"
+                         "trusted_proxies = [\"10.0.0.0/8\"]\n[providers.imagegen]\nurl = \"http://127.0.0.1:9/g\"\n"
+                         "[ratelimits.login]\nlimit = 5\nperiod_ms = 60000\nstore = \"local\"\n";
+  const ProcessResult r = testing::run_tollgate(
+      {"serve", "--config", path, "--listen", "127.0.0.1:7777", "--print-config"},
+      {{"TOLLGATE_ADMIN_KEY", "admin-secret-0123456789abcdef"},
+       {"TOLLGATE_DATABASE", "postgresql://tollgate:db-password@127.0.0.1:5432/tollgate"},
+       {"TOLLGATE_LATE_COMMIT", "forgive"}});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(r.err.find("listening"), std::string::npos) << "it served: " << r.err;
+  for (const char* secret : {"admin-secret", "metrics-secret", "db-password"}) {
+    EXPECT_EQ(r.out.find(secret), std::string::npos) << secret << " in\n" << r.out;
+  }
+  EXPECT_NE(r.out.find("admin_key = \"***\""), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("metrics_key = \"***\""), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("database = \"postgresql://tollgate:***@127.0.0.1:5432/tollgate\""), std::string::npos) << r.out;
+  // Without its masked secrets it parses back to the same values.
+  std::string unmasked;
+  std::istringstream printed(r.out);
+  for (std::string line; std::getline(printed, line);) {
+    if (line.find("= \"***\"") == std::string::npos) unmasked += line + "\n";
+  }
+  auto back = parse_config(unmasked, "printed");
+  ASSERT_TRUE(back.ok()) << back.error().detail << "\n" << r.out;
+  EXPECT_EQ(back->listen, "127.0.0.1:7777");
+  EXPECT_EQ(back->hold_ttl_ms, 120000);
+  EXPECT_EQ(back->late_commit, LateCommitPolicy::forgive);
+  EXPECT_EQ(back->trusted_proxies, (std::vector<std::string>{"10.0.0.0/8"}));
+  EXPECT_EQ(back->providers.at("imagegen").url, "http://127.0.0.1:9/g");
+  EXPECT_EQ(back->ratelimits.at("login").store, RateLimitStore::local);
+}
+
+TEST(ConfigServe, HelpListsEveryFlagWithTheWordsOfItsKey) {
+  const ProcessResult r = testing::run_tollgate({"serve", "--help"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  for (const char* flag : {"--config", "--print-config"}) EXPECT_NE(r.out.find(flag), std::string::npos) << flag;
+  for (const auto& key : server_config_keys()) {
+    if (!key.flag) continue;
+    EXPECT_NE(r.out.find(key.flag), std::string::npos) << key.flag << "\n" << r.out;
+    EXPECT_NE(r.out.find(config_env_name(key.name)), std::string::npos) << key.name << "\n" << r.out;
+  }
+  EXPECT_NE(r.out.find("docs/reference/configuration.md"), std::string::npos) << r.out;
 }
 
 // --- the real binary --------------------------------------------------------------------------------

@@ -174,8 +174,11 @@ class ThrowAwayPostgres {
   }
   ProcessResult restart() { return testing::run_process({script_, "restart", dir_}, {}, std::chrono::seconds(120)); }
   ProcessResult crash() { return testing::run_process({script_, "crash", dir_}, {}, std::chrono::seconds(120)); }
+  ProcessResult stop() { return testing::run_process({script_, "stop", dir_}, {}, std::chrono::seconds(120)); }
   ProcessResult promote() { return testing::run_process({script_, "promote", dir_}, {}, std::chrono::seconds(120)); }
   std::string log() const { return read_file(dir_ + "/postgres.log"); }
+  const std::string& dir() const { return dir_; }
+  const std::string& script() const { return script_; }
 
  private:
   void cleanup() {
@@ -1139,6 +1142,82 @@ TEST_F(MultiInstance, ThreeFeedReadersSeeEveryEventExactlyOnceWhileThreeInstance
     EXPECT_TRUE(audit_is_clean(options.ports[i], static_cast<std::int64_t>(accounts.size()))) << "instance " << i;
     EXPECT_EQ((*instances)[i].stop(SIGTERM), 0) << "instance " << i << ":\n" << tail((*instances)[i].log());
   }
+}
+
+
+// A 5xx answer says what the caller can do, never the internals: with the database stopped under a
+// running instance, requests answer 503 unavailable whose document carries the request's id (the
+// X-Request-Id header's) and neither the database's address nor the driver's or SQL's words; the
+// instance's log has those, on the line of that request id.
+TEST_F(MultiInstance, ADatabaseOutageAnswers503WithARequestIdAndNoInternals) {
+  ThrowAwayPostgres pg;
+  ServerOptions options = server_options();
+  options.database = pg.uri();
+  ServerProcess server(options);
+  HttpClient admin(server.port(), server.admin_key());
+  ASSERT_EQ(admin.post("/v1/accounts", json::object{{"account_id", "kiosk"}}).status, 201u);
+  const HttpResponse used = admin.post("/v1/accounts/kiosk/keys", json::object{});
+  const HttpResponse unused = admin.post("/v1/accounts/kiosk/keys", json::object{});
+  ASSERT_EQ(used.status, 201u) << used;
+  ASSERT_EQ(unused.status, 201u) << unused;
+  HttpClient kiosk(server.port(), jstr(used.object(), "secret"));  // a key the instance has cached
+  ASSERT_EQ(kiosk.get("/v1/accounts/kiosk").status, 200u);
+  HttpClient fresh(server.port(), jstr(unused.object(), "secret"));  // one only the database knows
+
+  ASSERT_EQ(pg.stop().exit_code, 0);
+  const std::string port = pg.host_port().substr(pg.host_port().find(':') + 1);
+  for (HttpClient* client : {&kiosk, &fresh, &admin}) {
+    HttpResponse r;
+    ASSERT_TRUE(eventually([&] {
+      r = client->get("/v1/accounts/kiosk");
+      return r.status == 503;
+    })) << r;
+    ASSERT_TRUE(is_problem(r, 503, "unavailable")) << r;
+    for (const char* internal : {"127.0.0.1", "connect", "server at", "SELECT", "FROM", "database: "}) {
+      EXPECT_EQ(r.body.find(internal), std::string::npos) << internal << " in " << r;
+    }
+    EXPECT_EQ(r.body.find(port), std::string::npos) << r;
+    EXPECT_NE(jstr(r.object(), "detail").find("retry"), std::string::npos) << r;
+    EXPECT_FALSE(r.header("Retry-After").empty()) << r;
+    const std::string id = jstr(r.object(), "request_id");
+    ASSERT_FALSE(id.empty()) << r;
+    EXPECT_EQ(r.header("X-Request-Id"), id);
+    // The log line of that request holds what the answer left out.
+    ASSERT_TRUE(eventually([&] { return server.log().find("\"request_id\":\"" + id + "\"") != std::string::npos; }))
+        << tail(server.log());
+    const std::string log = server.log();
+    const std::size_t line_start = log.find("\"request_id\":\"" + id + "\"");
+    const std::string line = log.substr(line_start, log.find('\n', line_start) - line_start);
+    EXPECT_NE(line.find("\"code\":\"unavailable\""), std::string::npos) << line;
+    EXPECT_NE(line.find("\"detail\":\""), std::string::npos) << line;
+  }
+  // /readyz is open to anyone: it says the database is unavailable, not where it is.
+  const HttpResponse ready = admin.get("/readyz");
+  EXPECT_EQ(ready.status, 503u) << ready;
+  EXPECT_EQ(ready.body.find(port), std::string::npos) << ready;
+  EXPECT_EQ(ready.body.find("127.0.0.1"), std::string::npos) << ready;
+}
+
+
+// scripts/pg start on a stopped cluster (one made by an earlier start) refuses to delete it unless
+// --replace is given; restart brings it back with its data.
+TEST_F(MultiInstance, ScriptsPgStartKeepsAStoppedClusterUnlessToldToReplaceIt) {
+  ThrowAwayPostgres pg;
+  pg::Conn::connect(pg.uri(), pg::ConnectOptions{})->exec("CREATE TABLE kept (v int); INSERT INTO kept VALUES (7)");
+  ASSERT_EQ(pg.stop().exit_code, 0);
+  const ProcessResult refused = testing::run_process({pg.script(), "start", pg.dir()}, {}, std::chrono::seconds(120));
+  EXPECT_NE(refused.exit_code, 0) << refused.out;
+  EXPECT_NE(refused.err.find("--replace"), std::string::npos) << refused.err;
+  EXPECT_NE(refused.err.find("restart"), std::string::npos) << refused.err;
+  EXPECT_TRUE(std::filesystem::exists(pg.dir() + "/data/PG_VERSION")) << "the stopped cluster was deleted";
+  ASSERT_EQ(pg.restart().exit_code, 0);
+  // The data survived (a replaced cluster would have no table `kept`: PgError).
+  EXPECT_EQ(pg::Conn::connect(pg.uri(), pg::ConnectOptions{})->exec("SELECT v FROM kept").int64(0, 0), 7);
+  ASSERT_EQ(pg.stop().exit_code, 0);
+  const ProcessResult replaced =
+      testing::run_process({pg.script(), "start", pg.dir(), "--replace"}, {}, std::chrono::seconds(120));
+  ASSERT_EQ(replaced.exit_code, 0) << replaced.err;
+  EXPECT_NE(replaced.err.find("replacing"), std::string::npos) << replaced.err;
 }
 
 }  // namespace

@@ -1398,7 +1398,7 @@ HandPickedRound many_holds(const std::string& id, std::int64_t n) {
 // Account `id` whose purchased credits are within one amount of the largest balance.
 HandPickedRound near_max(const std::string& id) {
   HandPickedRound round{0, {CreateAccountCommand{id, 0, std::nullopt}}, true};
-  const std::int64_t n = limits::kBalanceMax / limits::kAmountMax;  // 1,024 credits fit, the next one not
+  const std::int64_t n = limits::kBalanceMax / limits::kAmountMax;  // the credits that fit; the next one not
   for (std::int64_t i = 0; i < n; ++i) round.commands.push_back(CreditCommand{id, limits::kAmountMax, id + "-n" + std::to_string(i)});
   return round;
 }
@@ -1468,7 +1468,7 @@ std::vector<HandPickedCase> hand_picked_cases() {
          {res("E", 1'000, "big-1", 60'000),  // refused, expires 1,000 overdue holds, then fits
           res("E", 1, "big-2", 60'000),      // refused again: the last overdue hold is expired, then it fits
           CreateAccountCommand{"E", 0, std::nullopt}}}}},
-      {"balances at the edge of int64",
+      {"balances at the edge of the largest balance (2^53 − 1)",
        {hp_setup(), near_max("E"),
         {10,
          {CreditCommand{"E", limits::kAmountMax, "e-over"}, res("E", limits::kAmountMax, "e-r1", 100),

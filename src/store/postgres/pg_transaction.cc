@@ -4,6 +4,7 @@
 #include <limits>
 #include <string>
 
+#include "core/limits.h"
 #include "core/batch.h"
 #include "slices.h"
 #include "core/hold_id.h"
@@ -15,7 +16,8 @@
 namespace tollgate::pg {
 namespace {
 
-constexpr std::int64_t kMax = std::numeric_limits<std::int64_t>::max();
+// The largest balance (limits.h): the conditional writes keep every balance within it, as the rules do.
+constexpr std::int64_t kMax = limits::kBalanceMax;
 
 std::optional<Balances> balances_of(const Rows& r) {
   if (r.empty()) return std::nullopt;

@@ -3,6 +3,7 @@
 #include <limits>
 #include <string>
 
+#include "core/limits.h"
 #include "core/hold_id.h"
 #include "core/log.h"
 #include "store/sqlite/sqlite_rows.h"
@@ -12,7 +13,8 @@
 namespace tollgate::sqlite {
 namespace {
 
-constexpr std::int64_t kMax = std::numeric_limits<std::int64_t>::max();
+// The largest balance (limits.h): the conditional writes keep every balance within it, as the rules do.
+constexpr std::int64_t kMax = limits::kBalanceMax;
 
 // Runs a conditional UPDATE of one account row; when it changed the row, reads the balances back.
 // (UPDATE … RETURNING would do it in one statement, but SQLite buffers RETURNING rows in an
