@@ -1,6 +1,6 @@
 // tollgate bench: jobs — what a paid call costs in bookkeeping, how soon it reaches its provider,
 // and how many one instance holds in flight. In-process: SqliteStore (durable: the WAL flushed before
-// any answer) + Ledger + JobRunner + ProviderClient, against the fake provider (jobs/fake_provider.h).
+// any answer) + Ledger + JobRunner + ProviderClient, against the fake provider (demo/fake_provider.h).
 //
 //   1. rate     --callers K threads each submit a job (Ledger::submit_job, durable), start it as the
 //               HTTP edge does (JobRunner::start) and wait for its end (durable), against a fake
@@ -40,7 +40,7 @@
 #include <vector>
 
 #include "core/clock.h"
-#include "jobs/fake_provider.h"
+#include "demo/fake_provider.h"
 #include "jobs/provider_client.h"
 #include "jobs/runner.h"
 #include "ledger/ledger.h"

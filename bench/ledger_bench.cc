@@ -529,7 +529,7 @@ void run_lifecycles(const Options& o, Cell& cell, const std::vector<tollgate::Le
   const std::size_t n = ledgers.size();
   std::vector<tollgate::GroupCommitStats> before(n), after(n);
   auto snapshot = [&](std::vector<tollgate::GroupCommitStats>& into) {
-    for (std::size_t i = 0; i < n; ++i) into[i] = ledgers[i]->committer().stats();
+    for (std::size_t i = 0; i < n; ++i) into[i] = ledgers[i]->write_stats();
   };
   auto body = [&](int t, CallerStats& s, std::atomic<int>& phase) {
     tollgate::Ledger& ledger = *ledgers[static_cast<std::size_t>(t) % n];

@@ -20,6 +20,8 @@
 #include "http/metrics.h"
 #include "http/read_executor.h"
 #include "http/server.h"
+#include "coord/rate_limits.h"
+#include "jobs/job_service.h"
 #include "jobs/provider_client.h"
 #include "jobs/runner.h"
 #include "ledger/ledger.h"
@@ -86,8 +88,8 @@ void render_job_metrics(std::string& out, const jobs::JobRunner& runner) {
 
 // Jobs not ended, by status, as the store has them (every instance's): the partial index of
 // unended jobs makes this cheap. Ended jobs are counted where they end (tollgate_jobs_ended_total).
-void render_jobs_by_status(std::string& out, Store& store) {
-  auto counts = store.jobs().count_unended();
+void render_jobs_by_status(std::string& out, Ledger& ledger) {
+  auto counts = ledger.count_unended_jobs();
   if (!counts) return;  // the database is away: /readyz says so; the scrape goes on without it
   http::metric_header(out, "tollgate_jobs", "gauge", "Jobs not ended, by status (all instances).");
   http::metric_line(out, "tollgate_jobs", "status=\"pending\"", static_cast<double>(counts->pending));
@@ -162,7 +164,7 @@ std::string render_metrics(Ledger& ledger, http::Metrics& metrics, const http::R
   using http::metric_line;
   std::string out;
   out.reserve(16 * 1024);
-  if (auto stats = ledger.store().stats()) {
+  if (auto stats = ledger.stats()) {
     metric_header(out, "tollgate_active_holds", "gauge", "Holds reserved and not yet ended or overdue.");
     metric_line(out, "tollgate_active_holds", "", static_cast<double>(stats->active_holds));
     metric_header(out, "tollgate_oldest_active_hold_age_seconds", "gauge", "Age of the oldest active hold.");
@@ -201,7 +203,7 @@ std::string render_metrics(Ledger& ledger, http::Metrics& metrics, const http::R
               last ? static_cast<double>(clock.now_ms() - *last) / 1000.0 : -1.0);
   metric_header(out, "tollgate_reaper_interval_seconds", "gauge", "How often the reaper is meant to run (reaper_interval_ms).");
   metric_line(out, "tollgate_reaper_interval_seconds", "", static_cast<double>(ledger.options().reaper_interval_ms) / 1000.0);
-  const auto gc = ledger.committer().stats();
+  const auto gc = ledger.write_stats();
   metric_header(out, "tollgate_group_commit_batches_total", "counter", "Write transactions committed or tried.");
   metric_line(out, "tollgate_group_commit_batches_total", "", static_cast<double>(gc.batches));
   metric_header(out, "tollgate_group_commit_operations_total", "counter", "Operations written through group commit.");
@@ -215,7 +217,7 @@ std::string render_metrics(Ledger& ledger, http::Metrics& metrics, const http::R
   metric_line(out, "tollgate_storage_failures_total", "kind=\"disk_full\"", static_cast<double>(gc.disk_full_batches));
   metric_line(out, "tollgate_storage_failures_total", "kind=\"flush\"", static_cast<double>(gc.failed_syncs));
   metric_header(out, "tollgate_write_queue_depth", "gauge", "Operations waiting for the writer.");
-  metric_line(out, "tollgate_write_queue_depth", "", static_cast<double>(ledger.committer().queue_depth()));
+  metric_line(out, "tollgate_write_queue_depth", "", static_cast<double>(ledger.write_queue_depth()));
   metric_header(out, "tollgate_http_connections_rejected_total", "counter", "Connections closed: over the limit.");
   metric_line(out, "tollgate_http_connections_rejected_total", "", static_cast<double>(metrics.connections_rejected.load()));
   metric_header(out, "tollgate_tls_handshake_failures_total", "counter",
@@ -290,7 +292,7 @@ Status settle_admin_key(Ledger& ledger, const ServerConfig& config) {
     }
     return ok_status();
   }
-  auto has = ledger.store().has_admin_key();
+  auto has = ledger.has_admin_key();
   if (!has) return has.error();
   if (*has) return ok_status();
   std::string secret;
@@ -329,7 +331,7 @@ Status settle_admin_key(Ledger& ledger, const ServerConfig& config) {
   if (wrote_file) {
     if (auto s = service::remove_admin_key_file(*config.admin_key_file); !s) log_line("warn", s.error().detail);
   }
-  auto again = ledger.store().has_admin_key();
+  auto again = ledger.has_admin_key();
   if (!again) return again.error();
   if (*again) return ok_status();
   return invalid(
@@ -381,11 +383,10 @@ int serve(const ServerConfig& config, const std::function<void(std::uint16_t)>& 
   runner_options.in_flight_max = static_cast<std::size_t>(config.jobs_in_flight_max);
   jobs::JobRunner runner(ledger, *provider_client, runner_options);
 
-  http::Authenticator auth(**store, clock, config.admin_key, &ledger.key_uses());
+  http::Authenticator auth(ledger.key_directory(), clock, config.admin_key, &ledger.key_uses());
   http::Metrics metrics(http::Api::route_templates());
   http::ApiOptions api_options;
   api_options.openapi_json = kOpenApiJson;
-  api_options.reaper_interval_ms = config.reaper_interval_ms;
   api_options.metrics_key = config.metrics_key;
   api_options.auth_failures_limit = config.auth_failures_limit;
   api_options.auth_failures_period_ms = config.auth_failures_period_ms;
@@ -401,13 +402,14 @@ int serve(const ServerConfig& config, const std::function<void(std::uint16_t)>& 
   api_options.render_metrics = [&] {
     std::string out = render_metrics(ledger, metrics, readers, clock);
     render_job_metrics(out, runner);
-    render_jobs_by_status(out, **store);
+    render_jobs_by_status(out, ledger);
     // The default hold TTL, so that a dashboard (the console) can tell an oldest active hold past it.
     http::metric_header(out, "tollgate_hold_ttl_seconds", "gauge", "The configured default hold TTL (hold_ttl_ms).");
     http::metric_line(out, "tollgate_hold_ttl_seconds", "", static_cast<double>(config.hold_ttl_ms) / 1000.0);
     return out;
   };
-  api_options.jobs = &runner;
+  jobs::JobService job_service(ledger, &runner);
+  api_options.jobs = &job_service;
   std::vector<coord::RatePolicySpec> policy_specs;
   for (const auto& [name, rl] : config.ratelimits) {
     policy_specs.push_back({name, coord::GcraPolicy{rl.limit, rl.period_ms}, rl.store == RateLimitStore::shared,
@@ -415,7 +417,8 @@ int serve(const ServerConfig& config, const std::function<void(std::uint16_t)>& 
   }
   const coord::RatePolicies policies(policy_specs);
   http::CoordCounters coord_counters;
-  api_options.ratelimits = &policies;
+  coord::RateLimits rate_limits(ledger, clock, &policies);
+  api_options.ratelimits = &rate_limits;
   api_options.coord_counters = &coord_counters;
   api_options.render_metrics = [&, render = std::move(api_options.render_metrics)] {
     std::string out = render();

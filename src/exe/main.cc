@@ -6,8 +6,8 @@
 #include <vector>
 
 #include "app/cli.h"
-#include "app/demo_kiosk.h"
-#include "app/fake_provider_command.h"
+#include "demo/demo_kiosk.h"
+#include "demo/fake_provider_command.h"
 #include "app/serve.h"
 #include "config/config.h"
 #include "config/config_keys.h"

@@ -209,7 +209,16 @@ const std::vector<std::string>& Api::route_templates() {
 
 Api::Api(Ledger& ledger, ReadExecutor& readers, Authenticator& auth, Metrics& metrics, const Clock& clock,
          ApiOptions options)
-    : ledger_(ledger), readers_(readers), auth_(auth), metrics_(metrics), clock_(clock), options_(std::move(options)) {
+    : ledger_(ledger),
+      readers_(readers),
+      auth_(auth),
+      metrics_(metrics),
+      clock_(clock),
+      options_(std::move(options)),
+      own_jobs_(options_.jobs ? nullptr : std::make_unique<jobs::JobService>(ledger, nullptr)),
+      own_ratelimits_(options_.ratelimits ? nullptr : std::make_unique<coord::RateLimits>(ledger, clock, nullptr)),
+      jobs_(options_.jobs ? *options_.jobs : *own_jobs_),
+      ratelimits_(options_.ratelimits ? *options_.ratelimits : *own_ratelimits_) {
   if (options_.auth_failures_limit > 0) {
     auth_failures_ = std::make_unique<coord::LocalLimiter>(
         coord::GcraPolicy{options_.auth_failures_limit, options_.auth_failures_period_ms},
@@ -368,7 +377,7 @@ void Api::handle_unguarded(Request request, Reply reply, Dispatch dispatch) {
   const std::size_t route_index = static_cast<std::size_t>(route - table.data()) + 1;
   call.dispatch = std::move(dispatch);
   call.idempotency_key = std::move(request.idempotency_key);
-  Context context{ledger_, readers_, auth_, metrics_, clock_, options_};
+  Context context{ledger_, readers_, auth_, metrics_, clock_, options_, jobs_, ratelimits_};
 
   if (route->access == Access::open) {
     call.reply = stamped(std::move(reply), route_index, "", "");

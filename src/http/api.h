@@ -24,18 +24,16 @@
 
 #include "config/config.h"
 #include "config/proxies.h"
+#include "coord/coord.h"
 #include "coord/local_limiter.h"
-#include "coord/policies.h"
+#include "coord/rate_limits.h"
 #include "core/clock.h"
 #include "core/limits.h"
 #include "http/auth.h"
 #include "http/metrics.h"
 #include "http/read_executor.h"
+#include "jobs/job_service.h"
 #include "ledger/ledger.h"
-
-namespace tollgate::jobs {
-class JobRunner;
-}
 
 namespace tollgate::http {
 
@@ -86,43 +84,50 @@ Response problem(const Error& error);
 Response problem(unsigned status, std::string_view code, std::string detail);
 unsigned http_status(Code code);
 
-// Decisions of the lock and idempotency-key routes answered by this instance, by outcome (the
-// names of coord::LockDecision and coord::IdemDecision, plus the refusals). Relaxed: figures.
+// Decisions of the lock and idempotency-key routes answered by this instance, by outcome: each
+// coord::LockDecision and coord::IdemDecision (counted by its value; the names are its labels, in
+// the enum's order), then the refusals. Relaxed: figures.
 struct CoordCounters {
-  static constexpr std::array<std::string_view, 11> kLockOutcomes{
+  // Refusals of a lock call, after the decisions.
+  enum class LockRefusal : std::uint8_t { held, lost, not_found };
+  enum class IdemRefusal : std::uint8_t { in_progress, mismatch };
+  static constexpr std::size_t kLockDecisions = 8;  // coord::LockDecision's values
+  static constexpr std::size_t kIdemDecisions = 4;  // coord::IdemDecision's values
+  static constexpr std::array<std::string_view, kLockDecisions + 3> kLockOutcomes{
       "acquired", "taken_over", "reacquired", "renewed", "released", "cancelled", "nothing_to_cancel",
       "stopped", "held", "lost", "not_found"};
-  static constexpr std::array<std::string_view, 6> kIdemOutcomes{"started", "replayed", "finished",
-                                                                 "abandoned", "in_progress", "mismatch"};
+  static constexpr std::array<std::string_view, kIdemDecisions + 2> kIdemOutcomes{"started", "replayed", "finished",
+                                                                                  "abandoned", "in_progress", "mismatch"};
+  static_assert(static_cast<std::size_t>(coord::LockDecision::stopped) + 1 == kLockDecisions);
+  static_assert(static_cast<std::size_t>(coord::IdemDecision::abandoned) + 1 == kIdemDecisions);
   std::array<std::atomic<std::uint64_t>, kLockOutcomes.size()> lock{};
   std::array<std::atomic<std::uint64_t>, kIdemOutcomes.size()> idempotency{};
-  void count_lock(std::string_view outcome) { count(kLockOutcomes, lock, outcome); }
-  void count_idempotency(std::string_view outcome) { count(kIdemOutcomes, idempotency, outcome); }
+
+  void count(coord::LockDecision d) { add(lock, static_cast<std::size_t>(d)); }
+  void count(LockRefusal r) { add(lock, kLockDecisions + static_cast<std::size_t>(r)); }
+  void count(coord::IdemDecision d) { add(idempotency, static_cast<std::size_t>(d)); }
+  void count(IdemRefusal r) { add(idempotency, kIdemDecisions + static_cast<std::size_t>(r)); }
 
  private:
-  template <typename Names, typename Counts>
-  static void count(const Names& names, Counts& counts, std::string_view outcome) {
-    for (std::size_t i = 0; i < names.size(); ++i) {
-      if (names[i] == outcome) {
-        counts[i].fetch_add(1, std::memory_order_relaxed);
-        return;
-      }
-    }
+  template <typename Counts>
+  static void add(Counts& counts, std::size_t index) {
+    TG_ASSERT(index < counts.size());
+    counts[index].fetch_add(1, std::memory_order_relaxed);
   }
 };
 
 struct ApiOptions {
   std::string openapi_json;                  // served at /openapi.json
   std::function<std::string()> render_metrics;  // the body of GET /metrics
-  std::int64_t reaper_interval_ms = limits::kReaperIntervalMsDefault;  // readiness: the reaper ran within 3 × this
   // Set: GET /metrics answers only `Authorization: Bearer <metrics_key>` or an admin key (401 else).
   std::optional<std::string> metrics_key;
-  // The instance's job workers (jobs/runner.h), which start the jobs this API accepts; null: every
-  // provider is unknown (POST /v1/jobs answers invalid_request), reads of jobs still work.
-  jobs::JobRunner* jobs = nullptr;
-  // The rate-limit policies this instance serves (coord/policies.h); null: none (every policy is
+  // The use cases of jobs (jobs/job_service.h), with this instance's workers; null: a service with
+  // no workers (every provider is unknown: POST /v1/jobs answers invalid_request; reads, cancels and
+  // waits still work).
+  jobs::JobService* jobs = nullptr;
+  // The rate limits this instance serves (coord/rate_limits.h); null: none (every policy is
   // unknown, 404).
-  const coord::RatePolicies* ratelimits = nullptr;
+  coord::RateLimits* ratelimits = nullptr;
   // Where the coordination routes count their decisions (for /metrics); null: not counted.
   CoordCounters* coord_counters = nullptr;
   // Peers whose forwarding headers name the client (config/proxies.h): the client's address is
@@ -167,6 +172,11 @@ class Api {
   Metrics& metrics_;
   const Clock& clock_;
   const ApiOptions options_;
+  // The services the routes call: options_'s, or one of none (options_ left them null).
+  std::unique_ptr<jobs::JobService> own_jobs_;
+  std::unique_ptr<coord::RateLimits> own_ratelimits_;
+  jobs::JobService& jobs_;
+  coord::RateLimits& ratelimits_;
   std::unique_ptr<coord::LocalLimiter> auth_failures_;  // null: no throttling
 
   // handle() without its last-resort catch.

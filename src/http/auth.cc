@@ -69,9 +69,9 @@ std::string new_key_id() {
   return out;
 }
 
-Authenticator::Authenticator(Store& store, const Clock& clock, std::optional<std::string> admin_key,
+Authenticator::Authenticator(KeyDirectory& keys, const Clock& clock, std::optional<std::string> admin_key,
                              KeyUseRecorder* key_uses)
-    : store_(store),
+    : keys_(keys),
       clock_(clock),
       admin_sha256_(admin_key ? std::optional(sha256_hex(*admin_key)) : std::nullopt),
       key_uses_(key_uses) {}
@@ -99,7 +99,7 @@ Result<Principal> Authenticator::authenticate(std::string_view header) {
   constexpr std::string_view kBearer = "Bearer ";
   const std::string hash = sha256_hex(header.substr(kBearer.size()));
   const std::int64_t now = clock_.now_ms();
-  auto found = store_.find_key(hash);
+  auto found = keys_.find_key(hash);
   if (!found) return found.error();
   if (!found.value() || !constant_time_equal(found.value()->secret_sha256, hash)) return unauthorized("unknown key");
   const ApiKey& key = *found.value();

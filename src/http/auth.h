@@ -20,8 +20,8 @@
 #include "core/clock.h"
 #include "core/limits.h"
 #include "core/result.h"
+#include "ledger/key_directory.h"
 #include "ledger/key_use.h"
-#include "store/store.h"
 
 namespace tollgate::http {
 
@@ -44,9 +44,10 @@ std::string new_key_id();
 class Authenticator {
  public:
 
-  // `admin_key`: the configured admin secret, if any. Store and clock must outlive this, and
-  // `key_uses` when given: every request a stored key authenticates is noted there (its last use).
-  Authenticator(Store& store, const Clock& clock, std::optional<std::string> admin_key,
+  // `admin_key`: the configured admin secret, if any. `keys` (where stored keys are looked up:
+  // the ledger's key directory) and `clock` must outlive this, and `key_uses` when given: every
+  // request a stored key authenticates is noted there (its last use).
+  Authenticator(KeyDirectory& keys, const Clock& clock, std::optional<std::string> admin_key,
                 KeyUseRecorder* key_uses = nullptr);
 
   // Resolves the Authorization header. unauthorized when missing, malformed, unknown or revoked;
@@ -64,7 +65,7 @@ class Authenticator {
     std::optional<Principal> principal;  // unset: revoked
     std::int64_t fetched_at_ms = 0;
   };
-  Store& store_;
+  KeyDirectory& keys_;
   const Clock& clock_;
   const std::optional<std::string> admin_sha256_;  // constant after construction
   KeyUseRecorder* const key_uses_;                  // constant after construction; may be null

@@ -20,7 +20,7 @@
 #include "core/model.h"
 #include "jobs/job.h"
 #include "core/result.h"
-#include "store/store.h"
+#include "ledger/ledger.h"  // the values the ledger answers with (pages, audit reports, keys)
 
 namespace tollgate::http {
 

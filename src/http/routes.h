@@ -47,6 +47,8 @@ struct Context {
   Metrics& metrics;
   const Clock& clock;
   const ApiOptions& options;
+  jobs::JobService& jobs;         // the use cases of jobs
+  coord::RateLimits& ratelimits;  // the use cases of rate limits
 };
 
 // One request, as a handler sees it.

@@ -1,10 +1,10 @@
 // Routes of coordination (api.md: Locks, Idempotency keys, Rate limits) — admin calls.
 //
 // Locks and idempotency keys are rows in the store, changed through the ledger's batches (durable
-// before the answer). An acquire reads first (on the reader executor) and answers lock_held without
-// a write when the lock is plainly held by another owner. A rate-limit check of a `shared` policy
-// is a batch command too; a `local` one is decided in this instance's memory, on the I/O thread.
+// before the answer). Rate limits are the RateLimits service's (coord/rate_limits.h): it chooses
+// the local or shared budget; a local check is answered at once, on the I/O thread.
 #include <limits>
+#include <memory>
 #include <string>
 
 #include "core/checked.h"
@@ -51,11 +51,11 @@ CoordCounters* counters(Context& ctx) { return ctx.options.coord_counters; }
 // they capture this pointer (into the Api's options, which outlive every request), never the Context.
 void count_lock(CoordCounters* c, const CommandResult& r) {
   if (c == nullptr) return;
-  if (r) return c->count_lock(coord::lock_decision_name(outcome<coord::LockOutcome>(r).decision));
+  if (r) return c->count(outcome<coord::LockOutcome>(r).decision);
   switch (r.code()) {
-    case Code::lock_held: return c->count_lock("held");
-    case Code::lock_lost: return c->count_lock("lost");
-    case Code::not_found: return c->count_lock("not_found");
+    case Code::lock_held: return c->count(CoordCounters::LockRefusal::held);
+    case Code::lock_lost: return c->count(CoordCounters::LockRefusal::lost);
+    case Code::not_found: return c->count(CoordCounters::LockRefusal::not_found);
     default: return;
   }
 }
@@ -169,12 +169,11 @@ void idempotency_route(Context& ctx, Call& call) {
                                    dispatch = call.dispatch](CommandResult r) mutable {
     if (n != nullptr) {
       if (r) {
-        const auto& o = outcome<coord::IdempotencyOutcome>(r);
-        n->count_idempotency(coord::idem_decision_name(o.decision));
+        n->count(outcome<coord::IdempotencyOutcome>(r).decision);
       } else if (r.code() == Code::in_progress) {
-        n->count_idempotency("in_progress");
+        n->count(CoordCounters::IdemRefusal::in_progress);
       } else if (r.code() == Code::idempotency_mismatch) {
-        n->count_idempotency("mismatch");
+        n->count(CoordCounters::IdemRefusal::mismatch);
       }
     }
     dispatch([reply = std::move(reply), r = std::move(r)]() mutable {
@@ -189,13 +188,6 @@ void idempotency_route(Context& ctx, Call& call) {
 
 // --- rate limits --------------------------------------------------------------------------------
 
-Error rate_limited(const coord::GcraDecision& d, const std::string& policy) {
-  Error e = Error::make(Code::rate_limited, "rate limit " + policy + " refused the attempt: retry in " +
-                                                std::to_string(d.retry_after_ms) + " ms");
-  e.retry_after_ms = d.retry_after_ms;
-  return e;
-}
-
 Response rate_answer(const coord::GcraDecision& d, const coord::RatePolicy& p) {
   return written_response(200, [&](std::string& out) {
     out += "{\"allowed\":true,\"remaining\":";
@@ -208,16 +200,6 @@ Response rate_answer(const coord::GcraDecision& d, const coord::RatePolicy& p) {
     append_json_int(out, p.gcra.period_ms);
     out += '}';
   });
-}
-
-Result<coord::RatePolicy*> find_policy(Context& ctx, const std::string& name) {
-  if (auto s = check_id(name, "policy"); !s) return s.error();
-  coord::RatePolicy* p = ctx.options.ratelimits ? ctx.options.ratelimits->find(name) : nullptr;
-  if (p == nullptr) {
-    return Error::make(Code::not_found, "rate-limit policy " + name +
-                                            " is not configured (see [ratelimits.NAME] in the configuration)");
-  }
-  return p;
 }
 
 }  // namespace
@@ -267,8 +249,8 @@ void list_ratelimits(Context& ctx, Call& call) {
   call.reply(written_response(200, [&](std::string& out) {
     out += "{\"policies\":[";
     bool first = true;
-    if (ctx.options.ratelimits) {
-      for (const auto& [name, p] : ctx.options.ratelimits->all()) {
+    if (const coord::RatePolicies* policies = ctx.ratelimits.policies()) {
+      for (const auto& [name, p] : policies->all()) {
         if (!first) out += ',';
         first = false;
         out += "{\"policy\":";
@@ -301,7 +283,7 @@ void finish_idempotency(Context& ctx, Call& call) { idempotency_route<coord::Ide
 void abandon_idempotency(Context& ctx, Call& call) { idempotency_route<coord::IdemOp::abandon>(ctx, call); }
 
 void check_ratelimit(Context& ctx, Call& call) {
-  auto policy = find_policy(ctx, call.params[0]);
+  auto policy = ctx.ratelimits.find(call.params[0]);
   TG_REPLY_IF_ERROR(policy);
   coord::RatePolicy& p = **policy;
   auto body = body_object(call);
@@ -312,21 +294,18 @@ void check_ratelimit(Context& ctx, Call& call) {
   auto cost = f.integer("cost", 1, p.gcra.limit);
   TG_REPLY_IF_ERROR(cost);
   TG_REPLY_IF_ERROR(f.finish());
-  if (!p.shared) {
-    const coord::GcraDecision d = p.local->check(*key, cost->value_or(1), ctx.clock.now_ms());
-    (d.allowed ? p.allowed : p.limited).fetch_add(1, std::memory_order_relaxed);
-    return call.reply(d.allowed ? rate_answer(d, p) : problem(rate_limited(d, p.name)));
-  }
-  coord::RateLimitCommand c{coord::RateOp::check, p.name, p.gcra, *key, cost->value_or(1)};
-  submit(ctx, call, std::move(c), [&p](const CommandResult& r) {
-    const coord::GcraDecision& d = outcome<coord::RateLimitOutcome>(r).decision;
-    (d.allowed ? p.allowed : p.limited).fetch_add(1, std::memory_order_relaxed);
-    return d.allowed ? rate_answer(d, p) : problem(rate_limited(d, p.name));
-  });
+  const auto respond = [&p](const Result<coord::GcraDecision>& d) { return d ? rate_answer(*d, p) : problem(d.error()); };
+  // Answered here at once (a local policy) or later from the batch (a shared one): either path replies.
+  auto reply = std::make_shared<Reply>(std::move(call.reply));
+  auto answered = ctx.ratelimits.check(p, *key, cost->value_or(1),
+                                       [respond, reply, dispatch = call.dispatch](Result<coord::GcraDecision> d) {
+                                         dispatch([respond, reply, d = std::move(d)] { (*reply)(respond(d)); });
+                                       });
+  if (answered) (*reply)(respond(*answered));
 }
 
 void reset_ratelimit(Context& ctx, Call& call) {
-  auto policy = find_policy(ctx, call.params[0]);
+  auto policy = ctx.ratelimits.find(call.params[0]);
   TG_REPLY_IF_ERROR(policy);
   coord::RatePolicy& p = **policy;
   auto body = body_object(call);
@@ -335,7 +314,8 @@ void reset_ratelimit(Context& ctx, Call& call) {
   auto key = f.id("key");
   TG_REPLY_IF_ERROR(key);
   TG_REPLY_IF_ERROR(f.finish());
-  const auto answer = [name = p.name, key = *key] {
+  const auto respond = [name = p.name, key = *key](const Status& s) {
+    if (!s) return problem(s.error());
     return written_response(200, [&](std::string& out) {
       out += "{\"policy\":";
       append_json_string(out, name);
@@ -344,12 +324,11 @@ void reset_ratelimit(Context& ctx, Call& call) {
       out += ",\"reset\":true}";
     });
   };
-  if (!p.shared) {
-    p.local->reset(*key);
-    return call.reply(answer());
-  }
-  submit(ctx, call, coord::RateLimitCommand{coord::RateOp::reset, p.name, p.gcra, *key, 1},
-         [answer](const CommandResult&) { return answer(); });
+  auto reply = std::make_shared<Reply>(std::move(call.reply));  // at once (local) or after the batch (shared)
+  auto answered = ctx.ratelimits.reset(p, *key, [respond, reply, dispatch = call.dispatch](Status s) {
+    dispatch([respond, reply, s = std::move(s)] { (*reply)(respond(s)); });
+  });
+  if (answered) (*reply)(respond(*answered));
 }
 
 }  // namespace tollgate::http

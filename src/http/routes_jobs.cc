@@ -1,10 +1,8 @@
 // Routes of jobs (api.md, Jobs): submit, read (with wait_ms), cancel, list, history.
 //
-// A submit reserves the cost and makes the job in one batch; once that batch is durable this
-// instance's JobRunner starts the provider call at once. A read with wait_ms parks with the ledger's
-// event waiters (a job's end always commits or releases its hold, which writes an event) and reads
-// the job again on the reader executor each time something new is durable, until it ended or the
-// wait is over: no thread waits.
+// Submit, cancel and the wait of a read with wait_ms are the JobService's (jobs/job_service.h);
+// these handlers parse, check what the caller may see, call it and render. A wait re-reads the job
+// on the reader executor: no thread waits.
 #include <chrono>
 #include <memory>
 #include <string>
@@ -12,7 +10,7 @@
 #include "core/checked.h"
 #include "core/limits.h"
 #include "http/routes.h"
-#include "jobs/runner.h"
+#include "jobs/job_service.h"
 
 namespace tollgate::http {
 namespace {
@@ -24,37 +22,14 @@ Result<jobs::Job> visible_job(Ledger& ledger, const Call& call) {
   return job;
 }
 
-Error unknown_provider(const jobs::JobRunner* runner, const std::string& name) {
-  std::string known;
-  if (runner) {
-    for (const auto& [n, p] : runner->providers()) known += (known.empty() ? "" : ", ") + n;
-  }
-  return invalid("provider " + name + " is not configured (" +
-                 (known.empty() ? std::string("no providers are: see [providers.NAME] in the configuration")
-                                : "configured: " + known) +
-                 ")");
-}
-
-using SharedReply = std::shared_ptr<Reply>;
-using Deadline = std::chrono::steady_clock::time_point;
-
-// Waits for events after `after`, then reads the job again (reader executor): answers it once it
-// ended, when the wait is over, or when the server stops (woken with nothing new).
-// `ctx` is copied (a request's Context is a set of references to what outlives every request).
-void wait_for_end(Context ctx, SharedReply reply, std::string id, Deadline deadline, std::int64_t after) {
-  ctx.ledger.when_events_after(after, deadline, [ctx, reply, id, deadline, after](Status woke) {
-    if (!woke) return (*reply)(problem(woke.error()));
-    const bool queued = ctx.readers.try_post([ctx, reply, id, deadline, after] {
-      auto last = ctx.ledger.store().last_event_id();  // before the read: nothing between is missed
-      if (!last) return (*reply)(problem(last.error()));
-      auto job = ctx.ledger.get_job(id);
-      if (!job) return (*reply)(problem(job.error()));
-      const bool over = std::chrono::steady_clock::now() >= deadline || *last <= after;  // deadline, or stopping
-      if (jobs::is_ended(job->status) || over) return (*reply)(value_response(200, *job));
-      wait_for_end(ctx, reply, id, deadline, *last);
+// Answers a job service's outcome from the request's strand (`created`: 202, else 200).
+jobs::JobService::Done answer_outcome(Call& call) {
+  return [reply = std::move(call.reply), dispatch = call.dispatch](Result<JobOutcome> r) mutable {
+    dispatch([reply = std::move(reply), r = std::move(r)]() mutable {
+      if (!r) return reply(problem(r.error()));
+      reply(value_response(r->created ? 202 : 200, r->job));
     });
-    if (!queued) (*reply)(overloaded_reads());
-  });
+  };
 }
 
 }  // namespace
@@ -76,26 +51,8 @@ void submit_job(Context& ctx, Call& call) {
   TG_REPLY_IF_ERROR(f.finish());
   if (!*input) return call.reply(problem(invalid("input is required (any JSON value: what the provider is sent)")));
   if (auto e = check_account_visible(call.principal, *account_id)) return call.reply(problem(*e));
-  jobs::JobRunner* runner = ctx.options.jobs;
-  const ProviderConfig* p = runner ? runner->provider(*provider) : nullptr;
-  if (!p) return call.reply(problem(unknown_provider(runner, *provider)));
-  SubmitJobCommand c;
-  c.client_request_id = *id;
-  c.account_id = *account_id;
-  c.cost = *cost;
-  c.provider = *provider;
-  c.input_json = std::move(**input);
-  c.owner = runner->instance_id();
-  c.lease_ms = jobs::JobRunner::lease_ms(*p);
-  ctx.ledger.submit(std::move(c), [reply = std::move(call.reply), dispatch = call.dispatch, runner](CommandResult r) mutable {
-    // Durable: start the provider call now (never waits), then answer from the request's strand.
-    if (r.ok() && std::get<JobOutcome>(r.value()).created) runner->start(std::get<JobOutcome>(r.value()).job);
-    dispatch([reply = std::move(reply), r = std::move(r)]() mutable {
-      if (!r) return reply(problem(r.error()));
-      const auto& o = outcome<JobOutcome>(r);
-      reply(value_response(o.created ? 202 : 200, o.job));
-    });
-  });
+  jobs::JobSubmission submission{std::move(*id), std::move(*account_id), *cost, std::move(*provider), std::move(**input)};
+  ctx.jobs.submit(std::move(submission), answer_outcome(call));
 }
 
 void get_job(Context& ctx, Call& call) {
@@ -107,13 +64,20 @@ void get_job(Context& ctx, Call& call) {
     TG_REPLY_IF_ERROR(job);
     return call.reply(value_response(200, *job));
   }
-  auto last = ctx.ledger.store().last_event_id();  // before the read (see wait_for_end)
-  TG_REPLY_IF_ERROR(last);
-  auto job = visible_job(ctx.ledger, call);
-  TG_REPLY_IF_ERROR(job);
-  if (jobs::is_ended(job->status)) return call.reply(value_response(200, *job));
-  wait_for_end(ctx, std::make_shared<Reply>(std::move(call.reply)), job->client_request_id,
-               std::chrono::steady_clock::now() + std::chrono::milliseconds(*wait_ms), *last);
+  auto read = ctx.jobs.read_for_wait(call.params[0]);
+  TG_REPLY_IF_ERROR(read);
+  if (!call.principal.may_see(read->job.account_id)) return call.reply(problem(not_found("job " + call.params[0])));
+  if (jobs::is_ended(read->job.status)) return call.reply(value_response(200, read->job));
+  // `readers` outlives every request (the Context is a set of such references).
+  ReadExecutor& readers = ctx.readers;
+  ctx.jobs.wait_for_end(
+      read->job.client_request_id, read->last_event_id,
+      std::chrono::steady_clock::now() + std::chrono::milliseconds(*wait_ms),
+      [&readers](std::function<void()> work) { return readers.try_post(std::move(work)); },
+      [reply = std::move(call.reply)](Result<jobs::Job> job) mutable {
+        if (!job) return reply(problem(job.error()));
+        reply(value_response(200, *job));
+      });
 }
 
 void cancel_job(Context& ctx, Call& call) {
@@ -122,21 +86,13 @@ void cancel_job(Context& ctx, Call& call) {
   TG_REPLY_IF_ERROR(FieldReader(*body).finish());
   auto job = visible_job(ctx.ledger, call);
   TG_REPLY_IF_ERROR(job);
-  if (jobs::is_ended(job->status)) return call.reply(value_response(200, *job));
-  EndJobCommand c;
-  c.client_request_id = job->client_request_id;
-  c.hold_id = job->hold_id;
-  c.end = jobs::JobStatus::cancelled;
-  c.by = jobs::EndedBy::client;
-  c.note = "cancelled with key " + call.principal.key_id;
-  jobs::JobRunner* runner = ctx.options.jobs;
-  ctx.ledger.submit(std::move(c), [reply = std::move(call.reply), dispatch = call.dispatch, runner](CommandResult r) mutable {
-    if (r.ok() && runner) runner->cancel(std::get<JobOutcome>(r.value()).job.client_request_id);
-    dispatch([reply = std::move(reply), r = std::move(r)]() mutable {
-      if (!r) return reply(problem(r.error()));
-      reply(value_response(200, outcome<JobOutcome>(r).job));
-    });
-  });
+  ctx.jobs.cancel(*job, "cancelled with key " + call.principal.key_id,
+                  [reply = std::move(call.reply), dispatch = call.dispatch](Result<JobOutcome> r) mutable {
+                    dispatch([reply = std::move(reply), r = std::move(r)]() mutable {
+                      if (!r) return reply(problem(r.error()));
+                      reply(value_response(200, r->job));
+                    });
+                  });
 }
 
 // Newest first, paged; an account key lists only its own account's jobs (another account: 404).

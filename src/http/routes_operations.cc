@@ -20,29 +20,13 @@ void openapi_document(Context& ctx, Call& call) {
 }
 
 void readyz(Context& ctx, Call& call) {
+  const Readiness readiness = ctx.ledger.readiness();
   json::object body;
-  bool ready = true;
-  if (auto ping = ctx.ledger.store().ping(); !ping) {
-    ready = false;
-    // An open route: the database's address and the driver's words go to the log only.
-    body["database"] = ping.error().code == Code::storage_failed
-                           ? "storage failed: this instance takes no writes until it is restarted"
-                           : "unavailable";
-    tollgate::log("warn", "readyz: the database is unavailable: " + ping.error().detail);
-  } else {
-    body["database"] = "ok";
-  }
-  const auto last = ctx.ledger.reaper_last_run_ms();
-  const std::int64_t age_ms = last ? ctx.clock.now_ms() - *last : -1;
-  if (!last || age_ms > limits::kReaperIntervalsStaleMax * ctx.options.reaper_interval_ms + limits::kReaperStaleSlackMs) {
-    ready = false;
-    body["reaper"] = last ? "last ran " + std::to_string(age_ms) + " ms ago" : std::string("has not run yet");
-  } else {
-    body["reaper"] = "ok";
-  }
-  body["status"] = ready ? "ready" : "not ready";
-  Response r = json_response(ready ? 200 : 503, body);
-  if (!ready) r.retry_after_s = 1;
+  body["database"] = readiness.database;
+  body["reaper"] = readiness.reaper;
+  body["status"] = readiness.ready ? "ready" : "not ready";
+  Response r = json_response(readiness.ready ? 200 : 503, body);
+  if (!readiness.ready) r.retry_after_s = 1;
   call.reply(std::move(r));
 }
 

@@ -336,7 +336,7 @@ std::size_t JobRunner::recover_once() {
     free_slots = options_.in_flight_max > running_.size() ? options_.in_flight_max - running_.size() : 0;
   }
   if (free_slots == 0) return 0;
-  auto jobs = ledger_.store().jobs().jobs_to_recover(static_cast<std::int64_t>(std::min<std::size_t>(free_slots, 1000)));
+  auto jobs = ledger_.jobs_to_recover(static_cast<std::int64_t>(std::min<std::size_t>(free_slots, 1000)));
   if (!jobs) return 0;  // the database is away: next time
   std::size_t started = 0;
   for (const Job& j : *jobs) {

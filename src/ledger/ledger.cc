@@ -263,6 +263,42 @@ Result<std::int64_t> Ledger::reap_once() {
   return total;
 }
 
+Result<LedgerStats> Ledger::stats() { return store_.stats(); }
+
+Result<bool> Ledger::has_admin_key() { return store_.has_admin_key(); }
+
+Result<std::vector<jobs::Job>> Ledger::jobs_to_recover(std::int64_t limit) {
+  TG_ASSERT(limit >= 1);  // the runner asks for its free slots, never for none
+  return store_.jobs().jobs_to_recover(limit);
+}
+
+Result<jobs::UnendedJobs> Ledger::count_unended_jobs() { return store_.jobs().count_unended(); }
+
+Readiness Ledger::readiness() {
+  Readiness r;
+  r.ready = true;
+  if (auto ping = store_.ping(); !ping) {
+    r.ready = false;
+    // Readiness is an open route: the database's address and the driver's words go to the log only.
+    r.database = ping.error().code == Code::storage_failed
+                     ? "storage failed: this instance takes no writes until it is restarted"
+                     : "unavailable";
+    tollgate::log("warn", "readyz: the database is unavailable: " + ping.error().detail);
+  } else {
+    r.database = "ok";
+  }
+  const auto last = reaper_last_run_ms();
+  const std::int64_t age_ms = last ? clock_.now_ms() - *last : -1;
+  const std::int64_t stale_ms = limits::kReaperIntervalsStaleMax * options_.reaper_interval_ms + limits::kReaperStaleSlackMs;
+  if (!last || age_ms > stale_ms) {
+    r.ready = false;
+    r.reaper = last ? "last ran " + std::to_string(age_ms) + " ms ago" : std::string("has not run yet");
+  } else {
+    r.reaper = "ok";
+  }
+  return r;
+}
+
 std::optional<std::int64_t> Ledger::reaper_last_run_ms() const {
   const std::int64_t t = reaper_last_run_ms_.load(std::memory_order_acquire);
   if (t < 0) return std::nullopt;

@@ -24,6 +24,7 @@
 #include "core/validate.h"
 #include "ledger/event_waiters.h"
 #include "ledger/group_commit.h"
+#include "ledger/key_directory.h"
 #include "ledger/key_use.h"
 #include "store/store.h"
 
@@ -59,6 +60,15 @@ struct LedgerOptions {
 
 // Checks options against each other; invalid_request names the bad one.
 Status validate(const LedgerOptions& options);
+
+// Whether this instance should be sent traffic (GET /readyz): the database answers and accepts
+// writes, and the reaper ran within limits::kReaperIntervalsStaleMax reaper intervals (plus
+// limits::kReaperStaleSlackMs). Each part says "ok" or why not.
+struct Readiness {
+  bool ready = false;
+  std::string database;
+  std::string reaper;
+};
 
 class Ledger {
  public:
@@ -167,10 +177,39 @@ class Ledger {
   void stop();
 
   const LedgerOptions& options() const { return options_; }
-  Store& store() { return store_; }
-  GroupCommitter& committer() { return committer_; }
+
+  // Read roles for the server's wiring, metrics and workers (the store itself is not handed out:
+  // every write goes through submit(), every read through a method that checks its input).
+  // Figures from one snapshot of the store (metrics).
+  Result<LedgerStats> stats();
+  // The group committer's counters and its queue (metrics).
+  GroupCommitStats write_stats() const { return committer_.stats(); }
+  std::size_t write_queue_depth() const { return committer_.queue_depth(); }
+  // Whether any admin key is stored (start-up generates one when none is configured).
+  Result<bool> has_admin_key();
+  // Where authentication looks keys up (key_directory.h); valid as long as the ledger.
+  KeyDirectory& key_directory() { return keys_; }
+  // Jobs not ended whose lease expired, oldest lease first, at most `limit` (1..1000): what
+  // recovery claims (jobs/job_store.h).
+  Result<std::vector<jobs::Job>> jobs_to_recover(std::int64_t limit);
+  // Jobs pending and running (all instances'), from the index of unended jobs (metrics).
+  Result<jobs::UnendedJobs> count_unended_jobs();
+  // Readiness now: asks the database (ping) and reads the reaper's last run on the ledger's clock.
+  Readiness readiness();
 
  private:
+  // The store's key lookups, as the edge may see them.
+  class StoreKeys final : public KeyDirectory {
+   public:
+    explicit StoreKeys(Store& store) : store_(store) {}
+    Result<std::optional<ApiKey>> find_key(std::string_view secret_sha256) override {
+      return store_.find_key(secret_sha256);
+    }
+
+   private:
+    Store& store_;
+  };
+
   std::string next_hold_id_random();
   void reaper_loop();
   void sampler_loop();
@@ -184,6 +223,7 @@ class Ledger {
   EventWaiters waiters_;  // before committer_, which wakes it
   GroupCommitter committer_;
   KeyUseRecorder key_uses_;  // writes through committer_
+  StoreKeys keys_{store_};
 
   std::mutex ids_mu_;
   std::mt19937_64 ids_;  // protected by ids_mu_

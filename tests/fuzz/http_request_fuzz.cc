@@ -73,7 +73,7 @@ World* make_world() {
   w->store = std::move(store).value();
   LedgerOptions ledger_options;
   w->ledger = std::make_unique<Ledger>(*w->store, w->clock, ledger_options);
-  w->auth = std::make_unique<http::Authenticator>(*w->store, w->clock, std::string("fuzz-admin-key-0123456789abcdef"));
+  w->auth = std::make_unique<http::Authenticator>(w->ledger->key_directory(), w->clock, std::string("fuzz-admin-key-0123456789abcdef"));
   w->metrics = std::make_unique<http::Metrics>(http::Api::route_templates());
   w->readers = std::make_unique<http::ReadExecutor>(2, limits::kReadQueueMax);
   http::ApiOptions api_options;

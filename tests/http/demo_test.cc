@@ -9,7 +9,7 @@
 
 #include <string>
 
-#include "app/demo_kiosk.h"
+#include "demo/demo_kiosk.h"
 #include "support/server_process.h"
 
 namespace tollgate::testing {

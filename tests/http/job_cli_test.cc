@@ -13,7 +13,7 @@
 #include <thread>
 #include <vector>
 
-#include "jobs/fake_provider.h"
+#include "demo/fake_provider.h"
 #include "support/backends.h"
 #include "support/cli_output.h"
 #include "support/server_process.h"

@@ -1,5 +1,5 @@
 // Jobs over HTTP, end to end: a real tollgate process (SQLite, or PostgreSQL in the HttpSuitesOnPostgres
-// run) calling real fake providers (jobs/fake_provider.h, in this process, on real sockets) — every
+// run) calling real fake providers (demo/fake_provider.h, in this process, on real sockets) — every
 // provider outcome of the contract, idempotent submits, cancel, wait_ms, a late result under each
 // late-commit policy, `kill -9` in the middle of a call, and three instances sharing the jobs of
 // one that was killed (PostgreSQL).
@@ -18,7 +18,7 @@
 #include <vector>
 
 #include "http_test_support.h"
-#include "jobs/fake_provider.h"
+#include "demo/fake_provider.h"
 #include "support/backends.h"
 
 namespace tollgate::httptest {

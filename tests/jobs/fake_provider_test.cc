@@ -1,4 +1,4 @@
-// The fake provider (jobs/fake_provider.h) over real sockets: the provider contract of api.md as an
+// The fake provider (demo/fake_provider.h) over real sockets: the provider contract of api.md as an
 // AI image service would keep it — answers, the status URL, idempotency (work started once per id,
 // however many POSTs), each fault (refused, answer lost, answer late, never received), latency,
 // determinism per (seed, id), the HTTP edges (404, 405, 413, 400, 409, 415, 503), the counters, many
@@ -29,7 +29,7 @@
 #include <vector>
 
 #include "http/http_test_support.h"
-#include "jobs/fake_provider.h"
+#include "demo/fake_provider.h"
 #include "support/server_process.h"
 
 namespace tollgate::jobs {

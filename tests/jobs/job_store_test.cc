@@ -231,7 +231,7 @@ TEST_P(JobStoreConformance, AnotherInstanceClaimsARunningJobOnlyOnceItsLeaseExpi
   const Job j = submitted("gen-1");
   ASSERT_OK(claim(j, "instance-a"));
   clock_.advance_ms(kLease);
-  auto r = ledger_->store().jobs().jobs_to_recover(10);
+  auto r = ledger_->jobs_to_recover(10);
   ASSERT_OK(r);
   ASSERT_EQ(r->size(), 1u);
   EXPECT_EQ(r->front().client_request_id, "gen-1");
@@ -241,7 +241,7 @@ TEST_P(JobStoreConformance, AnotherInstanceClaimsARunningJobOnlyOnceItsLeaseExpi
   EXPECT_EQ(taken->job.lease_owner, "instance-b");
   EXPECT_EQ(taken->job.attempts, 1);  // recovery asks before it sends again
   EXPECT_THAT(history_kinds("gen-1"), ElementsAre("submitted", "running", "attempt", "claimed"));
-  auto again = ledger_->store().jobs().jobs_to_recover(10);
+  auto again = ledger_->jobs_to_recover(10);
   ASSERT_OK(again);
   EXPECT_THAT(*again, IsEmpty());
 }
@@ -412,7 +412,7 @@ TEST_P(JobStoreConformance, UnendedJobsAreCountedByStatus) {
   ASSERT_OK(claim(a, "instance-a"));
   ASSERT_OK(claim(c, "instance-a"));
   ASSERT_OK(end(c, JobStatus::failed));
-  auto counts = ledger_->store().jobs().count_unended();
+  auto counts = ledger_->count_unended_jobs();
   ASSERT_OK(counts);
   EXPECT_EQ(counts->pending, 1);  // b
   EXPECT_EQ(counts->running, 1);  // a; c ended

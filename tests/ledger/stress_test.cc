@@ -743,7 +743,7 @@ TEST_P(LedgerStress, RandomOperationsKeepEveryInvariant) {
   workers_done.store(true, std::memory_order_release);
   clock_thread.join();
   const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
-  const auto stats = ledger.committer().stats();
+  const auto stats = ledger.write_stats();
   std::printf("[ stress   ] %lld operations in %.2f s, %llu transactions; what happened:\n%s",
               static_cast<long long>(ops_done.load()), seconds, static_cast<unsigned long long>(stats.batches),
               tally.report().c_str());

@@ -337,25 +337,25 @@ TEST_P(Lists, ManyUsesOfAKeyAreWrittenAsOneUpdateCarryingTheLatest) {
   make_account("alice");
   make_key("key_a1", "alice");
   make_key("key_a2", "alice");
-  const std::uint64_t commands_before = ledger_->committer().stats().commands;
+  const std::uint64_t commands_before = ledger_->write_stats().commands;
   for (int i = 0; i < 1000; ++i) {
     ledger_->key_uses().record("key_a1");
     if (i % 100 == 0) ledger_->key_uses().record("key_a2");
     clock_.advance_ms(1);
   }
   const std::int64_t last_a1 = clock_.now_ms() - 1;
-  EXPECT_EQ(ledger_->committer().stats().commands, commands_before) << "a use writes nothing by itself";
+  EXPECT_EQ(ledger_->write_stats().commands, commands_before) << "a use writes nothing by itself";
   EXPECT_EQ(ledger_->key_uses().pending(), 2u);
   EXPECT_EQ(last_used(*ledger_, "key_a1"), std::nullopt) << "not written before the flush";
 
   ASSERT_OK(ledger_->key_uses().flush());
-  EXPECT_EQ(ledger_->committer().stats().commands, commands_before + 1) << "one command for both keys";
+  EXPECT_EQ(ledger_->write_stats().commands, commands_before + 1) << "one command for both keys";
   EXPECT_EQ(ledger_->key_uses().pending(), 0u);
   EXPECT_EQ(last_used(*ledger_, "key_a1"), last_a1);
   EXPECT_EQ(last_used(*ledger_, "key_a2"), last_a1 - 99);
 
   ASSERT_OK(ledger_->key_uses().flush());  // nothing new: no write at all
-  EXPECT_EQ(ledger_->committer().stats().commands, commands_before + 1);
+  EXPECT_EQ(ledger_->write_stats().commands, commands_before + 1);
 }
 
 TEST_P(Lists, ALastUseOnlyMovesForwardAndAKeyThatIsNotStoredIsSkipped) {

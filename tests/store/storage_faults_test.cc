@@ -78,7 +78,7 @@ TEST(StorageFaults, AFullDiskRefusesWritesWithStorageFullKeepsReadsAndResumesWhe
     EXPECT_EQ(available(*store, "acct"), 100);  // reads answer the acknowledged state
     EXPECT_TRUE(store->ping().ok());             // ready: reads work, and writes will once there is space
     expect_clean_audit(*store);
-    const auto stats = ledger.committer().stats();
+    const auto stats = ledger.write_stats();
     EXPECT_EQ(stats.disk_full_batches, stats.failed_batches);
     EXPECT_GE(stats.disk_full_batches, 6u);
 
@@ -128,7 +128,7 @@ TEST(StorageFaults, AFailedFlushIsNotAcknowledgedAndStopsWritesUntilTheStoreIsOp
     ASSERT_FALSE(ping.ok());
     EXPECT_EQ(ping.code(), Code::storage_failed);
     EXPECT_TRUE(store->get_account("acct").ok());  // reads still answer
-    const auto stats = ledger.committer().stats();
+    const auto stats = ledger.write_stats();
     EXPECT_EQ(stats.failed_syncs, 1u);
   }
   // Opened again (a restart): WAL recovery reads what the file holds. The acknowledged credit is

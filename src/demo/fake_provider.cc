@@ -1,4 +1,4 @@
-#include "jobs/fake_provider.h"
+#include "demo/fake_provider.h"
 
 #include <boost/asio.hpp>
 #include <boost/beast/core.hpp>

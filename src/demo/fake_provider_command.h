@@ -1,4 +1,4 @@
-// tollgate app: `tollgate fake-provider` — runs jobs::FakeProvider (jobs/fake_provider.h) as a
+// tollgate demo: `tollgate fake-provider` — runs jobs::FakeProvider (demo/fake_provider.h) as a
 // process, for the kiosk demo and for tests that want a provider in another process.
 //
 //   tollgate fake-provider --listen 127.0.0.1:9000 [--seed N] [--latency-ms MIN..MAX]

@@ -1,4 +1,4 @@
-// tollgate app: `tollgate demo kiosk` — the story that motivates the project, end to end, in one
+// tollgate demo: `tollgate demo kiosk` — the story that motivates the project, end to end, in one
 // command with no set-up (issue 10).
 //
 //   tollgate demo kiosk [--kiosks N=8] [--credits C=20] [--guests G=40] [--seed S=42] [--json]
@@ -33,7 +33,7 @@
 #include <cstdint>
 #include <string>
 
-#include "jobs/fake_provider.h"
+#include "demo/fake_provider.h"
 
 namespace tollgate::app {
 

@@ -1,4 +1,4 @@
-#include "app/fake_provider_command.h"
+#include "demo/fake_provider_command.h"
 
 #include <pthread.h>
 #include <signal.h>
@@ -13,7 +13,7 @@
 
 #include "app/cli.h"
 #include "core/parse.h"
-#include "jobs/fake_provider.h"
+#include "demo/fake_provider.h"
 
 namespace tollgate::app {
 namespace {

@@ -1,4 +1,4 @@
-// tollgate jobs: a fake paid provider — an HTTP server that behaves like an AI image service and
+// tollgate demo: a fake paid provider — an HTTP server that behaves like an AI image service and
 // speaks the provider contract (api.md, "What tollgate sends a provider"; jobs/provider_protocol.h
 // is the client side). Tests of the job worker and the kiosk demo run it; `tollgate fake-provider`
 // is the same class as a process.

@@ -1,0 +1,188 @@
+// tollgate cli: `account …` and `transfer show` — the client side of routes_accounts.cc.
+
+#include <boost/json.hpp>
+
+#include <algorithm>
+#include <charconv>
+#include <chrono>
+#include <csignal>
+#include <cstdint>
+#include <cstdio>
+#include <limits>
+#include <memory>
+#include <optional>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "core/parse.h"
+#include "core/limits.h"
+#include "core/result.h"
+#include "core/suggest.h"
+#include "tollgate/client.h"
+
+#include "app/cli/common.h"
+
+namespace tollgate::app::cli {
+
+void add_account_commands(CLI::App& app, int& exit_code) {
+  std::shared_ptr<Args> a;
+  auto* account = app.add_subcommand("account", "create, show, update, list, credit and debit accounts");
+  account->require_subcommand(1);
+
+  a = std::make_shared<Args>();
+  auto* create = account->add_subcommand("create", "create an account (admin key); the same settings again change nothing");
+  create->add_option("ID", a->account_id, "account id")->required()->check(kId);
+  auto* overdraft = create->add_option("--overdraft-limit", a->overdraft_limit,
+                                       "credits that `available` may go below zero (default 0)")
+                        ->transform(integer_range(0, limits::kOverdraftLimitMax));
+  auto* max_holds = create->add_option("--max-active-holds", a->max_active_holds, "at most this many active holds")
+                        ->transform(integer_range(1, limits::kMaxActiveHoldsMax));
+  add_connection_options(create, a->connection);
+  create->callback([a, &exit_code, overdraft, max_holds] {
+    client::CreateAccountRequest request{a->account_id, std::nullopt, std::nullopt};
+    if (overdraft->count() > 0) request.overdraft_limit = a->overdraft_limit;
+    if (max_holds->count() > 0) request.max_active_holds = a->max_active_holds;
+    exit_code = run(
+        "account create", a->connection, [&](Client& c) { return c.create_account(request); },
+        [&](const Response& r) {
+          if (r.status() == 201) {
+            std::printf("account %s created\n", a->account_id.c_str());
+          } else {
+            std::printf("account %s already exists with these settings; nothing changed\n", a->account_id.c_str());
+          }
+          print_fields(r.json());
+        });
+  });
+
+  a = std::make_shared<Args>();
+  auto* show = account->add_subcommand("show", "show an account's balances");
+  show->add_option("ID", a->account_id, "account id")->required()->check(kId);
+  add_connection_options(show, a->connection);
+  show->callback([a, &exit_code] {
+    exit_code = run(
+        "account show", a->connection, [&](Client& c) { return c.get_account(a->account_id); },
+        [](const Response& r) { print_fields(r.json()); });
+  });
+
+  a = std::make_shared<Args>();
+  auto* update = account->add_subcommand(
+      "update", "change an account's settings (admin key); the same settings again change nothing");
+  update->add_option("ID", a->account_id, "account id")->required()->check(kId);
+  auto* new_overdraft = update->add_option("--overdraft-limit", a->overdraft_limit,
+                                           "credits that `available` may go below zero")
+                            ->transform(integer_range(0, limits::kOverdraftLimitMax));
+  auto* new_max_holds =
+      update->add_option("--max-active-holds", a->max_active_holds_text, "at most this many active holds, or none")
+          ->check([](const std::string& v) -> std::string {
+            if (v == "none") return "";
+            std::string number = v;
+            return integer_range(1, limits::kMaxActiveHoldsMax)(number).empty()
+                       ? ""
+                       : "must be none or from 1 to " + std::to_string(limits::kMaxActiveHoldsMax);
+          });
+  auto* new_frozen = update->add_option("--frozen", a->frozen_text, "true: refuse new holds and debits; false: allow")
+                         ->check(CLI::IsMember({"true", "false"}));
+  add_connection_options(update, a->connection);
+  update->callback([a, &exit_code, new_overdraft, new_max_holds, new_frozen] {
+    client::UpdateAccountRequest request;
+    if (new_overdraft->count() > 0) request.overdraft_limit = a->overdraft_limit;
+    if (new_max_holds->count() > 0) {
+      request.max_active_holds = a->max_active_holds_text == "none"
+                                     ? std::optional<std::int64_t>()
+                                     : parse_int(a->max_active_holds_text, 1, limits::kMaxActiveHoldsMax);
+      TG_ASSERT(a->max_active_holds_text == "none" || *request.max_active_holds);  // the option's check read it
+    }
+    if (new_frozen->count() > 0) request.frozen = a->frozen_text == "true";
+    if (!request.overdraft_limit && !request.max_active_holds && !request.frozen) {
+      throw CLI::ValidationError("account update", "give at least one of --overdraft-limit, --max-active-holds, --frozen");
+    }
+    exit_code = run(
+        "account update", a->connection, [&](Client& c) { return c.update_account(a->account_id, request); },
+        [](const Response& r) { print_fields(r.json()); });
+  });
+
+  a = std::make_shared<Args>();
+  auto* list = account->add_subcommand("list", "list accounts by id (admin key)");
+  const PageOptions list_page = add_page_options(list, *a, "account id");
+  add_connection_options(list, a->connection);
+  list->callback([a, &exit_code, list_page] {
+    const client::PageRequest page = page_request(list_page, *a);
+    exit_code = run(
+        "account list", a->connection, [&](Client& c) { return c.list_accounts(page); },
+        [](const Response& r) {
+          print_page("account list", r.json(), "accounts", "account_id",
+                     {{"ACCOUNT", false}, {"AVAILABLE", true}, {"RESERVED", true}, {"USED", true},
+                      {"PURCHASED", true}, {"ACTIVE_HOLDS", true}},
+                     {"account_id", "available", "reserved", "used", "purchased", "active_holds"});
+        });
+  });
+
+  a = std::make_shared<Args>();
+  auto* credit = account->add_subcommand("credit", "add purchased credits (admin key); a reference counts once");
+  credit->add_option("ID", a->account_id, "account id")->required()->check(kId);
+  credit->add_option("AMOUNT", a->amount, "credits, 1 to 2^53-1")->required()->transform(kAmount);
+  credit->add_option("--reference", a->reference, "your unique id of this purchase (repeating it adds nothing)")
+      ->required()
+      ->check(kId);
+  add_connection_options(credit, a->connection);
+  credit->callback([a, &exit_code] {
+    exit_code = run(
+        "account credit", a->connection, [&](Client& c) { return c.credit(a->account_id, a->amount, a->reference); },
+        [&](const Response& r) {
+          const json::value& event = member(r.json(), "event");
+          if (r.status() == 201) {
+            std::printf("credited %s to %s (event %s, reference %s)\n", field(event, "amount").c_str(),
+                        a->account_id.c_str(), field(event, "event_id").c_str(), a->reference.c_str());
+          } else {
+            std::printf("reference %s was already credited to %s (event %s); nothing added\n", a->reference.c_str(),
+                        a->account_id.c_str(), field(event, "event_id").c_str());
+          }
+          print_fields(member(r.json(), "account"));
+        });
+  });
+
+  a = std::make_shared<Args>();
+  auto* debit = account->add_subcommand("debit", "remove available credits: refund, correction (admin key)");
+  debit->add_option("ID", a->account_id, "account id")->required()->check(kId);
+  debit->add_option("AMOUNT", a->amount, "credits, 1 to 2^53-1")->required()->transform(kAmount);
+  debit->add_option("--reference", a->reference, "your unique id of this debit (repeating it removes nothing)")
+      ->required()
+      ->check(kId);
+  debit->add_option("--reason", a->reason, "why, for the audit trail")->required();
+  add_connection_options(debit, a->connection);
+  debit->callback([a, &exit_code] {
+    exit_code = run(
+        "account debit", a->connection,
+        [&](Client& c) { return c.debit(a->account_id, a->amount, a->reference, a->reason); },
+        [&](const Response& r) {
+          const json::value& event = member(r.json(), "event");
+          if (r.status() == 201) {
+            std::printf("debited %s from %s (event %s, reference %s)\n", field(event, "amount").c_str(),
+                        a->account_id.c_str(), field(event, "event_id").c_str(), a->reference.c_str());
+          } else {
+            std::printf("reference %s was already debited from %s (event %s); nothing removed\n", a->reference.c_str(),
+                        a->account_id.c_str(), field(event, "event_id").c_str());
+          }
+          print_fields(member(r.json(), "account"));
+        });
+  });
+}
+
+
+void add_transfer_command(CLI::App& app, int& exit_code) {
+  auto* transfer = app.add_subcommand("transfer", "look up credits and debits by their reference");
+  transfer->require_subcommand(1);
+  auto a = std::make_shared<Args>();
+  auto* show = transfer->add_subcommand("show", "the credit or debit recorded under REFERENCE (an answer lost: look here)");
+  show->add_option("REFERENCE", a->reference, "the reference it was made with")->required()->check(kId);
+  add_connection_options(show, a->connection);
+  show->callback([a, &exit_code] {
+    exit_code = run(
+        "transfer show", a->connection, [&](Client& c) { return c.get_transfer(a->reference); },
+        [](const Response& r) { print_fields(r.json()); });
+  });
+}
+
+
+}  // namespace tollgate::app::cli
