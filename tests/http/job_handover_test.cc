@@ -45,9 +45,9 @@ constexpr milliseconds kPatience{30'000};
 // A fake provider that remembers when each id's POST arrived (its work ends kWork later).
 class TimedProvider {
  public:
-  TimedProvider() {
+  explicit TimedProvider(milliseconds work = kWork) : work_(work) {
     jobs::FakeProviderOptions o;
-    o.latency_min_ms = o.latency_max_ms = kWork.count();
+    o.latency_min_ms = o.latency_max_ms = work.count();
     o.seed = 27;
     o.on_post = [this](std::string_view id) {
       std::lock_guard lock(mu_);
@@ -58,12 +58,12 @@ class TimedProvider {
 
   jobs::FakeProvider& fake() { return *fake_; }
 
-  // When the provider finished the work of `id` (its first POST + kWork), or nullopt if never posted.
+  // When the provider finished the work of `id` (its first POST + the work), or nullopt if never posted.
   std::optional<Clock::time_point> finished_at(const std::string& id) {
     std::lock_guard lock(mu_);
     auto it = posted_.find(id);
     if (it == posted_.end()) return std::nullopt;
-    return it->second + kWork;
+    return it->second + work_;
   }
 
   // Waits until every id was posted (the requests are at the provider); false after 10 s.
@@ -89,6 +89,7 @@ class TimedProvider {
   }
 
  private:
+  const milliseconds work_;
   std::mutex mu_;
   std::map<std::string, Clock::time_point> posted_;
   std::unique_ptr<jobs::FakeProvider> fake_;  // last: its threads call on_post until it is destroyed
@@ -332,6 +333,50 @@ TEST(JobHandover, ThreeInstancesOnPostgresHandOverTheJobsOfAKilledAndAStoppedOne
     for (const auto& s : instances) std::printf("%s\n", s->log().c_str());
   }
   for (std::size_t k = 1; k < 3; ++k) EXPECT_EQ(instances[k]->stop(SIGTERM), 0) << instances[k]->log();
+}
+
+// A call that outlasts the lease keeps it: the worker renews it while the request is in flight, so
+// neither the other instance (which scans every second) nor anyone else takes the job over; the
+// renewals send nothing to the provider, count no attempt and write no history.
+TEST(JobHandover, ACallLongerThanTheLeaseKeepsItByRenewalsWithoutSendingOrCountingAgain) {
+  REQUIRE_POSTGRES(server_uri);
+  testing::PgSchema schema(server_uri);
+  TimedProvider provider(milliseconds(limits::kJobLeaseMs + 2'500));
+  testing::TempDir dir;
+  const std::string config = write_config(dir, provider.config_toml());
+  std::vector<std::unique_ptr<ServerProcess>> instances;
+  for (int i = 0; i < 2; ++i) {
+    ServerOptions options = server_options();
+    options.database = schema.uri();
+    options.extra_args = {"--config", config};
+    instances.push_back(std::make_unique<ServerProcess>(options));
+    ASSERT_EQ(wait_until_ready(instances.back()->port()).status, 200u) << instances.back()->log();
+  }
+  ASSERT_NO_FATAL_FAILURE(make_account(instances[0]->port(), "long", 10));
+  ASSERT_NO_FATAL_FAILURE(submit(instances[0]->port(), "long", "long-call"));
+  ASSERT_TRUE(provider.wait_posted({"long-call"}));
+  Watcher watcher(instances[1]->port(), {"long-call"});
+  const auto& ended = watcher.join();
+  ASSERT_TRUE(ended[0].ended);
+  EXPECT_EQ(jstr(ended[0].job, "status"), "completed") << ended[0].job;
+  EXPECT_EQ(jint(ended[0].job, "attempts"), 1) << ended[0].job;
+  const auto outcome = provider.fake().outcome_of("long-call");
+  ASSERT_TRUE(outcome.has_value());
+  EXPECT_EQ(outcome->posts, 1u);
+  HttpClient admin(instances[1]->port(), kAdminKey);
+  const HttpResponse history = admin.get("/v1/jobs/long-call/history");
+  ASSERT_EQ(history.status, 200u) << history;
+  std::vector<std::string> kinds;
+  for (const auto& e : history.object().at("entries").as_array()) kinds.emplace_back(e.as_object().at("kind").as_string());
+  const std::vector<std::string> expected{"submitted", "running", "attempt", "completed"};
+  EXPECT_EQ(kinds, expected) << history;  // no "claimed": nobody took it over, no second attempt
+  const HttpResponse metrics = HttpClient(instances[0]->port(), kAdminKey).get("/metrics");
+  const std::string renewed = "tollgate_job_lease_renewals_total{outcome=\"renewed\"} ";
+  const auto at = metrics.body.find(renewed);
+  ASSERT_NE(at, std::string::npos) << metrics.body.substr(0, 2000);
+  EXPECT_GE(std::atof(metrics.body.c_str() + at + renewed.size()), 3.0) << "renewals during a 7.5-s call";
+  expect_clean_audit(instances[1]->port());
+  for (const auto& s : instances) EXPECT_EQ(s->stop(SIGTERM), 0) << s->log();
 }
 
 }  // namespace
