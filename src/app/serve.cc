@@ -59,6 +59,10 @@ void render_job_metrics(std::string& out, const jobs::JobRunner& runner) {
   metric_line(out, "tollgate_provider_status_questions_total", "", static_cast<double>(s.status_questions));
   metric_header(out, "tollgate_jobs_recovered_total", "counter", "Jobs claimed after their lease expired (reconciliations).");
   metric_line(out, "tollgate_jobs_recovered_total", "", static_cast<double>(s.recovered));
+  metric_header(out, "tollgate_job_lease_renewals_total", "counter",
+                "Renewals of the short leases of jobs this instance drives, by outcome (refused: the job ended or another instance took it).");
+  metric_line(out, "tollgate_job_lease_renewals_total", "outcome=\"renewed\"", static_cast<double>(s.lease_renewals));
+  metric_line(out, "tollgate_job_lease_renewals_total", "outcome=\"refused\"", static_cast<double>(s.renewals_refused));
   const auto providers = runner.provider_stats();
   metric_header(out, "tollgate_provider_outcomes_total", "counter", "What provider requests saw, by provider.");
   for (const auto& p : providers) {
@@ -454,7 +458,7 @@ int serve(const ServerConfig& config, const std::function<void(std::uint16_t)>& 
   server.run();
   if (auto s = service::notify(notify_socket, "STOPPING=1"); !s) log_line("warn", s.error().detail);
   readers.stop();
-  runner.stop();  // jobs in flight stay running in the store: recovered by the next instance to run
+  runner.stop();  // jobs in flight are handed back (their lease ends now): the next instance takes them over
   ledger.stop();  // writes what is queued, commits
   provider_client.reset();
   log_line("info", "tollgate stopped");

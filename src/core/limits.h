@@ -69,6 +69,17 @@ inline constexpr std::int64_t kKeyUseFlushIntervalMsDefault = 60'000;
 // the most it doubles to (jobs/provider_protocol.h).
 inline constexpr std::int64_t kStatusPollFirstMs = 250;
 inline constexpr std::int64_t kStatusPollMaxMs = 10'000;
+// Jobs: a worker's claim is a short lease, renewed while the worker lives (jobs/runner.h) — not the
+// provider's time-out: a job whose worker died is taken over within a lease and a recovery scan.
+// Renewed every kJobLeaseRenewIntervalMs (three renewals per lease: two may fail before it ends);
+// handed back at a graceful stop as a lease of kJobHandBackLeaseMs (it ends now), waiting at most
+// kJobHandBackWaitMs for those writes. Every instance looks for expired leases every
+// kJobRecoveryIntervalMs (and at start).
+inline constexpr std::int64_t kJobLeaseMs = 5'000;
+inline constexpr std::int64_t kJobLeaseRenewIntervalMs = 1'500;
+inline constexpr std::int64_t kJobHandBackLeaseMs = 1;
+inline constexpr std::int64_t kJobHandBackWaitMs = 5'000;
+inline constexpr std::int64_t kJobRecoveryIntervalMs = 1'000;
 inline constexpr std::size_t kKeyUsesPerCommandMax = 1'000;
 inline constexpr std::size_t kKeyUsesRememberedMax = 100'000;
 
@@ -162,6 +173,9 @@ static_assert(1 <= kListPageDefault && kListPageDefault <= kListPageMax);
 static_assert(kListPageMax == kHoldsPageMax);
 static_assert(kKeyUsesPerCommandMax <= kKeyUsesRememberedMax);
 static_assert(0 < kStatusPollFirstMs && kStatusPollFirstMs <= kStatusPollMaxMs);
+static_assert(0 < kJobLeaseRenewIntervalMs && 3 * kJobLeaseRenewIntervalMs <= kJobLeaseMs);
+static_assert(0 < kJobHandBackLeaseMs && kJobHandBackLeaseMs < kJobLeaseRenewIntervalMs);
+static_assert(0 < kJobRecoveryIntervalMs && kJobRecoveryIntervalMs <= kJobLeaseMs);
 
 // Coordination (coord/coord.h): locks, idempotency keys, rate limits.
 inline constexpr std::int64_t kLockTtlMsMax = 24LL * 3600 * 1000;             // a lease: at most a day

@@ -14,7 +14,7 @@ namespace tollgate::jobs {
 
 struct JobRunner::Counters {
   std::atomic<std::uint64_t> sends{0}, resends{0}, status_questions{0}, recovered{0}, completed{0}, failed{0},
-      cancelled{0}, answers_2xx{0}, answers_4xx{0}, answers_5xx{0}, timeouts{0}, connection_lost{0},
+      cancelled{0}, lease_renewals{0}, renewals_refused{0}, handed_back{0}, answers_2xx{0}, answers_4xx{0}, answers_5xx{0}, timeouts{0}, connection_lost{0},
       not_connected{0};
 };
 
@@ -33,9 +33,22 @@ struct JobRunner::Run {
   PerProvider* figures = nullptr;  // of `provider`
   Mode mode = Mode::fresh;
   int questions = 0;  // status questions asked since the last send
+  // The job's id and hold, copied once before the run is shared: renewals and the hand-back read
+  // them on other threads while the steps replace `job`.
+  std::string id, hold_id;
   std::mutex mu;
   bool cancelled = false;                   // guarded by mu
   std::shared_ptr<ProviderCall> call;       // guarded by mu: the exchange in flight
+  bool claimed = false;   // guarded by mu: a claim of this run was submitted (stop() hands it back)
+  bool leased = false;    // guarded by mu: a claim succeeded and no renewal was refused since (renew it)
+  bool renewing = false;  // guarded by mu: a renewal is in the ledger (one at a time)
+  bool ended = false;     // guarded by mu: the store said the job ended (nothing to hand back)
+};
+
+struct JobRunner::Timer {
+  boost::asio::steady_timer timer;
+  std::shared_ptr<Run> run;  // finished instead of `work` when the runner stops first; may be null
+  std::function<void()> work;
 };
 
 namespace {
@@ -80,6 +93,7 @@ JobRunner::JobRunner(Ledger& ledger, ProviderClient& client, JobRunnerOptions op
   for (const auto& [name, config] : options_.providers) per_provider_.emplace(name, std::make_unique<PerProvider>());
   timer_thread_ = std::thread([this] { timers_.run(); });
   if (options_.recovery_interval_ms > 0) recovery_thread_ = std::thread([this] { recovery_loop(); });
+  renewal_loop();
 }
 
 JobRunner::~JobRunner() { stop(); }
@@ -93,10 +107,15 @@ std::int64_t JobRunner::poll_cap_ms(const ProviderConfig& p) {
   return std::min<std::int64_t>(limits::kStatusPollMaxMs, std::max<std::int64_t>(p.expected_duration_ms, 50));
 }
 
-std::int64_t JobRunner::lease_ms(const ProviderConfig& p) {
-  // The longest time between two renewals: one request (timeout_ms), the wait before a status
-  // question, and that question (timeout_ms at most); plus a margin for the database.
-  return 2 * p.timeout_ms + poll_cap_ms(p) + 2'000;
+std::int64_t JobRunner::lease_ms(const ProviderConfig&) {
+  // Not the provider's time-out: the runner renews it every kJobLeaseRenewIntervalMs while it
+  // drives the job, so that a job whose worker died is taken over within seconds.
+  return limits::kJobLeaseMs;
+}
+
+bool JobRunner::stopping() const {
+  std::lock_guard lock(mu_);
+  return stopping_;
 }
 
 double JobRunner::jitter() {
@@ -119,6 +138,8 @@ void JobRunner::start(const Job& job) {
 }
 
 void JobRunner::admit(std::shared_ptr<Run> run) {
+  run->id = run->job.client_request_id;  // not shared yet (or only by the queue, which reads neither)
+  run->hold_id = run->job.hold_id;
   {
     std::lock_guard lock(mu_);
     if (stopping_) return;
@@ -136,12 +157,19 @@ void JobRunner::admit(std::shared_ptr<Run> run) {
 }
 
 void JobRunner::claim(std::shared_ptr<Run> run, bool begin_attempt, std::string note, int tries) {
+  // Stopping: no new claim (no new attempt); stop() hands back what was claimed.
+  if (stopping()) return finish(run, run->job.status, false);
+  {
+    std::lock_guard lock(run->mu);
+    run->claimed = true;
+  }
   ClaimJobCommand c{run->job.client_request_id, run->job.hold_id, options_.instance_id,
                     lease_ms(*run->provider),   begin_attempt,           note};
   ledger_.submit(std::move(c), [this, run, begin_attempt, note, tries](CommandResult r) {
     if (r.ok()) return after_claim(run, std::get<JobOutcome>(r.value()).job, begin_attempt);
     if (worth_retrying(r.code()) && tries + 1 < kWriteTriesMax) {
-      return after(kRetryWriteMs, [this, run, begin_attempt, note, tries] { claim(run, begin_attempt, note, tries + 1); });
+      return after(kRetryWriteMs, run,
+                   [this, run, begin_attempt, note, tries] { claim(run, begin_attempt, note, tries + 1); });
     }
     // Ended, leased by another instance, or the database stays away: not ours to drive.
     finish(run, run->job.status, false);
@@ -150,11 +178,20 @@ void JobRunner::claim(std::shared_ptr<Run> run, bool begin_attempt, std::string 
 
 void JobRunner::after_claim(const std::shared_ptr<Run>& run, const Job& job, bool began_attempt) {
   run->job = job;
-  if (is_ended(job.status)) return finish(run, job.status, true);  // a pending job whose hold expired
+  if (is_ended(job.status)) {  // a pending job whose hold expired
+    {
+      std::lock_guard lock(run->mu);
+      run->ended = true;
+    }
+    return finish(run, job.status, true);
+  }
+  bool cancelled = false;
   {
     std::lock_guard lock(run->mu);
-    if (run->cancelled) return finish(run, JobStatus::cancelled, false);
+    run->leased = true;  // ours until now + lease_ms: renewed from here on
+    cancelled = run->cancelled;
   }
+  if (cancelled) return finish(run, JobStatus::cancelled, false);
   if (began_attempt) return send(run);
   // Recovered: it may have been received. Ask, or send again with the same key, or give up.
   if (run->job.attempts == 0) return claim(run, true, "");
@@ -181,10 +218,10 @@ void JobRunner::send(std::shared_ptr<Run> run) {
   request.idempotency_key = run->job.client_request_id;
   request.body = request_body(run->job.client_request_id, run->job.input_json);
   request.timeout = std::chrono::milliseconds(run->provider->timeout_ms);
-  std::lock_guard lock(run->mu);
+  std::unique_lock lock(run->mu);
   if (run->cancelled) {
-    boost::asio::post(timers_, [this, run] { finish(run, JobStatus::cancelled, false); });
-    return;
+    lock.unlock();
+    return finish(run, JobStatus::cancelled, false);
   }
   const auto sent_at = std::chrono::steady_clock::now();
   run->call = client_.start(std::move(request), [this, run, sent_at](Exchange seen) {
@@ -208,10 +245,10 @@ void JobRunner::ask_status(std::shared_ptr<Run> run) {
   request.method = ProviderRequest::Method::get;
   request.url = status_url_for(*run->provider->status_url, run->job.client_request_id);
   request.timeout = std::chrono::milliseconds(std::min<std::int64_t>(run->provider->timeout_ms, 30'000));
-  std::lock_guard lock(run->mu);
+  std::unique_lock lock(run->mu);
   if (run->cancelled) {
-    boost::asio::post(timers_, [this, run] { finish(run, JobStatus::cancelled, false); });
-    return;
+    lock.unlock();
+    return finish(run, JobStatus::cancelled, false);
   }
   run->call = client_.start(std::move(request), [this, run](Exchange seen) {
     {
@@ -243,7 +280,7 @@ void JobRunner::act(std::shared_ptr<Run> run, const Decision& d, const Exchange&
           std::min<std::chrono::milliseconds>(status_poll_delay(run->questions + 1, jitter()),
                                               std::chrono::milliseconds(poll_cap_ms(*run->provider)));
       // The lease is renewed (and what was seen recorded) before each question.
-      return after(delay.count(), [this, run, seen_text] {
+      return after(delay.count(), run, [this, run, seen_text] {
         ClaimJobCommand c{run->job.client_request_id, run->job.hold_id, options_.instance_id,
                           lease_ms(*run->provider), false, seen_text};
         ledger_.submit(c, [this, run](CommandResult r) {
@@ -257,7 +294,7 @@ void JobRunner::act(std::shared_ptr<Run> run, const Decision& d, const Exchange&
     case Next::send_again:
       counters_->resends.fetch_add(1, std::memory_order_relaxed);
       run->questions = 0;
-      return after(std::min<std::int64_t>(100LL * run->job.attempts, 2'000),
+      return after(std::min<std::int64_t>(100LL * run->job.attempts, 2'000), run,
                    [this, run, seen_text] { claim(run, true, seen_text); });
   }
 }
@@ -275,10 +312,14 @@ void JobRunner::end(std::shared_ptr<Run> run, JobStatus status, std::optional<st
   ledger_.submit(std::move(c), [=, this](CommandResult r) {
     if (r.ok()) {
       run->job = std::get<JobOutcome>(r.value()).job;
+      {
+        std::lock_guard lock(run->mu);
+        run->ended = true;
+      }
       return finish(run, run->job.status, true);
     }
     if (worth_retrying(r.code()) && tries + 1 < kWriteTriesMax) {
-      return after(kRetryWriteMs, [=, this] { end(run, status, result, error, by, note, tries + 1); });
+      return after(kRetryWriteMs, run, [=, this] { end(run, status, result, error, by, note, tries + 1); });
     }
     tollgate::log("error", "job " + run->job.client_request_id + ": its end could not be written (" + r.error().detail +
                "); recovery settles it once its lease expires");
@@ -367,15 +408,116 @@ void JobRunner::recovery_loop() {
   }
 }
 
-void JobRunner::after(std::int64_t delay_ms, std::function<void()> work) {
-  auto timer = std::make_shared<boost::asio::steady_timer>(timers_, std::chrono::milliseconds(delay_ms));
-  timer->async_wait([this, timer, work = std::move(work)](const boost::system::error_code& ec) {
-    {
-      std::lock_guard lock(mu_);
-      if (ec || stopping_) return;
+void JobRunner::after(std::int64_t delay_ms, std::shared_ptr<Run> run, std::function<void()> work) {
+  auto t = std::make_shared<Timer>(
+      Timer{boost::asio::steady_timer(timers_, std::chrono::milliseconds(delay_ms)), std::move(run), std::move(work)});
+  const auto drop = [this](const std::shared_ptr<Timer>& dropped) {
+    if (dropped->run) finish(dropped->run, dropped->run->job.status, false);
+  };
+  std::uint64_t id = 0;
+  {
+    std::lock_guard lock(mu_);
+    if (stopping_) {
+      id = 0;
+    } else {
+      id = ++next_timer_;
+      timers_waiting_.emplace(id, t);
     }
-    work();
+  }
+  if (id == 0) return drop(t);
+  // Every operation on a timer runs on the timer thread (stop() cancels them there).
+  boost::asio::post(timers_, [this, t, id, drop] {
+    if (stopping()) {
+      {
+        std::lock_guard lock(mu_);
+        timers_waiting_.erase(id);
+      }
+      return drop(t);
+    }
+    t->timer.async_wait([this, t, id, drop](const boost::system::error_code& ec) {
+      bool stop = false;
+      {
+        std::lock_guard lock(mu_);
+        timers_waiting_.erase(id);
+        stop = stopping_;
+      }
+      if (ec || stop) return drop(t);
+      t->work();
+    });
   });
+}
+
+void JobRunner::renewal_loop() {
+  after(limits::kJobLeaseRenewIntervalMs, nullptr, [this] {
+    renew_leases();
+    renewal_loop();
+  });
+}
+
+void JobRunner::renew_leases() {
+  std::vector<std::shared_ptr<Run>> runs;
+  {
+    std::lock_guard lock(mu_);
+    if (stopping_) return;
+    for (const auto& [id, run] : running_) runs.push_back(run);
+  }
+  for (const auto& run : runs) {
+    {
+      std::lock_guard lock(run->mu);
+      if (!run->leased || run->renewing || run->cancelled) continue;
+      run->renewing = true;
+    }
+    // The same owner, a lease from now: no attempt counted, nothing sent, nothing in the history.
+    ClaimJobCommand c{run->id, run->hold_id, options_.instance_id, limits::kJobLeaseMs, false, ""};
+    ledger_.submit(std::move(c), [this, run](CommandResult r) {
+      // Refused: the job ended (its end raced this renewal) or another instance took it over after
+      // this lease ran out (the database was away) — stop renewing; the run's steps carry on, and
+      // the store decides which end counts. Unavailable: the next tick tries again.
+      const bool refused = !r.ok() && (r.code() == Code::conflict || r.code() == Code::not_found);
+      {
+        std::lock_guard lock(run->mu);
+        run->renewing = false;
+        if (refused) run->leased = false;
+      }
+      if (r.ok()) counters_->lease_renewals.fetch_add(1, std::memory_order_relaxed);
+      if (refused) counters_->renewals_refused.fetch_add(1, std::memory_order_relaxed);
+    });
+  }
+}
+
+void JobRunner::hand_back(const std::vector<std::shared_ptr<Run>>& runs) {
+  struct Waiting {
+    std::mutex mu;
+    std::condition_variable done;
+    std::size_t left = 0;
+    std::size_t handed_back = 0;
+  };
+  auto waiting = std::make_shared<Waiting>();  // the callbacks may come after stop() returned
+  std::vector<std::shared_ptr<Run>> claimed;
+  for (const auto& run : runs) {
+    std::lock_guard lock(run->mu);
+    if (run->claimed && !run->ended) claimed.push_back(run);
+  }
+  waiting->left = claimed.size();
+  for (const auto& run : claimed) {
+    // Submitted after every earlier write of the run (one writer, in submission order): a claim
+    // still in the ledger lands first, and this one ends the lease now.
+    ClaimJobCommand c{run->id, run->hold_id, options_.instance_id, limits::kJobHandBackLeaseMs, false, ""};
+    ledger_.submit(std::move(c), [waiting](CommandResult r) {
+      std::lock_guard lock(waiting->mu);
+      if (r.ok()) ++waiting->handed_back;  // else it ended, or is another's: nothing to hand back
+      if (--waiting->left == 0) waiting->done.notify_all();
+    });
+  }
+  std::unique_lock lock(waiting->mu);
+  waiting->done.wait_for(lock, std::chrono::milliseconds(limits::kJobHandBackWaitMs), [&] { return waiting->left == 0; });
+  counters_->handed_back.fetch_add(waiting->handed_back, std::memory_order_relaxed);
+  if (!claimed.empty()) {
+    tollgate::log("info", "stopping: handed back " + std::to_string(waiting->handed_back) + " of " +
+                              std::to_string(claimed.size()) + " jobs in flight (their lease ends now" +
+                              (waiting->left > 0 ? "; " + std::to_string(waiting->left) + " writes unanswered" : "") +
+                              "): the next instance asks their providers");
+  }
 }
 
 void JobRunner::count_answer(const Exchange& seen, PerProvider& p, std::chrono::steady_clock::duration took) {
@@ -452,10 +594,21 @@ void JobRunner::stop() {
   }
   // Aborted exchanges answer promptly; their callbacks must have run before the client may go.
   for (int i = 0; i < 500 && client_.in_flight() > 0; ++i) std::this_thread::sleep_for(std::chrono::milliseconds(10));
-  // Runs between steps (a claim or an end in the ledger) finish when their callback comes; a timer
-  // that has not fired is dropped (stopping_), so wait at most a bounded time for the rest.
-  timers_.stop();
+  // Timers that have not fired are cancelled, and their runs finished (no renewal is written after
+  // this); the thread ends once they have.
+  boost::asio::post(timers_, [this] {
+    std::vector<std::shared_ptr<Timer>> waiting;
+    {
+      std::lock_guard lock(mu_);
+      for (const auto& [id, t] : timers_waiting_) waiting.push_back(t);
+    }
+    for (const auto& t : waiting) t->timer.cancel();
+  });
+  timers_work_.reset();
   if (timer_thread_.joinable()) timer_thread_.join();
+  hand_back(runs);
+  // Runs between steps (a claim or an end in the ledger) finish when their callback comes: wait at
+  // most a bounded time for them.
   std::unique_lock lock(mu_);
   idle_.wait_for(lock, std::chrono::seconds(5), [&] { return running_.empty(); });
   running_.clear();
@@ -473,6 +626,9 @@ JobRunnerStats JobRunner::stats() const {
   s.resends = c.resends.load();
   s.status_questions = c.status_questions.load();
   s.recovered = c.recovered.load();
+  s.lease_renewals = c.lease_renewals.load();
+  s.renewals_refused = c.renewals_refused.load();
+  s.handed_back = c.handed_back.load();
   s.completed = c.completed.load();
   s.failed = c.failed.load();
   s.cancelled = c.cancelled.load();

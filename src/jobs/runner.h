@@ -12,7 +12,17 @@
 //                                          seen goes into the history) → GET status_url → after_status()
 //                             send_again → claim (attempt counted) → send, same Idempotency-Key
 //
-// A recovered job (its worker died or lost the database) is never started afresh: it was running
+// The lease is short (limits::kJobLeaseMs, a few seconds), not the provider's time-out: while this
+// runner drives a job it renews the lease every limits::kJobLeaseRenewIntervalMs — a ClaimJob by the
+// same owner that counts no attempt and sends nothing to the provider — through the request in
+// flight, the waits between status questions and the questions themselves; at most one renewal per
+// job is in the ledger at a time. So a job whose worker died (kill -9, a lost machine) is taken over
+// by any instance's recovery within a lease and a recovery scan (limits::kJobRecoveryIntervalMs).
+// stop() (a graceful SIGTERM) hands every job it claimed back at once: their lease ends now
+// (limits::kJobHandBackLeaseMs), so the next instance — another one, or this one restarted — takes
+// them over at its next scan and asks the status URL; nothing is sent to the provider again.
+//
+// A recovered job (its worker died, stopped, or lost the database) is never started afresh: it was running
 // and may have been received, so it is asked about at its status URL when the provider has one,
 // otherwise sent again with the same key while attempts remain, then failed and released. A job
 // that was never sent (attempts 0) is simply sent.
@@ -64,7 +74,7 @@ struct JobRunnerOptions {
   std::size_t in_flight_max = limits::kJobsInFlightMaxDefault;
   std::size_t queued_max = limits::kJobsQueuedMax;
   // How often expired leases are looked for (also once at start); 0: never (tests call recover_once()).
-  std::int64_t recovery_interval_ms = 1000;
+  std::int64_t recovery_interval_ms = limits::kJobRecoveryIntervalMs;
   std::uint64_t seed = 0;  // of the status polls' jitter; 0 seeds from the operating system
   // Called once per job this runner ended (its end is durable), on the ledger's callback thread:
   // benchmarks count with it. Keep it short.
@@ -79,6 +89,9 @@ struct JobRunnerStats {
   std::uint64_t resends = 0;    // of which sent again with the same key
   std::uint64_t status_questions = 0;
   std::uint64_t recovered = 0;  // jobs claimed after their lease expired
+  std::uint64_t lease_renewals = 0;    // renewals written (each a ClaimJob: no attempt, nothing sent)
+  std::uint64_t renewals_refused = 0;  // renewals the store refused (the job ended, or another owns it)
+  std::uint64_t handed_back = 0;       // jobs whose lease stop() ended at once
   std::uint64_t completed = 0, failed = 0, cancelled = 0;  // ended by this runner (cancelled: aborted here)
   std::uint64_t answers_2xx = 0, answers_4xx = 0, answers_5xx = 0, timeouts = 0, connection_lost = 0,
                 not_connected = 0;
@@ -106,7 +119,8 @@ class JobRunner {
 
   // The provider a job may name (configured), or nullptr.
   const ProviderConfig* provider(std::string_view name) const;
-  // The lease a claim takes for a provider: long enough for one request and one status wait.
+  // The lease a claim (and a submit) takes: limits::kJobLeaseMs for every provider — short, renewed
+  // while this runner drives the job, whatever the provider's time-out.
   static std::int64_t lease_ms(const ProviderConfig& provider);
   // The longest wait between status questions: the provider's expected duration, at most
   // limits::kStatusPollMaxMs (a 20-s generation is asked about every 10 s at most; a fast one sooner).
@@ -120,8 +134,10 @@ class JobRunner {
   void cancel(std::string_view client_request_id);
   // Claims every job whose lease expired (up to the free slots) and runs it. Returns how many.
   std::size_t recover_once();
-  // Stops recovery and timers, aborts requests in flight (their jobs stay running in the store and
-  // are recovered by whichever instance runs next), waits for their callbacks.
+  // Stops recovery, renewals and timers, aborts requests in flight (their jobs stay running in the
+  // store), then hands back every job it claimed — a ClaimJob by this owner whose lease ends now —
+  // and waits for those writes (at most limits::kJobHandBackWaitMs), so that whichever instance runs
+  // next takes them over at once and asks their status URL. Call it while the ledger still runs.
   void stop();
 
   JobRunnerStats stats() const;
@@ -140,7 +156,13 @@ class JobRunner {
   void end(std::shared_ptr<Run> run, JobStatus status, std::optional<std::string> result,
            std::optional<std::string> error, EndedBy by, std::string note, int tries = 0);
   void finish(const std::shared_ptr<Run>& run, JobStatus outcome, bool ended_here);
-  void after(std::int64_t delay_ms, std::function<void()> work);
+  // Runs `work` on the timer thread after `delay_ms`. If the runner stops first, `run` (when given)
+  // is finished instead — never left waiting for a timer that will not fire.
+  void after(std::int64_t delay_ms, std::shared_ptr<Run> run, std::function<void()> work);
+  void renewal_loop();
+  void renew_leases();
+  void hand_back(const std::vector<std::shared_ptr<Run>>& runs);
+  bool stopping() const;
   struct PerProvider;
   void count_answer(const Exchange& seen, PerProvider& p, std::chrono::steady_clock::duration took);
   void recovery_loop();
@@ -153,10 +175,13 @@ class JobRunner {
   boost::asio::io_context timers_;  // the runner's timers, on timer_thread_
   boost::asio::executor_work_guard<boost::asio::io_context::executor_type> timers_work_;
   std::thread timer_thread_;
+  struct Timer;
 
   mutable std::mutex mu_;
   std::unordered_map<std::string, std::shared_ptr<Run>> running_;  // by client_request_id; guarded by mu_
   std::deque<std::shared_ptr<Run>> queue_;                          // guarded by mu_
+  std::map<std::uint64_t, std::shared_ptr<Timer>> timers_waiting_;  // guarded by mu_: cancelled by stop()
+  std::uint64_t next_timer_ = 0;                                    // guarded by mu_
   bool stopping_ = false;                                           // guarded by mu_
   std::mt19937_64 rng_;                                             // guarded by mu_
   std::condition_variable idle_;                                    // running_ became empty

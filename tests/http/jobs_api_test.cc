@@ -70,7 +70,7 @@ class HttpJobs : public ::testing::Test {
     toml += provider_toml("refusing", refusing_->base_url(), true, 3000, 200);
     toml += provider_toml("down", "http://127.0.0.1:" + std::to_string(testing::unused_port()), false, 500, 100);
     // Answers after 1.5 s, past its 1-s time-out: settled through the status URL. Its lease
-    // (2 × 1000 + 333 + 2000 ms) expires 4.3 s after the last renewal: the crash test's recovery.
+    // (limits::kJobLeaseMs, renewed while its worker lives) ends within 5 s of a kill: the crash test's recovery.
     toml += provider_toml("slow", slow_->base_url(), true, 1000, 333);
     ServerOptions options = server_options();
     options.extra_args = {"--config", write_config(*dir_, toml)};
