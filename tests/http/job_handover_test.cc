@@ -24,7 +24,7 @@
 #include "core/clock.h"
 #include "core/limits.h"
 #include "http_test_support.h"
-#include "jobs/fake_provider.h"
+#include "demo/fake_provider.h"
 #include "store/postgres/pg_store.h"
 #include "store/sqlite/sqlite_store.h"
 #include "support/backends.h"
