@@ -54,7 +54,7 @@ struct World {
     if (!opened) throw std::runtime_error("open: " + opened.error().detail);
     store = std::move(opened).value();
     ledger = std::make_unique<Ledger>(*store, clock, LedgerOptions{});
-    auth = std::make_unique<http::Authenticator>(*store, clock, std::string(kAdminKey));
+    auth = std::make_unique<http::Authenticator>(ledger->key_directory(), clock, std::string(kAdminKey));
     metrics = std::make_unique<http::Metrics>(http::Api::route_templates());
     readers = std::make_unique<http::ReadExecutor>(2, limits::kReadQueueMax);
     http::ApiOptions api_options;
