@@ -10,6 +10,7 @@
 #include <random>
 #include <string>
 
+#include "config/config_keys.h"
 #include "config/proxies.h"
 #include "core/clock.h"
 #include "core/limits.h"
@@ -243,16 +244,6 @@ std::string render_metrics(Ledger& ledger, http::Metrics& metrics, const http::R
   return out;
 }
 
-// The database for logs: a URI's password replaced by "***".
-std::string redacted(const std::string& database) {
-  const auto scheme = database.find("://");
-  if (scheme == std::string::npos) return database;
-  const auto at = database.find('@', scheme + 3);
-  const auto colon = database.find(':', scheme + 3);
-  if (at == std::string::npos || colon == std::string::npos || colon > at) return database;
-  return database.substr(0, colon + 1) + "***" + database.substr(at);
-}
-
 // Opens the store `config.database` names: a SQLite file, or a PostgreSQL database shared by
 // every instance (whose clock is then the database's).
 Result<std::unique_ptr<Store>> open_store(const ServerConfig& config, const Clock& clock) {
@@ -449,7 +440,7 @@ int serve(const ServerConfig& config, const std::function<void(std::uint16_t)>& 
     return s.error().code == Code::invalid_request ? 2 : 1;
   }
   log_line("info", "tollgate " + std::string(kVersion) + " listening on " + listen->host + ":" + std::to_string(*port) +
-                       ", database " + redacted(config.database) + (server.tls() ? ", TLS" : ""));
+                       ", database " + masked_database(config.database) + (server.tls() ? ", TLS" : ""));
   if (on_listening) on_listening(*port);
   // systemd (Type=notify): the port is bound and the key settled; connections queued from here on
   // are answered as soon as run() starts, right after.

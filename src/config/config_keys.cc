@@ -106,14 +106,6 @@ std::optional<RateLimitStore> parse_ratelimit_store(std::string_view name) {
   return std::nullopt;
 }
 
-namespace {
-
-std::string quoted(std::string_view text) {
-  std::string out;
-  append_json_string(out, text);  // a JSON string is a TOML basic string
-  return out;
-}
-
 // A database URI with its password masked: postgresql://user:***@host/db.
 std::string masked_database(const std::string& database) {
   const auto scheme = database.find("://");
@@ -122,6 +114,14 @@ std::string masked_database(const std::string& database) {
   const auto colon = database.find(':', scheme + 3);
   if (at == std::string::npos || colon == std::string::npos || colon > at) return database;
   return database.substr(0, colon + 1) + "***" + database.substr(at);
+}
+
+namespace {
+
+std::string quoted(std::string_view text) {
+  std::string out;
+  append_json_string(out, text);  // a JSON string is a TOML basic string
+  return out;
 }
 
 // A row's value in `config` as TOML; nullopt when unset.

@@ -54,6 +54,8 @@ std::string_view late_commit_choices();
 std::string_view ratelimit_store_choices();
 std::optional<RateLimitStore> parse_ratelimit_store(std::string_view name);
 
+// A database URI with its password masked (postgresql://user:***@host/db), for logs and output.
+std::string masked_database(const std::string& database);
 // The Markdown page docs/reference/configuration.md.
 std::string config_reference_markdown();
 // The effective configuration as TOML, secrets (admin_key, metrics_key, a database URI's password)
