@@ -303,6 +303,8 @@ TEST_F(CliTest, UsageErrorsExitTwoWithoutAskingTheServer) {
       {"hold", "reserve", "g", "1e3"},
       {"hold", "reserve", "g", "9007199254740992"},
       {"hold", "reserve", "has space", "1"},
+      {"hold", "reserve", "..", "1"},  // not an id: a URL path cannot carry it (the server's rule)
+      {"account", "show", "."},
       {"hold", "extend", "h"},  // --ttl-ms is required
       {"account", "credit", "g", "5"},  // --reference is required
       {"account", "debit", "g", "5", "--reference", "r"},  // --reason is required

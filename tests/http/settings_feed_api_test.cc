@@ -185,7 +185,9 @@ TEST_F(HttpSettingsAndFeed, AnExtendedEventCarriesTheHoldsNewExpiresAt) {
   }
   EXPECT_EQ(extended, 2);
   for (const json::object& e : events_of(id)) {
-    if (jstr(e, "type") != "extended") EXPECT_FALSE(e.contains("expires_at")) << json::serialize(e);
+    if (jstr(e, "type") != "extended") {
+      EXPECT_FALSE(e.contains("expires_at")) << json::serialize(e);
+    }
   }
 }
 

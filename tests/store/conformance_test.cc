@@ -862,7 +862,9 @@ TEST_P(StoreConformance, ExtendPushesTheExpiryToNowPlusTtl) {
   ASSERT_EQ(feed->events.size(), 1u);
   EXPECT_EQ(feed->events[0], after_extend.back());
   for (const Event& e : after_extend) {
-    if (e.type != EventType::extended) EXPECT_EQ(e.expires_at_ms, std::nullopt) << e;
+    if (e.type != EventType::extended) {
+      EXPECT_EQ(e.expires_at_ms, std::nullopt) << e;
+    }
   }
   clock_.advance_ms(200);  // past the first deadline
   EXPECT_EQ(get_hold(h.hold_id).status, HoldStatus::active);

@@ -17,6 +17,7 @@
 #include <vector>
 
 #include "core/limits.h"
+#include "core/checked.h"
 #include "core/result.h"
 #include "core/suggest.h"
 #include "tollgate/client.h"
@@ -25,18 +26,11 @@
 
 namespace tollgate::app::cli {
 
-bool is_id(std::string_view s) {
-  if (s.empty() || s.size() > limits::kIdLengthMax || s == "." || s == "..") return false;  // as the server's
-  return std::all_of(s.begin(), s.end(), [](char c) {
-    return (c >= 'A' && c <= 'Z') || (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '.' || c == '_' ||
-           c == ':' || c == '@' || c == '-';
-  });
-}
-
 // Cheap local checks; the server stays the authority.
 extern const CLI::Validator kId(
     [](std::string& s) -> std::string {
-      return is_id(s) ? std::string() : "must be 1-128 characters of [A-Za-z0-9._:@-], got \"" + s + "\"";
+      return id_is_valid(s) ? std::string()  // the server's own rule (core/checked.h)
+                            : "must be 1-128 characters of [A-Za-z0-9._:@-], not \".\" or \"..\", got \"" + s + "\"";
     },
     "ID", "id");
 

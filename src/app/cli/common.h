@@ -86,7 +86,6 @@ struct Args {
 
 
 // --- arguments --------------------------------------------------------------------------------------
-bool is_id(std::string_view s);
 // Cheap local checks of an id and an amount; the server stays the authority.
 extern const CLI::Validator kId;
 extern const CLI::Validator kAmount;
