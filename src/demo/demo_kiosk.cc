@@ -29,6 +29,7 @@
 #include <tuple>
 #include <vector>
 
+#include "core/limits.h"
 #include "core/parse.h"
 #include "tollgate/client.h"
 
@@ -667,7 +668,11 @@ CrashReport crash_and_restart(const DemoKioskOptions& o, ChildServer& server, Sh
     state.server_state = "DOWN";
     std::fprintf(stderr, "\ntollgate: demo kiosk: the server did not start again: %s\n", error.c_str());
   } else {
-    state.server_state = "restarted, recovering";
+    // Why the jobs that were in flight take a few seconds: the killed server's claims on them must
+    // lapse first (a lease of limits::kJobLeaseMs), then an instance asks the provider how each one ended.
+    static const std::string recovering = "restarted: in-flight jobs wait for their leases (<= " +
+                                          std::to_string(limits::kJobLeaseMs / 1000) + " s), then the provider is asked";
+    state.server_state = recovering.c_str();
     shared.server_down = false;
     if (!tty) std::fprintf(stderr, "server restarted on the same database and port\n");
   }
@@ -859,6 +864,9 @@ void print_summary(const DemoReport& r) {
               static_cast<unsigned long long>(r.provider.work_started), static_cast<unsigned long long>(r.provider.completed),
               static_cast<unsigned long long>(r.provider.answers_lost), static_cast<unsigned long long>(r.provider.answers_late),
               static_cast<unsigned long long>(r.provider.never_received));
+  std::printf("  double spends: credits charged beyond what the account had (kiosks passed the check on the same last "
+              "credits); frozen: calls in flight at the crash whose marks nothing settles (tollgate: credits still "
+              "reserved at the end)\n");
   std::printf("  textbook: reads the balance, calls, then subtracts; gives up after %lld ms; %lld calls, %lld refused\n",
               static_cast<long long>(r.naive_timeout_ms), static_cast<long long>(r.naive.calls),
               static_cast<long long>(r.naive.refused));
