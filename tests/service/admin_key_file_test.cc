@@ -7,7 +7,7 @@
 //   - a file left by a start that stopped before storing its key is adopted, not replaced;
 //   - a file that is not a key, or a folder that does not exist, stops start-up with a clear error
 //     and stores no key: the next start, fixed, generates one;
-//   - without admin_key_file the key is printed as before (tests/http/admin_key_test.cc);
+//   - without admin_key_file the key is printed as before (tests/service/admin_key_test.cc);
 //   - with $NOTIFY_SOCKET set, the server sends READY=1 once it answers, STOPPING=1 when stopped.
 #include <gtest/gtest.h>
 
