@@ -5,7 +5,7 @@
 //     every later write and reports not ready (ping) even once flushes would work again — the page
 //     cache can no longer be trusted ("fsyncgate") —, and a store opened again on the file (WAL
 //     recovery) holds every acknowledged operation, the unacknowledged one wholly or not at all.
-// The same faults on a real volume and through a real server process: tests/http/storage_faults_http_test.cc.
+// The same faults on a real volume and through a real server process: tests/faults/storage_faults_http_test.cc.
 #include <gtest/gtest.h>
 
 #include <memory>
