@@ -51,6 +51,16 @@ inline Status validate(const Command& command, const ValidationLimits& limits) {
   return Slices::validate(command, limits);
 }
 
+// Fills in what a slice's command needs from the server before it is queued (the ledger's own
+// kinds are the ledger's to complete): the configured defaults, the random parts of new ids.
+inline void complete(Command& command, const batch::Completion& completion) {
+  Slices::complete(command, completion);
+}
+
+// The hold a slice's command ended (its outcome says so), for the ledger's counters; nullptr for
+// the ledger's own outcomes (the ledger reads those itself) and a slice's that ended none.
+inline const Hold* slice_ended_hold(const Outcome& outcome) { return Slices::ended_hold(outcome); }
+
 namespace batch {
 using Keys = Slices::Keys;
 using Snapshot = Slices::Snapshot;

@@ -106,7 +106,8 @@ struct KnownTransfer {
 
 class LedgerBatch::State {
  public:
-  explicit State(LedgerSnapshot s) : now_(s.now_ms), new_seqs_(std::move(s.new_hold_seqs)) {
+  State(LedgerSnapshot s, std::span<const HoldOwner> owners)
+      : now_(s.now_ms), owners_(owners), new_seqs_(std::move(s.new_hold_seqs)) {
     TG_ASSERT(std::is_sorted(new_seqs_.begin(), new_seqs_.end()));
     for (Account& a : s.accounts) {
       const std::string id = a.account_id;
@@ -145,6 +146,8 @@ class LedgerBatch::State {
   }
 
   std::int64_t now() const { return now_; }
+  // The slices' owned-hold prefixes (core/hold_id.h).
+  std::span<const HoldOwner> owners() const { return owners_; }
   // Results that carry a new event: (result index, event index).
   std::vector<std::pair<std::size_t, std::size_t>>& result_events() { return result_events_; }
 
@@ -311,6 +314,7 @@ class LedgerBatch::State {
 
  private:
   const std::int64_t now_;
+  const std::span<const HoldOwner> owners_;  // static data of the registry
   std::vector<std::int64_t> new_seqs_;
   std::size_t next_seq_ = 0;
   std::unordered_map<std::string, Slot<Account>> accounts_;
@@ -355,10 +359,11 @@ Event make_event(std::string_view account_id, EventType type, std::int64_t amoun
   return e;
 }
 
-Event hold_event(const Hold& hold, EventType type, std::int64_t amount, const Balances& after, std::int64_t now_ms) {
-  Event e = make_event(hold.account_id, type, amount, after, now_ms);
+Event hold_event(const State& s, const Hold& hold, EventType type, std::int64_t amount, const Balances& after) {
+  Event e = make_event(hold.account_id, type, amount, after, s.now());
   e.hold_id = hold.hold_id;
-  e.job_id = job_of_hold(hold.request_id);  // a job's hold: every event names the job
+  // An owned hold: every event names its owning row (core/hold_id.h).
+  if (auto owned = owner_of_hold(s.owners(), hold.request_id)) e.job_id = std::move(owned->id);
   return e;
 }
 
@@ -386,7 +391,7 @@ void end_hold(State& s, Hold& h, HoldStatus status, std::int64_t committed, std:
 void expire(State& s, Hold& h) {
   TG_ASSERT(rules::is_overdue(h, s.now()));
   end_hold(s, h, HoldStatus::expired, 0, h.expires_at_ms, /*overdue=*/true);
-  s.append(hold_event(h, EventType::expired, h.amount, s.account(h.account_id)->balances, s.now()));
+  s.append(hold_event(s, h, EventType::expired, h.amount, s.account(h.account_id)->balances));
 }
 
 // No caller waits on a zombie: expires the account's overdue holds (at most the reaper's pass),
@@ -480,18 +485,19 @@ Result<HoldOutcome> decide_one(Context& x, const ReserveCommand& c) {
   a->active_holds += 1;
   TG_ASSERT(!a->max_active_holds || a->active_holds <= *a->max_active_holds);
   Hold& h = s.insert_hold(c);
-  s.append(hold_event(h, EventType::reserved, c.amount, *after, s.now()));
+  s.append(hold_event(s, h, EventType::reserved, c.amount, *after));
   return HoldOutcome{h, true};
 }
 
-// The holds API may not end or extend a job's hold: the job ends it (api.md: a job and its hold end
-// together). Checked before anything changes.
-Status check_not_a_jobs_hold(State& s, std::string_view hold_id, std::string_view verb) {
+// The holds API may not end or extend an owned hold (core/hold_id.h): its owner ends it, together
+// with the owning row. Checked before anything changes.
+Status check_not_owned(State& s, std::string_view hold_id, std::string_view verb) {
   const Hold* h = s.hold(hold_id);
   if (!h) return ok_status();
-  if (auto job = job_of_hold(h->request_id)) {
-    return Error::make(Code::conflict, "hold " + std::string(hold_id) + " belongs to job " + *job + ": it cannot be " +
-                                           std::string(verb) + " on its own (cancel the job to release it)");
+  if (auto owned = owner_of_hold(s.owners(), h->request_id)) {
+    return Error::make(Code::conflict, "hold " + std::string(hold_id) + " belongs to " + std::string(owned->owner->noun) +
+                                           " " + owned->id + ": it cannot be " + std::string(verb) + " on its own (" +
+                                           std::string(owned->owner->how_to_end) + ")");
   }
   return ok_status();
 }
@@ -509,7 +515,7 @@ Result<HoldOutcome> commit_hold(Context& x, const CommitCommand& c) {
       return HoldOutcome{*h, false};
     case rules::CommitAction::commit:
       end_hold(s, *h, HoldStatus::committed, plan->amount, s.now(), /*overdue=*/false);
-      s.append(hold_event(*h, EventType::committed, plan->amount, a->balances, s.now()));
+      s.append(hold_event(s, *h, EventType::committed, plan->amount, a->balances));
       return HoldOutcome{*h, true};
     case rules::CommitAction::late_charge: {
       Result<Balances> after = rules::late_charge(*a, plan->amount);
@@ -518,7 +524,7 @@ Result<HoldOutcome> commit_hold(Context& x, const CommitCommand& c) {
         set_balances(*a, *after);
         h->late_outcome = LateOutcome::charged;
         h->committed_amount = plan->amount;
-        s.append(hold_event(*h, EventType::late_charged, plan->amount, *after, s.now()));
+        s.append(hold_event(s, *h, EventType::late_charged, plan->amount, *after));
         return HoldOutcome{*h, true};
       }
     }
@@ -527,14 +533,14 @@ Result<HoldOutcome> commit_hold(Context& x, const CommitCommand& c) {
       TG_ASSERT(h->status == HoldStatus::expired && h->late_outcome == LateOutcome::none);
       h->late_outcome = LateOutcome::forgiven;
       h->committed_amount = 0;
-      s.append(hold_event(*h, EventType::late_forgiven, plan->amount, a->balances, s.now()));
+      s.append(hold_event(s, *h, EventType::late_forgiven, plan->amount, a->balances));
       return HoldOutcome{*h, true};
   }
   TG_ASSERT(false && "unreachable commit action");
 }
 
 Result<HoldOutcome> decide_one(Context& x, const CommitCommand& c) {
-  if (auto ok = check_not_a_jobs_hold(x.state, c.hold_id, "committed"); !ok) return ok.error();
+  if (auto ok = check_not_owned(x.state, c.hold_id, "committed"); !ok) return ok.error();
   return commit_hold(x, c);
 }
 
@@ -547,19 +553,19 @@ Result<HoldOutcome> release_hold(Context& x, const ReleaseCommand& c) {
   if (*action == rules::ReleaseAction::replay) return HoldOutcome{*h, false};
   end_hold(s, *h, HoldStatus::released, 0, s.now(), /*overdue=*/false);
   h->release_reason = c.reason;
-  Event e = hold_event(*h, EventType::released, h->amount, s.account(h->account_id)->balances, s.now());
+  Event e = hold_event(s, *h, EventType::released, h->amount, s.account(h->account_id)->balances);
   e.reason = c.reason;
   s.append(std::move(e));
   return HoldOutcome{*h, true};
 }
 
 Result<HoldOutcome> decide_one(Context& x, const ReleaseCommand& c) {
-  if (auto ok = check_not_a_jobs_hold(x.state, c.hold_id, "released"); !ok) return ok.error();
+  if (auto ok = check_not_owned(x.state, c.hold_id, "released"); !ok) return ok.error();
   return release_hold(x, c);
 }
 
 Result<HoldOutcome> decide_one(Context& x, const ExtendCommand& c) {
-  if (auto ok = check_not_a_jobs_hold(x.state, c.hold_id, "extended"); !ok) return ok.error();
+  if (auto ok = check_not_owned(x.state, c.hold_id, "extended"); !ok) return ok.error();
   State& s = x.state;
   Hold* h = hold_for_change(s, c.hold_id);
   if (!h) return hold_not_found(c.hold_id);
@@ -567,7 +573,7 @@ Result<HoldOutcome> decide_one(Context& x, const ExtendCommand& c) {
   const auto expires = checked_add(s.now(), c.ttl_ms);
   TG_ASSERT(expires.has_value());  // ttl_ms is validated against the configured maximum
   h->expires_at_ms = *expires;
-  Event e = hold_event(*h, EventType::extended, 0, s.account(h->account_id)->balances, s.now());
+  Event e = hold_event(s, *h, EventType::extended, 0, s.account(h->account_id)->balances);
   e.expires_at_ms = h->expires_at_ms;
   s.append(std::move(e));
   return HoldOutcome{*h, true};
@@ -659,7 +665,8 @@ void finish(LedgerKeys& k) {
 }
 
 // --- LedgerBatch: the ledger's part of a batch ---------------------------------------------------
-LedgerBatch::LedgerBatch(LedgerSnapshot snapshot) : state_(std::make_unique<State>(std::move(snapshot))) {}
+LedgerBatch::LedgerBatch(LedgerSnapshot snapshot, std::span<const HoldOwner> owners)
+    : state_(std::make_unique<State>(std::move(snapshot), owners)) {}
 LedgerBatch::~LedgerBatch() = default;
 LedgerBatch::LedgerBatch(LedgerBatch&&) noexcept = default;
 LedgerBatch& LedgerBatch::operator=(LedgerBatch&&) noexcept = default;

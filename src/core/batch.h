@@ -24,7 +24,7 @@
 //
 // The seam. The ledger's part (accounts, credits and debits, holds, keys: LedgerKeys,
 // LedgerSnapshot, LedgerEffects, LedgerBatch) is the base every feature builds on. A feature slice
-// S (jobs/job_batch.h, coord/coord_batch.h; assembled in src/slices.h) is a type with:
+// S (each a folder of its own; assembled in src/slices.h) is a type with:
 //   using Commands = std::tuple<C...>;   its command kinds (each kind in exactly one slice)
 //   using Keys, Snapshot, Effects, State;  its rows: named, loaded, written, and in memory
 //   static void finish(Keys&);          sorts and removes duplicates once every command added its keys
@@ -32,6 +32,12 @@
 //   static Result<O> decide(const C&, State&, LedgerBatch&);  per kind, pure: O is C's outcome
 //   static Status validate(const C&, const ValidationLimits&);  per kind (core/validate.h)
 //   using Outcomes = std::tuple<O...>;  the outcome types its decisions answer
+// and, optionally:
+//   static void complete(C&, const Completion&);  per kind: what the ledger fills in before the
+//                                                 command is queued (defaults, random parts)
+//   static constexpr HoldOwner kHoldOwner;        the prefix of the holds it owns (core/hold_id.h)
+//   static const Hold* ended_hold(const O&);      per outcome: the hold it ended, or nullptr (the
+//                                                 ledger counts ended holds whoever ended them)
 // with State(Snapshot, std::int64_t now_ms), State::effects() && → Effects and Effects::empty().
 // A slice changes ledger rows only through LedgerBatch (so the money rules run once, and every
 // hold it touches has its account locked); its own rows are written guarded by their `before`
@@ -42,8 +48,11 @@
 // Thread safety: pure functions over values.
 #pragma once
 
+#include <array>
+#include <concepts>
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <span>
@@ -56,6 +65,7 @@
 #include <vector>
 
 #include "core/commands.h"
+#include "core/hold_id.h"
 #include "core/model.h"
 #include "core/validate.h"
 
@@ -70,7 +80,15 @@ using LedgerCommands = std::tuple<CreateAccountCommand, CreditCommand, DebitComm
 using LedgerOutcomes =
     std::tuple<AccountOutcome, TransferOutcome, HoldOutcome, ExpireOutcome, KeyOutcome, KeyUseOutcome>;
 
-// Every ledger key a batch reads (slices add theirs here too: a job names its hold and account).
+// What the ledger fills into a slice's command before it is queued — a batch is pure, so the
+// configured defaults and the random parts of new ids come with the commands (Registry::complete).
+struct Completion {
+  std::int64_t hold_ttl_ms_default = 0;  // a new hold's TTL when the command names none
+  LateCommitPolicy late_commit = LateCommitPolicy::charge;
+  std::function<std::string()> hold_id_random;  // the random part of a new hold's id, fresh per call
+};
+
+// Every ledger key a batch reads (slices add theirs here too: the holds and accounts they change).
 // Lists are sorted and free of duplicates once finish()ed.
 struct LedgerKeys {
   // Accounts named by the commands. Together with the accounts of `hold_seqs`' holds, these are the
@@ -117,7 +135,8 @@ void add_keys(const CreateKeyCommand& c, LedgerKeys& k);
 void add_keys(const RevokeKeyCommand& c, LedgerKeys& k);
 void add_keys(const RecordKeyUseCommand& c, LedgerKeys& k);
 void add_keys(const UpdateAccountCommand& c, LedgerKeys& k);
-// A hold named by id (commit, release, extend, a job's claim or end): its account is locked too.
+// A hold named by id (commit, release, extend, a slice's change of a hold it owns): its account is
+// locked too.
 void add_hold_key(std::string_view hold_id, LedgerKeys& k);
 void finish(LedgerKeys& k);
 
@@ -186,7 +205,8 @@ struct LedgerEffects {
 // may use on them. One per batch, used by one thread; the rows it hands out live as long as it.
 class LedgerBatch {
  public:
-  explicit LedgerBatch(LedgerSnapshot snapshot);
+  // `owners`: the registered slices' owned-hold prefixes (static data: seam::hold_owners()).
+  LedgerBatch(LedgerSnapshot snapshot, std::span<const HoldOwner> owners);
   ~LedgerBatch();
   LedgerBatch(LedgerBatch&&) noexcept;
   LedgerBatch& operator=(LedgerBatch&&) noexcept;
@@ -207,7 +227,7 @@ class LedgerBatch {
   Result<KeyUseOutcome> decide(const RecordKeyUseCommand& c, std::size_t index);
   Result<AccountOutcome> decide(const UpdateAccountCommand& c, std::size_t index);
 
-  // --- for slices: holds they own (a job's), changed with the same rules as the holds API's ---
+  // --- for slices: holds they own (core/hold_id.h), changed with the same rules as the holds API's ---
   // The hold as the batch left it (nullptr: none loaded by that request_id).
   const Hold* hold_by_request(std::string_view request_id);
   // A hold about to change (named in LedgerKeys by add_hold_key): expired first when overdue, so
@@ -316,6 +336,27 @@ struct owner<C, S0, Rest...> {
   using type = std::conditional_t<contains<C, typename S0::Commands>::value, S0, typename owner<C, Rest...>::type>;
 };
 
+// The slices' owned-hold prefixes (core/hold_id.h), in registration order: static data.
+template <typename S>
+concept OwnsHolds = requires {
+  { S::kHoldOwner } -> std::convertible_to<HoldOwner>;
+};
+template <typename... S>
+constexpr auto make_hold_owners() {
+  std::array<HoldOwner, (std::size_t{0} + ... + std::size_t{OwnsHolds<S> ? 1u : 0u})> a{};
+  std::size_t i = 0;
+  ([&] {
+    if constexpr (OwnsHolds<S>) a[i++] = S::kHoldOwner;
+  }(), ...);
+  return a;
+}
+template <typename... S>
+inline constexpr auto kHoldOwners = make_hold_owners<S...>();
+template <typename... S>
+std::span<const HoldOwner> hold_owners() {
+  return kHoldOwners<S...>;
+}
+
 template <typename Outcome, typename C, typename... S>
 Result<Outcome> decide_one(const C& c, std::size_t index, LedgerBatch& ledger, std::tuple<typename S::State...>& states) {
   static_assert(owners<C, S...> == 1, "a command kind belongs to exactly one slice");
@@ -346,7 +387,7 @@ void decide_batch(std::span<const Command> commands, BatchSnapshot<S...> snapsho
   const std::int64_t now_ms = snapshot.now_ms;
   std::tuple<typename S::State...> states(
       typename S::State(std::move(std::get<typename S::Snapshot>(snapshot.features)), now_ms)...);
-  LedgerBatch ledger(std::move(static_cast<LedgerSnapshot&>(snapshot)));
+  LedgerBatch ledger(std::move(static_cast<LedgerSnapshot&>(snapshot)), seam::hold_owners<S...>());
   for (std::size_t i = 0; i < commands.size(); ++i) {
     d.results.push_back(std::visit(
         [&](const auto& c) { return seam::decide_one<Outcome, std::decay_t<decltype(c)>, S...>(c, i, ledger, states); },
@@ -379,6 +420,28 @@ struct variant_of {
   static std::variant<T...> from(std::tuple<T...>*);
   using type = decltype(from(static_cast<decltype(std::tuple_cat(std::declval<Tuples>()...))*>(nullptr)));
 };
+
+// What the ledger fills in before `c` is queued, when C's slice declares it (the ledger's own
+// kinds are the ledger's to complete).
+template <typename C, typename... S>
+void complete_one(C& c, const Completion& completion) {
+  if constexpr (!contains<C, LedgerCommands>::value) {
+    using Slice = typename owner<C, S...>::type;
+    if constexpr (requires { Slice::complete(c, completion); }) Slice::complete(c, completion);
+  }
+}
+
+// The hold a slice's outcome ended, when its slice declares ended_hold for it; else nullptr.
+template <typename O, typename... S>
+const Hold* ended_hold_one(const O& o) {
+  const Hold* hold = nullptr;
+  ([&] {
+    if constexpr (contains<O, typename S::Outcomes>::value && requires { S::ended_hold(std::declval<const O&>()); }) {
+      if (hold == nullptr) hold = S::ended_hold(o);
+    }
+  }(), ...);
+  return hold;
+}
 
 template <typename C, typename... S>
 Status validate_one(const C& c, const ValidationLimits& limits) {
@@ -413,8 +476,19 @@ struct Registry {
     return d;
   }
   static Status validate(const Command& command, const ValidationLimits& limits) {
-    return std::visit([&](const auto& c) { return seam::validate_one<std::decay_t<decltype(c)>, S...>(c, limits); },
-                      command);
+    ValidationLimits with_owners = limits;
+    with_owners.hold_owners = seam::hold_owners<S...>();
+    return std::visit(
+        [&](const auto& c) { return seam::validate_one<std::decay_t<decltype(c)>, S...>(c, with_owners); }, command);
+  }
+  // The hold a slice's outcome ended (slices that declare ended_hold); nullptr for the ledger's own
+  // outcomes and any other.
+  static const Hold* ended_hold(const Outcome& outcome) {
+    return std::visit([](const auto& o) { return seam::ended_hold_one<std::decay_t<decltype(o)>, S...>(o); }, outcome);
+  }
+  // Fills in what a slice's kind needs from the server (Completion) before it is queued.
+  static void complete(Command& command, const Completion& completion) {
+    std::visit([&](auto& c) { seam::complete_one<std::decay_t<decltype(c)>, S...>(c, completion); }, command);
   }
 };
 

@@ -4,7 +4,7 @@
 // A command is what a caller asks for, already validated at the service boundary (amounts in
 // range, ids well-formed). A store applies a sequence of commands in one transaction (group
 // commit) and answers a result for each: the outcome, or the precise refusal. The feature slices
-// (jobs, coordination, …) add their own commands and outcomes beside these; src/slices.h assembles
+// add their own commands and outcomes beside these; src/slices.h assembles
 // them all into the one `Command` and `Outcome` a batch carries (docs/adding-a-feature.md).
 //
 // Thread safety: plain values.
@@ -65,8 +65,8 @@ struct ReleaseCommand {
   // Why (optional): kept on the hold and on its `released` event. A replay keeps the first one.
   std::optional<std::string> reason;
 };
-// A job's hold is committed, released and extended only with its job (jobs/job_batch.h, the
-// reaper): the holds API's commit, release and extend of it answer conflict ("cancel the job").
+// A hold a slice owns (core/hold_id.h) is committed, released and extended only by its owner (and
+// the reaper): the holds API's commit, release and extend of it answer conflict.
 
 // Changes an account's settings (PATCH). Unset fields stay as they are; a change writes an
 // `account_updated` event with the settings after it, and a command that changes nothing is a

@@ -8,6 +8,7 @@
 #include <cstdint>
 #include <limits>
 #include <optional>
+#include <span>
 #include <string>
 #include <string_view>
 
@@ -38,16 +39,34 @@ inline std::string make_hold_id(std::int64_t seq, std::string_view random) {
   return id;
 }
 
-// The request_ids of holds a feature slice makes for its own rows: a job's hold has request_id
-// "job:<client_request_id>" (jobs/job.h). The holds API's own request_ids may not begin with the
-// prefix (core/validate.cc), so they never collide; every event of such a hold names its owner
-// (Event::job_id), and the holds API may not end or extend it on its own (core/batch.cc).
-inline constexpr std::string_view kJobHoldPrefix = "job:";
+// Holds a feature slice makes for rows of its own ("owned holds"): the hold's request_id is the
+// slice's prefix followed by the owning row's id. A slice that owns holds declares its HoldOwner as
+// `static constexpr HoldOwner kHoldOwner` (core/batch.h's seam; src/slices.h registers the slice).
+// The holds API's own request_ids may not begin with any owner's prefix (core/validate.cc), so they
+// never collide; every event of an owned hold names the owning row (Event::job_id), and the holds
+// API may not commit, release or extend it on its own — its owner ends it (core/batch.cc).
+struct HoldOwner {
+  std::string_view request_id_prefix;  // ends with ':'; not empty
+  std::string_view noun;               // the owning row's kind: "hold … belongs to <noun> <id>"
+  std::string_view noun_plural;        // "that prefix names the holds of <noun_plural>"
+  std::string_view how_to_end;         // "… cannot be committed on its own (<how_to_end>)"
+};
 
-// The row that owns a hold (from its request_id), or nullopt for a hold made by the holds API.
-inline std::optional<std::string> job_of_hold(std::string_view request_id) {
-  if (!request_id.starts_with(kJobHoldPrefix)) return std::nullopt;
-  return std::string(request_id.substr(kJobHoldPrefix.size()));
+// A hold's owner, and the owning row's id.
+struct OwnedHold {
+  const HoldOwner* owner = nullptr;
+  std::string id;
+};
+
+// The owner among `owners` whose prefix `request_id` begins with, or nullopt for a hold made by the
+// holds API.
+inline std::optional<OwnedHold> owner_of_hold(std::span<const HoldOwner> owners, std::string_view request_id) {
+  for (const HoldOwner& o : owners) {
+    if (request_id.starts_with(o.request_id_prefix)) {
+      return OwnedHold{&o, std::string(request_id.substr(o.request_id_prefix.size()))};
+    }
+  }
+  return std::nullopt;
 }
 
 }  // namespace tollgate

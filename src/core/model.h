@@ -95,7 +95,7 @@ struct Event {
   EventType type = EventType::credited;
   std::int64_t amount = 0;
   std::optional<std::string> hold_id;
-  std::optional<std::string> job_id;
+  std::optional<std::string> job_id;  // an owned hold's owning row (core/hold_id.h): the events API's field
   std::optional<std::string> reference;
   std::optional<std::string> reason;  // a debit's reason; a release's reason, when one was given
   std::optional<AccountSettings> settings;  // account_updated only: the settings after the change

@@ -73,9 +73,9 @@ Status check(const ReserveCommand& c, const ValidationLimits& v) {
   TG_TRY(check_id(c.account_id, "account_id"));
   TG_TRY(check_amount(c.amount));
   TG_TRY(check_id(c.request_id, "request_id"));
-  if (job_of_hold(c.request_id)) {
-    return invalid("request_id must not begin with \"" + std::string(kJobHoldPrefix) +
-                   "\": that prefix names the holds of jobs");
+  if (auto owned = owner_of_hold(v.hold_owners, c.request_id)) {
+    return invalid("request_id must not begin with \"" + std::string(owned->owner->request_id_prefix) +
+                   "\": that prefix names the holds of " + std::string(owned->owner->noun_plural));
   }
   if (c.ttl_ms) TG_TRY(check_ttl(*c.ttl_ms, v));
   return check_text(c.metadata_json, limits::kMetadataBytesMax, "metadata");

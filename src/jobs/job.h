@@ -71,15 +71,14 @@ struct JobEntry {
   friend bool operator==(const JobEntry&, const JobEntry&) = default;
 };
 
-// A job's hold is the hold with request_id "job:<client_request_id>" (so the holds API's own
-// request_ids, which may not begin with "job:", never collide with a job's), and every event of
-// that hold carries the job's id.
-using tollgate::kJobHoldPrefix;  // core/hold_id.h: the hold ids' primitive
+// A job's hold is the hold with request_id "job:<client_request_id>": jobs own their holds
+// (core/hold_id.h; JobSlice::kHoldOwner registers the prefix). The holds API's own request_ids may
+// not begin with "job:", so they never collide with a job's; every event of that hold carries the
+// job's id, and the holds API may not end or extend it — the job ends it.
+inline constexpr HoldOwner kJobHoldOwner{"job:", "job", "jobs", "cancel the job to release it"};
 inline std::string hold_request_id(std::string_view client_request_id) {
-  return std::string(kJobHoldPrefix) + std::string(client_request_id);
+  return std::string(kJobHoldOwner.request_id_prefix) + std::string(client_request_id);
 }
-// The job a hold belongs to (from its request_id), or nullopt for a hold made by the holds API.
-using tollgate::job_of_hold;
 
 std::string_view ended_by_name(EndedBy by);
 

@@ -288,4 +288,11 @@ Status JobSlice::validate(const EndJobCommand& c, const ValidationLimits&) {
 
 #undef TG_TRY
 
+void JobSlice::complete(SubmitJobCommand& c, const batch::Completion& completion) {
+  if (!c.ttl_ms) c.ttl_ms = completion.hold_ttl_ms_default;
+  c.hold_id_random = completion.hold_id_random();
+}
+
+void JobSlice::complete(EndJobCommand& c, const batch::Completion& completion) { c.late_commit = completion.late_commit; }
+
 }  // namespace tollgate::jobs

@@ -147,6 +147,17 @@ struct JobSlice {
   static Status validate(const SubmitJobCommand& c, const ValidationLimits& limits);
   static Status validate(const ClaimJobCommand& c, const ValidationLimits& limits);
   static Status validate(const EndJobCommand& c, const ValidationLimits& limits);
+
+  // What the ledger fills in before queueing: a submit's hold TTL (when it names none) and the
+  // random part of its hold's id; an end's late-commit policy (the configured one).
+  static void complete(SubmitJobCommand& c, const batch::Completion& completion);
+  static void complete(EndJobCommand& c, const batch::Completion& completion);
+
+  // The hold a job's end ended (metrics count it with the holds API's ends), or nullptr.
+  static const Hold* ended_hold(const JobOutcome& o) { return o.ended_hold ? &*o.ended_hold : nullptr; }
+
+  // Jobs own their holds (core/hold_id.h): request_id "job:<client_request_id>".
+  static constexpr HoldOwner kHoldOwner = kJobHoldOwner;
 };
 
 }  // namespace tollgate::jobs

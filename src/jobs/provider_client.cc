@@ -516,6 +516,27 @@ std::shared_ptr<ProviderCall> ProviderClient::start(ProviderRequest request, std
   return std::make_shared<ProviderCall>(call);
 }
 
+std::shared_ptr<CallHandle> ProviderClient::send_job(const ProviderConfig& provider, std::string_view client_request_id,
+                                                     std::string_view input_json, Done done) {
+  ProviderRequest request;
+  request.method = ProviderRequest::Method::post;
+  request.url = provider.url;
+  request.idempotency_key = std::string(client_request_id);
+  request.body = request_body(client_request_id, input_json);
+  request.timeout = std::chrono::milliseconds(provider.timeout_ms);
+  return start(std::move(request), std::move(done));
+}
+
+std::shared_ptr<CallHandle> ProviderClient::ask_status(const ProviderConfig& provider, std::string_view client_request_id,
+                                                       Done done) {
+  assert(provider.status_url.has_value());
+  ProviderRequest request;
+  request.method = ProviderRequest::Method::get;
+  request.url = status_url_for(*provider.status_url, client_request_id);
+  request.timeout = std::chrono::milliseconds(std::min<std::int64_t>(provider.timeout_ms, 30'000));
+  return start(std::move(request), std::move(done));
+}
+
 std::size_t ProviderClient::in_flight() const { return impl_->in_flight.load(); }
 
 }  // namespace tollgate::jobs

@@ -1,5 +1,8 @@
 // tollgate jobs: the asynchronous HTTP(S) client that job workers call paid providers with.
 //
+// ProviderClient is the HTTP implementation of jobs/provider.h's Provider (what the runner calls):
+// send_job() and ask_status() build the contract's request (api.md) and start() it.
+//
 // One ProviderClient owns an io_context and `threads` threads that run it. start() begins one
 // exchange (one request, one answer) and reports what the transport saw as an Exchange
 // (jobs/provider_protocol.h), which provider_protocol's after_send()/after_status() then judge:
@@ -28,7 +31,7 @@
 // Every exchange is asynchronous (Boost.Beast over Asio, no thread per call): an exchange costs
 // its request, a parser while the answer is read, a timer and a socket, all freed soon after `done`.
 //
-// Thread safety: start(), in_flight() and ProviderCall::cancel() from any thread. `done` runs
+// Thread safety: start(), send_job(), ask_status(), in_flight() and ProviderCall::cancel() from any thread. `done` runs
 // exactly once per start(), on one of the client's threads (never inside start()), and must not
 // throw or block for long (it holds up other exchanges of that thread). The destructor must not
 // run on one of the client's threads (e.g. inside `done`) and must not race with start() or
@@ -44,6 +47,7 @@
 #include <memory>
 #include <string>
 
+#include "jobs/provider.h"
 #include "jobs/provider_protocol.h"
 
 namespace tollgate::jobs {
@@ -73,11 +77,11 @@ struct ProviderClientOptions {
 
 class ProviderCall;  // handle of one exchange (below)
 
-class ProviderClient {
+class ProviderClient final : public Provider {
  public:
   // Throws (boost::system::system_error) if ca_file cannot be loaded.
   explicit ProviderClient(ProviderClientOptions options);
-  ~ProviderClient();  // cancels everything in flight, joins its threads; every `done` has run
+  ~ProviderClient() override;  // cancels everything in flight, joins its threads; every `done` has run
   ProviderClient(const ProviderClient&) = delete;
   ProviderClient& operator=(const ProviderClient&) = delete;
 
@@ -86,7 +90,13 @@ class ProviderClient {
   // `body`; every failure's body says what happened, in words, for the job's history.
   std::shared_ptr<ProviderCall> start(ProviderRequest request, std::function<void(Exchange)> done);
 
-  std::size_t in_flight() const;  // exchanges started whose `done` has not returned yet
+  // Provider (jobs/provider.h): the contract's POST and GET, each one start().
+  std::shared_ptr<CallHandle> send_job(const ProviderConfig& provider, std::string_view client_request_id,
+                                       std::string_view input_json, Done done) override;
+  std::shared_ptr<CallHandle> ask_status(const ProviderConfig& provider, std::string_view client_request_id,
+                                         Done done) override;
+
+  std::size_t in_flight() const override;  // exchanges started whose `done` has not returned yet
 
   struct Impl;
 
@@ -96,12 +106,12 @@ class ProviderClient {
 
 class CallState;  // one exchange's state (provider_client.cc)
 
-class ProviderCall {
+class ProviderCall final : public CallHandle {
  public:
   // Aborts the exchange: closes its connection promptly; `done` still runs exactly once, with
   // connection_lost (not_connected if the write had not begun), unless it had already ended.
   // Thread-safe, idempotent.
-  void cancel();
+  void cancel() override;
 
   explicit ProviderCall(std::weak_ptr<CallState> call) : call_(std::move(call)) {}
 

@@ -38,7 +38,7 @@ struct JobRunner::Run {
   std::string id, hold_id;
   std::mutex mu;
   bool cancelled = false;                   // guarded by mu
-  std::shared_ptr<ProviderCall> call;       // guarded by mu: the exchange in flight
+  std::shared_ptr<CallHandle> call;         // guarded by mu: the provider call in flight
   bool claimed = false;   // guarded by mu: a claim of this run was submitted (stop() hands it back)
   bool leased = false;    // guarded by mu: a claim succeeded and no renewal was refused since (renew it)
   bool renewing = false;  // guarded by mu: a renewal is in the ledger (one at a time)
@@ -82,9 +82,9 @@ std::uint64_t seed_or_random(std::uint64_t seed) {
 
 }  // namespace
 
-JobRunner::JobRunner(Ledger& ledger, ProviderClient& client, JobRunnerOptions options)
+JobRunner::JobRunner(Ledger& ledger, Provider& provider, JobRunnerOptions options)
     : ledger_(ledger),
-      client_(client),
+      provider_(provider),
       options_(std::move(options)),
       timers_work_(boost::asio::make_work_guard(timers_)),
       rng_(seed_or_random(options_.seed)),
@@ -212,19 +212,14 @@ void JobRunner::after_claim(const std::shared_ptr<Run>& run, const Job& job, boo
 
 void JobRunner::send(std::shared_ptr<Run> run) {
   counters_->sends.fetch_add(1, std::memory_order_relaxed);
-  ProviderRequest request;
-  request.method = ProviderRequest::Method::post;
-  request.url = run->provider->url;
-  request.idempotency_key = run->job.client_request_id;
-  request.body = request_body(run->job.client_request_id, run->job.input_json);
-  request.timeout = std::chrono::milliseconds(run->provider->timeout_ms);
   std::unique_lock lock(run->mu);
   if (run->cancelled) {
     lock.unlock();
     return finish(run, JobStatus::cancelled, false);
   }
   const auto sent_at = std::chrono::steady_clock::now();
-  run->call = client_.start(std::move(request), [this, run, sent_at](Exchange seen) {
+  run->call = provider_.send_job(*run->provider, run->job.client_request_id, run->job.input_json,
+                                 [this, run, sent_at](Exchange seen) {
     count_answer(seen, *run->figures, std::chrono::steady_clock::now() - sent_at);
     {
       std::lock_guard lock(run->mu);
@@ -241,16 +236,12 @@ void JobRunner::ask_status(std::shared_ptr<Run> run) {
   ++run->questions;
   counters_->status_questions.fetch_add(1, std::memory_order_relaxed);
   run->figures->status_questions.fetch_add(1, std::memory_order_relaxed);
-  ProviderRequest request;
-  request.method = ProviderRequest::Method::get;
-  request.url = status_url_for(*run->provider->status_url, run->job.client_request_id);
-  request.timeout = std::chrono::milliseconds(std::min<std::int64_t>(run->provider->timeout_ms, 30'000));
   std::unique_lock lock(run->mu);
   if (run->cancelled) {
     lock.unlock();
     return finish(run, JobStatus::cancelled, false);
   }
-  run->call = client_.start(std::move(request), [this, run](Exchange seen) {
+  run->call = provider_.ask_status(*run->provider, run->job.client_request_id, [this, run](Exchange seen) {
     {
       std::lock_guard lock(run->mu);
       run->call.reset();
@@ -360,7 +351,7 @@ void JobRunner::cancel(std::string_view client_request_id) {
                  queue_.end());
   }
   if (!run) return;
-  std::shared_ptr<ProviderCall> call;
+  std::shared_ptr<CallHandle> call;
   {
     std::lock_guard lock(run->mu);
     run->cancelled = true;
@@ -584,7 +575,7 @@ void JobRunner::stop() {
   recovery_wake_.notify_all();
   if (recovery_thread_.joinable()) recovery_thread_.join();
   for (auto& run : runs) {
-    std::shared_ptr<ProviderCall> call;
+    std::shared_ptr<CallHandle> call;
     {
       std::lock_guard lock(run->mu);
       run->cancelled = true;
@@ -592,8 +583,8 @@ void JobRunner::stop() {
     }
     if (call) call->cancel();
   }
-  // Aborted exchanges answer promptly; their callbacks must have run before the client may go.
-  for (int i = 0; i < 500 && client_.in_flight() > 0; ++i) std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  // Aborted calls answer promptly; their callbacks must have run before the provider may go.
+  for (int i = 0; i < 500 && provider_.in_flight() > 0; ++i) std::this_thread::sleep_for(std::chrono::milliseconds(10));
   // Timers that have not fired are cancelled, and their runs finished (no renewal is written after
   // this); the thread ends once they have.
   boost::asio::post(timers_, [this] {

@@ -3,13 +3,13 @@
 // A JobRunner takes the jobs its instance accepted (start(), at once: no polling delay between a
 // submit and the provider's request) and the jobs whose lease expired anywhere (recovery, every
 // recovery_interval_ms and at start), and drives each through the provider contract
-// (provider_protocol.h) with the asynchronous ProviderClient:
+// (provider_protocol.h) through a Provider (provider.h: over HTTP, ProviderClient; in tests, a fake):
 //
 //   claim (running, lease, attempt counted: written BEFORE the request is sent)
 //     → send → after_send():  complete → end(completed) — the hold is committed in the same batch
 //                             fail     → end(failed)    — the hold is released in the same batch
 //                             ask_status → wait status_poll_delay() → renew the lease (the answer
-//                                          seen goes into the history) → GET status_url → after_status()
+//                                          seen goes into the history) → ask_status → after_status()
 //                             send_again → claim (attempt counted) → send, same Idempotency-Key
 //
 // The lease is short (limits::kJobLeaseMs, a few seconds), not the provider's time-out: while this
@@ -35,7 +35,7 @@
 // Bounded: at most in_flight_max jobs run at once per instance; up to queued_max more wait in
 // memory (pending in the store; beyond that they wait for their lease to expire and recovery).
 //
-// Thread safety: every public method from any thread. Work runs on the provider client's threads,
+// Thread safety: every public method from any thread. Work runs on the provider's threads,
 // the ledger's callbacks and the runner's one timer thread; each job's steps run one at a time.
 #pragma once
 
@@ -62,7 +62,7 @@
 
 #include "config/config.h"
 #include "jobs/job.h"
-#include "jobs/provider_client.h"
+#include "jobs/provider.h"
 #include "jobs/provider_protocol.h"
 #include "ledger/ledger.h"
 
@@ -111,8 +111,8 @@ struct ProviderStats {
 
 class JobRunner {
  public:
-  // `ledger` and `client` must outlive the runner.
-  JobRunner(Ledger& ledger, ProviderClient& client, JobRunnerOptions options);
+  // `ledger` and `provider` must outlive the runner.
+  JobRunner(Ledger& ledger, Provider& provider, JobRunnerOptions options);
   // stop(). Destroy the runner only after the ledger stopped: until then the ledger may still
   // answer a claim or an end the runner submitted (its callbacks touch the runner).
   ~JobRunner();
@@ -169,7 +169,7 @@ class JobRunner {
   double jitter();
 
   Ledger& ledger_;
-  ProviderClient& client_;
+  Provider& provider_;
   const JobRunnerOptions options_;
 
   boost::asio::io_context timers_;  // the runner's timers, on timer_thread_

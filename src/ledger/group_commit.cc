@@ -112,8 +112,8 @@ void GroupCommitter::count_outcome(const CommandResult& result) {
   const Hold* hold = nullptr;
   if (const auto* o = std::get_if<HoldOutcome>(&result.value()); o != nullptr && o->created) {
     hold = &o->hold;  // not a replay that changed nothing
-  } else if (const auto* j = std::get_if<JobOutcome>(&result.value()); j != nullptr && j->ended_hold) {
-    hold = &*j->ended_hold;  // a job's end that ended its hold
+  } else {
+    hold = slice_ended_hold(result.value());  // a slice's command that ended a hold it owns
   }
   if (hold == nullptr) return;
   // A reservation or an extension leaves its hold active; a commit or release ends it.

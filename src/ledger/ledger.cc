@@ -64,7 +64,8 @@ Ledger::Ledger(Store& store, const Clock& clock, LedgerOptions options)
       waiters_(store, std::chrono::milliseconds(options.events_poll_interval_ms), options.event_waiters_max),
       committer_(store, options.group_commit, [this] { waiters_.notify_committed(); }),
       key_uses_(*this, clock, options.key_use_flush_interval_ms),
-      ids_(seed_from(options.id_seed)) {
+      ids_(seed_from(options.id_seed)),
+      completion_{options.hold_ttl_ms_default, options.late_commit, [this] { return next_hold_id_random(); }} {
   TG_ASSERT(validate(options_).ok());
   if (options_.reaper_interval_ms > 0) reaper_ = std::thread([this] { reaper_loop(); });
   if (options_.audit_sample_interval_ms > 0) sampler_ = std::thread([this] { sampler_loop(); });
@@ -108,11 +109,8 @@ void Ledger::submit(Command command, Callback done) {
     r->hold_id_random = next_hold_id_random();
   } else if (auto* c = std::get_if<CommitCommand>(&command)) {
     c->late_commit = options_.late_commit;
-  } else if (auto* j = std::get_if<SubmitJobCommand>(&command)) {
-    if (!j->ttl_ms) j->ttl_ms = options_.hold_ttl_ms_default;
-    j->hold_id_random = next_hold_id_random();
-  } else if (auto* e = std::get_if<EndJobCommand>(&command)) {
-    e->late_commit = options_.late_commit;
+  } else {
+    complete(command, completion_);  // a slice's kind: what it needs of the configuration
   }
   committer_.submit(std::move(command), std::move(done));
 }

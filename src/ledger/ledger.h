@@ -79,7 +79,8 @@ class Ledger {
   Ledger(Store& store, const Clock& clock, LedgerOptions options);
   ~Ledger();  // stop()
 
-  // Validates `command`, completes it (hold id, default TTL, late-commit policy) and queues it;
+  // Validates `command`, completes it (hold id, default TTL, late-commit policy: the ledger's kinds
+  // here, a slice's by its own `complete`) and queues it;
   // `done` is called once, after the batch holding it is durable (or at once when refused).
   void submit(Command command, Callback done);
   // The same, blocking the calling thread.
@@ -227,6 +228,8 @@ class Ledger {
 
   std::mutex ids_mu_;
   std::mt19937_64 ids_;  // protected by ids_mu_
+  // What submit() fills into a slice's command (src/slices.h complete()); constant after construction.
+  const batch::Completion completion_;
 
   std::atomic<std::int64_t> reaper_last_run_ms_{-1};
   std::atomic<std::uint64_t> reaper_expired_{0};
