@@ -53,6 +53,7 @@
 #include "store/postgres/pg_coord.h"
 #include "store/postgres/pg_jobs.h"
 #include "store/postgres/pg_lists.h"
+#include "store/schema.h"
 #include "store/store.h"
 
 namespace tollgate {
@@ -80,7 +81,7 @@ struct PgOptions {
 
 class PgStore final : public Store {
  public:
-  static constexpr int kSchemaVersion = 8;
+  static constexpr int kSchemaVersion = schema::kCurrentVersion;  // store/schema.h, as every backend
 
   // Connects, migrates the schema (under an advisory lock) and returns the store.
   static Result<std::unique_ptr<PgStore>> open(const PgOptions& options);

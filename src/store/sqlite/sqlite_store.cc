@@ -14,6 +14,7 @@
 #include "core/log.h"
 #include "core/limits.h"
 #include "core/rules.h"
+#include "store/schema.h"
 #include "store/sqlite/sqlite_db.h"
 #include "store/sqlite/sqlite_read.h"
 #include "store/sqlite/sqlite_rows.h"
@@ -39,186 +40,20 @@ using sqlite::SqlError;
 using sqlite::Stmt;
 
 // --- schema ---------------------------------------------------------------------------------------
-// Migration N takes the schema from version N−1 to N. Never edit a shipped migration: add one.
-// The CHECK constraints repeat the invariants, so even a bug cannot store a broken row; the
-// triggers keep the event log append-only.
-constexpr const char* kMigrations[] = {
-    // 1: accounts, holds, transfers, events
-    R"sql(
-CREATE TABLE accounts (
-  account_id       TEXT    PRIMARY KEY,
-  available        INTEGER NOT NULL,
-  reserved         INTEGER NOT NULL CHECK (reserved >= 0),
-  used             INTEGER NOT NULL CHECK (used >= 0),
-  purchased        INTEGER NOT NULL,
-  overdraft_limit  INTEGER NOT NULL CHECK (overdraft_limit >= 0),
-  max_active_holds INTEGER CHECK (max_active_holds IS NULL OR max_active_holds >= 1),
-  active_holds     INTEGER NOT NULL CHECK (active_holds >= 0),
-  created_at_ms    INTEGER NOT NULL,
-  CHECK (available + reserved + used = purchased),
-  CHECK (available >= -overdraft_limit)
-) WITHOUT ROWID;
+// The versions and their DDL: store/schema.cc. SQLite's connection for schema::migrate().
+class SchemaConn final : public schema::Connection {
+ public:
+  explicit SchemaConn(Conn& db) : db_(db) {}
+  void exec(const std::string& sql) override { db_.exec(sql.c_str()); }
+  std::int64_t query_int(const std::string& sql) override {
+    Stmt q(db_.raw(), sql);  // not the connection's cache: that is keyed by the text's address
+    TG_ASSERT(q.step());
+    return q.int64(0);
+  }
 
-CREATE TABLE holds (
-  seq              INTEGER PRIMARY KEY,           -- creation order (newest first = seq DESC)
-  hold_id          TEXT    NOT NULL,              -- 'hold_<seq>_<random>': found by seq, checked whole
-  account_id       TEXT    NOT NULL REFERENCES accounts(account_id),
-  request_id       TEXT    NOT NULL UNIQUE,
-  amount           INTEGER NOT NULL CHECK (amount >= 1),
-  committed_amount INTEGER NOT NULL CHECK (committed_amount >= 0 AND committed_amount <= amount),
-  status           TEXT    NOT NULL CHECK (status IN ('active', 'committed', 'released', 'expired')),
-  late_outcome     TEXT    CHECK (late_outcome IS NULL OR (status = 'expired' AND late_outcome IN ('charged', 'forgiven'))),
-  created_at_ms    INTEGER NOT NULL,
-  expires_at_ms    INTEGER NOT NULL,
-  closed_at_ms     INTEGER,
-  metadata         TEXT    NOT NULL
-);
-CREATE INDEX holds_by_account ON holds(account_id);   -- (account_id, seq): newest first per account
-CREATE INDEX holds_active_by_deadline ON holds(expires_at_ms) WHERE status = 'active';
-CREATE INDEX holds_active_by_account ON holds(account_id, expires_at_ms) WHERE status = 'active';
-
-CREATE TABLE transfers (
-  reference   TEXT    PRIMARY KEY,
-  account_id  TEXT    NOT NULL REFERENCES accounts(account_id),
-  kind        TEXT    NOT NULL CHECK (kind IN ('credited', 'debited')),
-  amount      INTEGER NOT NULL CHECK (amount >= 1),
-  reason      TEXT    NOT NULL,
-  event_id    INTEGER NOT NULL
-) WITHOUT ROWID;
-
--- event_id is the rowid: events are never deleted, so max(rowid)+1 increases strictly with commit
--- order (one writer); AUTOINCREMENT would only add a write per insert.
-CREATE TABLE events (
-  event_id        INTEGER PRIMARY KEY,
-  account_id      TEXT    NOT NULL REFERENCES accounts(account_id),
-  type            TEXT    NOT NULL,
-  amount          INTEGER NOT NULL CHECK (amount >= 0),
-  hold_id         TEXT,
-  job_id          TEXT,
-  reference       TEXT,
-  at_ms           INTEGER NOT NULL,
-  available_after INTEGER NOT NULL,
-  reserved_after  INTEGER NOT NULL,
-  used_after      INTEGER NOT NULL
-);
-CREATE INDEX events_by_account ON events(account_id);  -- (account_id, event_id)
-CREATE TRIGGER events_are_never_updated BEFORE UPDATE ON events
-  BEGIN SELECT RAISE(ABORT, 'events are append-only'); END;
-CREATE TRIGGER events_are_never_deleted BEFORE DELETE ON events
-  BEGIN SELECT RAISE(ABORT, 'events are append-only'); END;
-)sql",
-    // 2: API keys (only the SHA-256 of a secret is stored)
-    R"sql(
-CREATE TABLE api_keys (
-  key_id         TEXT    PRIMARY KEY,
-  account_id     TEXT    REFERENCES accounts(account_id),   -- NULL: an admin key
-  secret_sha256  TEXT    NOT NULL UNIQUE,
-  created_at_ms  INTEGER NOT NULL,
-  revoked_at_ms  INTEGER
-) WITHOUT ROWID;
-)sql",
-    // 3: the last use of an API key (ledger/key_use.h); the key list's order, newest first
-    // (store/lists.h), of every key and of one account's
-    R"sql(
-ALTER TABLE api_keys ADD COLUMN last_used_at_ms INTEGER;
-CREATE INDEX api_keys_newest_first ON api_keys(created_at_ms, key_id);
-CREATE INDEX api_keys_by_account ON api_keys(account_id, created_at_ms, key_id);
-)sql",
-    // 4: account settings that change (frozen; account_updated events carry the settings after
-    // the change), the reason of a release (on the hold and on its event; a debit's event too)
-    R"sql(
-ALTER TABLE accounts ADD COLUMN frozen INTEGER NOT NULL DEFAULT 0 CHECK (frozen IN (0, 1));
-ALTER TABLE holds ADD COLUMN release_reason TEXT CHECK (release_reason IS NULL OR status = 'released');
-ALTER TABLE events ADD COLUMN reason TEXT;
-ALTER TABLE events ADD COLUMN overdraft_limit INTEGER CHECK (overdraft_limit IS NULL OR overdraft_limit >= 0);
-ALTER TABLE events ADD COLUMN max_active_holds INTEGER CHECK (max_active_holds IS NULL OR max_active_holds >= 1);
-ALTER TABLE events ADD COLUMN frozen INTEGER
-  CHECK ((frozen IS NULL OR frozen IN (0, 1)) AND (frozen IS NOT NULL) = (type = 'account_updated')
-         AND (overdraft_limit IS NOT NULL) = (type = 'account_updated')
-         AND (max_active_holds IS NULL OR type = 'account_updated'));
-)sql",
-    // 5: jobs (jobs/job.h) — written with their holds in the same batches — and their histories
-    R"sql(
-CREATE TABLE jobs (
-  client_request_id   TEXT PRIMARY KEY,
-  account_id          TEXT NOT NULL,
-  cost                INTEGER NOT NULL CHECK (cost >= 1),
-  provider            TEXT NOT NULL,
-  input               TEXT NOT NULL,
-  status              TEXT NOT NULL CHECK (status IN ('pending', 'running', 'completed', 'failed', 'cancelled')),
-  hold_id             TEXT NOT NULL UNIQUE,
-  hold_seq            INTEGER NOT NULL UNIQUE,  -- the hold's sequence number: the list's order
-  attempts            INTEGER NOT NULL CHECK (attempts >= 0),
-  result              TEXT,
-  error               TEXT,
-  charged             INTEGER NOT NULL CHECK (charged IN (0, 1) AND (charged = 0 OR status = 'completed')),
-  created_at_ms       INTEGER NOT NULL,
-  updated_at_ms       INTEGER NOT NULL,
-  lease_owner         TEXT,
-  lease_expires_at_ms INTEGER,
-  CHECK ((lease_owner IS NULL) = (lease_expires_at_ms IS NULL))
-);
-CREATE INDEX jobs_by_account ON jobs(account_id, hold_seq);
-CREATE INDEX jobs_by_status ON jobs(status, hold_seq);
-CREATE INDEX jobs_by_account_status ON jobs(account_id, status, hold_seq);
-CREATE INDEX jobs_unended_by_lease ON jobs(lease_expires_at_ms) WHERE status IN ('pending', 'running');
-CREATE TABLE job_history (
-  entry_id          INTEGER PRIMARY KEY,  -- increasing: the story's order
-  client_request_id TEXT NOT NULL,
-  at_ms             INTEGER NOT NULL,
-  kind              TEXT NOT NULL,
-  attempt           INTEGER CHECK (attempt IS NULL OR attempt >= 1),
-  detail            TEXT NOT NULL
-);
-CREATE INDEX job_history_by_job ON job_history(client_request_id, entry_id);
-CREATE TRIGGER job_history_is_never_updated BEFORE UPDATE ON job_history
-  BEGIN SELECT RAISE(ABORT, 'job_history is append-only'); END;
-CREATE TRIGGER job_history_is_never_deleted BEFORE DELETE ON job_history
-  BEGIN SELECT RAISE(ABORT, 'job_history is append-only'); END;
-)sql",
-    // 6: locks, idempotency keys and shared rate limits (coord/coord.h), written through the batches
-    R"sql(
-CREATE TABLE locks (
-  key           TEXT    PRIMARY KEY,
-  owner         TEXT,
-  fence         INTEGER NOT NULL CHECK (fence >= 1),
-  expires_at_ms INTEGER,
-  cancelled     INTEGER NOT NULL CHECK (cancelled IN (0, 1)),
-  updated_at_ms INTEGER NOT NULL,
-  CHECK ((owner IS NULL) = (expires_at_ms IS NULL)),
-  CHECK (cancelled = 0 OR owner IS NOT NULL)
-) WITHOUT ROWID;
-CREATE TRIGGER locks_are_never_deleted BEFORE DELETE ON locks
-  BEGIN SELECT RAISE(ABORT, 'a lock row keeps its fence: it is never deleted'); END;
-CREATE TRIGGER lock_fences_never_decrease BEFORE UPDATE OF fence ON locks WHEN NEW.fence < OLD.fence
-  BEGIN SELECT RAISE(ABORT, 'a lock fence never decreases'); END;
-CREATE TABLE idempotency_keys (
-  key            TEXT    PRIMARY KEY,
-  fingerprint    TEXT    NOT NULL,
-  state          TEXT    NOT NULL CHECK (state IN ('started', 'finished', 'abandoned')),
-  response       TEXT,
-  created_at_ms  INTEGER NOT NULL,
-  expires_at_ms  INTEGER NOT NULL,
-  finished_at_ms INTEGER,
-  attempt        INTEGER NOT NULL CHECK (attempt >= 1),
-  CHECK ((state = 'finished') = (response IS NOT NULL AND finished_at_ms IS NOT NULL))
-) WITHOUT ROWID;
-CREATE INDEX idempotency_keys_by_end ON idempotency_keys(expires_at_ms);  -- the prune pass
-CREATE TABLE ratelimits (
-  policy TEXT    NOT NULL,
-  key    TEXT    NOT NULL,
-  tat_ns INTEGER NOT NULL,
-  PRIMARY KEY (policy, key)
-) WITHOUT ROWID;
-CREATE INDEX ratelimits_by_tat ON ratelimits(tat_ns);
-)sql",
-    // 7: an extended event carries the hold's new deadline (NULL on those written before)
-    R"sql(
-ALTER TABLE events ADD COLUMN expires_at_ms INTEGER CHECK (expires_at_ms IS NULL OR type = 'extended');
-)sql",
+ private:
+  Conn& db_;
 };
-constexpr int kMigrationCount = static_cast<int>(std::size(kMigrations));
-static_assert(kMigrationCount == SqliteStore::kSchemaVersion);
 
 Error flush_failure() {
   return Error::make(Code::storage_failed,
@@ -359,19 +194,11 @@ Result<std::unique_ptr<SqliteStore>> SqliteStore::open(const SqliteOptions& opti
     }
     writer->exec("BEGIN IMMEDIATE");
     try {
-      const int version = schema_version(*writer);
-      if (version > kSchemaVersion) {
+      SchemaConn schema_conn(*writer);
+      if (Status migrated = schema::migrate(schema::Dialect::sqlite, schema_conn, clock.now_ms(), options.path);
+          !migrated) {
         writer->exec("ROLLBACK");
-        return Error::make(Code::internal, options.path + " has schema version " + std::to_string(version) +
-                                               ", newer than this tollgate (" + std::to_string(kSchemaVersion) +
-                                               "): upgrade tollgate");
-      }
-      writer->exec("CREATE TABLE IF NOT EXISTS schema_migrations (version INTEGER PRIMARY KEY, applied_at_ms INTEGER NOT NULL)");
-      for (int v = version + 1; v <= kSchemaVersion; ++v) {
-        writer->exec(kMigrations[v - 1]);
-        Query record(writer->stmt("INSERT INTO schema_migrations (version, applied_at_ms) VALUES (?1, ?2)"),
-                     std::int64_t{v}, clock.now_ms());
-        record.step();
+        return migrated.error();
       }
       writer->exec("COMMIT");
     } catch (...) {

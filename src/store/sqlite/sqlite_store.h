@@ -67,6 +67,7 @@
 #include "store/sqlite/sqlite_coord.h"
 #include "store/sqlite/sqlite_jobs.h"
 #include "store/sqlite/sqlite_lists.h"
+#include "store/schema.h"
 #include "store/store.h"
 
 namespace tollgate {
@@ -123,7 +124,7 @@ struct SqliteOptions {
 class SqliteStore final : public Store {
  public:
   // The schema version this binary writes and expects.
-  static constexpr int kSchemaVersion = 7;
+  static constexpr int kSchemaVersion = schema::kCurrentVersion;  // store/schema.h, as every backend
 
   // Opens or creates the database and migrates its schema. `clock` must outlive the store.
   static Result<std::unique_ptr<SqliteStore>> open(const SqliteOptions& options, const Clock& clock);
