@@ -20,7 +20,7 @@
 //
 // A refused command changes nothing (its result is the error); the one write a refused command may
 // cause is the expiry of the account's overdue holds it found (the reaper's work done early, so
-// that no caller waits on a zombie) — the same rule store/execute.cc follows.
+// that no caller waits on a zombie).
 //
 // The seam. The ledger's part (accounts, credits and debits, holds, keys: LedgerKeys,
 // LedgerSnapshot, LedgerEffects, LedgerBatch) is the base every feature builds on. A feature slice

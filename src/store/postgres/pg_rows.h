@@ -1,5 +1,5 @@
 // tollgate store/postgres: the rows of the schema as values, and the small reads every part of the
-// PostgreSQL store shares (the reads, the batch's loads, the per-statement oracle).
+// PostgreSQL store shares (the reads and the batch's loads).
 //
 // Thread safety: functions over the Conn they are given (one thread at a time per Conn).
 #pragma once

@@ -120,9 +120,6 @@ Result<std::unique_ptr<PgStore>> PgStore::open(const PgOptions& options) {
 
 // --- writes ---------------------------------------------------------------------------------------
 Status PgStore::apply(std::span<const Command> commands, std::vector<CommandResult>& results) {
-  if (options_.write_path == PgWritePath::per_statement) {
-    return pg::apply_per_statement(writer_, options_, commands, results);
-  }
   pg::PgBatchIo io(writer_, options_);
   return run_batch(io, commands, results, BatchRunOptions{options_.conflict_retries_max}, counters_);
 }

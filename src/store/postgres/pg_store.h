@@ -62,10 +62,6 @@ namespace pg {
 class Conn;
 }
 
-// How the writer applies a batch: decided in memory and written set-based (the default), or one
-// SQL statement per primitive through store/execute.cc — the differential tests' oracle.
-enum class PgWritePath : std::uint8_t { batch, per_statement };
-
 struct PgOptions {
   std::string uri;                  // libpq URI: postgresql://user@host:port/db?…
   int readers_max = 8;              // reader connections kept open (the writer is one more)
@@ -76,7 +72,6 @@ struct PgOptions {
   int conflict_retries_max = 16;    // batch re-runs after losing a race to another instance
   // nullptr: the database's clock (production). Tests inject a ManualClock to drive expiry.
   const Clock* clock = nullptr;
-  PgWritePath write_path = PgWritePath::batch;
 };
 
 class PgStore final : public Store {

@@ -1,4 +1,4 @@
-// tollgate store/postgres: the two ways the PostgreSQL store writes a batch, on its writer connection.
+// tollgate store/postgres: how the PostgreSQL store writes a batch, on its writer connection.
 //
 // PgBatchIo is the batch path (store/batch_runner.h), two round trips per batch:
 //   1. one pipeline: BEGIN; the clock, read once into the transaction (`tollgate.now`, which every
@@ -14,10 +14,6 @@
 //      guard finds fewer rows, so a row changed behind the lock is a failure, never a lost write),
 //      then COMMIT (synchronous_commit=on: durable when it answers; no statement time-out on it).
 // Holds are never locked: every writer changes a hold only while it holds the hold's account.
-//
-// apply_per_statement() is the path the store had before: store/execute.cc over one statement per
-// primitive, rows locked as read. It stays as the oracle of the differential tests; select it with
-// PgOptions::write_path.
 //
 // Thread safety: one thread at a time, the store's writer.
 #pragma once
@@ -49,12 +45,6 @@ class PgBatchIo final : public BatchIo {
   std::unique_ptr<Conn>& writer_;
   const PgOptions& options_;
 };
-
-// The per-statement oracle: one transaction, execute() per command, accounts locked in id order
-// first; conflicts run the batch again, a lost connection once more on a new one, and a command that
-// fails unexpectedly answers `internal` while the batch runs again without it.
-Status apply_per_statement(std::unique_ptr<Conn>& writer, const PgOptions& options, std::span<const Command> commands,
-                           std::vector<CommandResult>& results);
 
 // A column of `rows` (field(row) for each), for the unnest() arrays of set-based writes.
 template <typename T, typename F>

@@ -223,17 +223,6 @@ Result<std::unique_ptr<SqliteStore>> SqliteStore::open(const SqliteOptions& opti
 // --- writes ---------------------------------------------------------------------------------------
 Status SqliteStore::apply(std::span<const Command> commands, std::vector<CommandResult>& results) {
   if (flush_failed_.load(std::memory_order_acquire)) return flush_failure();
-  if (options_.write_path == SqliteWritePath::per_statement) {
-    Status applied = sqlite::apply_per_statement(*writer_, clock_, commands, results);
-    if (applied) {
-      try {
-        raise_to(committed_event_id_, max_event_id(*writer_));
-      } catch (const SqlError& e) {
-        return sql_failure(e);
-      }
-    }
-    return applied;
-  }
   sqlite::SqliteBatchIo io(*writer_, clock_);
   Status applied = run_batch(io, commands, results, BatchRunOptions{}, counters_);
   // Also after a failed batch: a batch isolated into one command per transaction may have

@@ -90,10 +90,6 @@ class FileLock {
   int fd_ = -1;
 };
 
-// How the writer applies a batch: decided in memory and written set-based (the default), or one
-// SQL statement per primitive through store/execute.cc — the differential tests' oracle.
-enum class SqliteWritePath : std::uint8_t { batch, per_statement };
-
 struct SqliteOptions {
   std::string path;             // the database file; created when missing
   int busy_timeout_ms = 5000;   // how long a statement waits for a lock held by another process
@@ -107,7 +103,6 @@ struct SqliteOptions {
   // The writer still checkpoints by itself past this many WAL pages (a bound if the background
   // checkpointer falls behind).
   int wal_autocheckpoint_pages = 20'000;
-  SqliteWritePath write_path = SqliteWritePath::batch;
   // The SQLite VFS under every connection (and the WAL flush), beneath the store's WAL batching
   // layer (wal_batching_vfs.h); empty: the default one. Tests register a VFS that simulates power loss.
   std::string vfs;

@@ -1,16 +1,11 @@
-// tollgate store/sqlite: the two ways the SQLite store writes a batch, on its writer connection.
+// tollgate store/sqlite: how the SQLite store writes a batch, on its writer connection.
 //
 // SqliteBatchIo is the batch path (store/batch_runner.h): inside BEGIN IMMEDIATE — the one writer
 // holds the whole database, so every account it reads is exclusively its own — it loads the batch's
 // rows with prepared statements (each a primary-key or index lookup), and after the in-memory
 // decision writes each touched account once, then the holds, events, transfers and keys.
 //
-// apply_per_statement() is the path the store had before batches were decided in memory:
-// store/execute.cc over one SQL statement per primitive. It stays as the oracle of the differential
-// tests (tests/store/differential_test.cc) until the batch path has earned trust; select it with
-// SqliteOptions::write_path.
-//
-// Neither waits for durability: COMMIT runs with synchronous=NORMAL and the store's sync()
+// It does not wait for durability: COMMIT runs with synchronous=NORMAL and the store's sync()
 // flushes the WAL (see sqlite_store.h for the power-loss argument).
 //
 // Thread safety: one thread at a time, the store's writer.
@@ -49,11 +44,6 @@ class SqliteBatchIo final : public BatchIo {
   const Clock& clock_;
   std::int64_t last_event_id_ = 0;
 };
-
-// The per-statement oracle: one transaction, execute() per command; a command that fails
-// unexpectedly answers `internal` and the batch runs again without it.
-Status apply_per_statement(Conn& db, const Clock& clock, std::span<const Command> commands,
-                           std::vector<CommandResult>& results);
 
 // Binds an event's reason, overdraft_limit, max_active_holds, frozen and expires_at_ms (NULL where
 // unset) from parameter `first` on, in that order (the column order of kEventColumns after used_after).
