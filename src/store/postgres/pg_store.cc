@@ -1,12 +1,8 @@
 #include "store/postgres/pg_store.h"
 
-#include <algorithm>
 #include <limits>
 
-#include "core/invariants.h"
-#include "core/limits.h"
 #include "core/log.h"
-#include "core/rules.h"
 #include "store/postgres/pg_conn.h"
 #include "store/postgres/pg_read.h"
 #include "store/postgres/pg_rows.h"
@@ -15,19 +11,10 @@
 namespace tollgate {
 namespace {
 
-using pg::account_row;
-using pg::account_view;
 using pg::Conn;
-using pg::hold_by_id;
-using pg::kEventColumns;
-using pg::kHoldColumns;
-using pg::kKeyColumns;
 using pg::kNowSql;
 using pg::pg_failure;
 using pg::PgError;
-using pg::read_events_rows;
-using pg::read_holds;
-using pg::read_key;
 using pg::Rows;
 
 // --- schema ---------------------------------------------------------------------------------------

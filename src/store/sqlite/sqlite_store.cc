@@ -10,33 +10,19 @@
 #include <cstring>
 #include <limits>
 
-#include "core/invariants.h"
 #include "core/log.h"
-#include "core/limits.h"
-#include "core/rules.h"
 #include "store/sqlite/sqlite_db.h"
 #include "store/sqlite/sqlite_read.h"
-#include "store/sqlite/sqlite_rows.h"
 #include "store/sqlite/sqlite_write.h"
 #include "store/sqlite/wal_batching_vfs.h"
 
 namespace tollgate {
 namespace {
 
-using sqlite::account_row;
-using sqlite::account_view;
 using sqlite::Conn;
-using sqlite::hold_by_id;
-using sqlite::kEventColumns;
-using sqlite::kHoldColumns;
-using sqlite::kKeyColumns;
 using sqlite::Query;
-using sqlite::read_event;
-using sqlite::read_hold;
-using sqlite::read_key;
 using sqlite::sql_failure;
 using sqlite::SqlError;
-using sqlite::Stmt;
 
 // --- schema ---------------------------------------------------------------------------------------
 // Migration N takes the schema from version N−1 to N. Never edit a shipped migration: add one.
