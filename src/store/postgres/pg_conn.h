@@ -82,6 +82,12 @@ class Params {
     values_.reserve(sizeof...(args));
     (add(args), ...);
   }
+  // The values as given (nullopt: NULL), already text.
+  static Params of_text(std::vector<std::optional<std::string>> values) {
+    Params p;
+    p.values_ = std::move(values);
+    return p;
+  }
   int count() const { return static_cast<int>(values_.size()); }
   // Pointers valid while this object lives.
   std::vector<const char*> pointers() const;
@@ -116,6 +122,7 @@ class Conn {
   Rows query(const std::string& sql, const Args&... args) {
     return run_prepared(sql, Params(args...));
   }
+  Rows query(const std::string& sql, const Params& params) { return run_prepared(sql, params); }
   // Runs `statements` (SQL text, parameters) in pipeline mode: all sent, then all answered, in ONE
   // round trip, each executed in order on the server. Returns one Rows per statement. On a
   // failure throws the PgError of the first failing statement (later ones did not run) and sets

@@ -3,7 +3,6 @@
 
 #include <string>
 
-#include "store/postgres/pg_read.h"
 #include "store/postgres/pg_rows.h"
 
 namespace tollgate::pg {
@@ -25,11 +24,6 @@ const std::string kLoadPrunable = "SELECT " TG_IDEM_COLUMNS
                                   " - $1::bigint ORDER BY expires_at_ms LIMIT $2 FOR UPDATE SKIP LOCKED";
 const std::string kLoadIdleRates = "SELECT policy, key, tat_ns FROM ratelimits WHERE tat_ns <= " TG_NOW
                                    " * 1000000 ORDER BY tat_ns LIMIT $1 FOR UPDATE SKIP LOCKED";
-const std::string kGetLock = "SELECT " TG_LOCK_COLUMNS " FROM locks WHERE key = $1";
-const std::string kListLocks = "SELECT " TG_LOCK_COLUMNS
-                               " FROM locks WHERE key > $1 AND (NOT $2::boolean OR (owner IS NOT NULL AND expires_at_ms > "
-                               "$3::bigint)) ORDER BY key LIMIT $4::bigint";
-const std::string kGetIdem = "SELECT " TG_IDEM_COLUMNS " FROM idempotency_keys WHERE key = $1";
 
 const std::string kInsertLock =
     "INSERT INTO locks (key, owner, fence, expires_at_ms, cancelled, updated_at_ms) "
@@ -54,6 +48,11 @@ const std::string kDeleteRate =
     "SELECT tollgate_assert(count(*) = 1, 'a rate limit changed behind the batch''s lock') FROM d";
 
 #undef TG_NOW
+
+}  // namespace
+
+const char* const kLockColumns = TG_LOCK_COLUMNS;
+const char* const kIdempotencyColumns = TG_IDEM_COLUMNS;
 #undef TG_LOCK_COLUMNS
 #undef TG_IDEM_COLUMNS
 
@@ -68,6 +67,8 @@ coord::IdempotencyKey read_idem(const Rows& r, int i) {
   return coord::IdempotencyKey{r.text(i, 0),  r.text(i, 1),          *state,       r.optional_text(i, 3),
                                r.int64(i, 4), r.int64(i, 5), r.optional_int64(i, 6), r.int64(i, 7)};
 }
+
+namespace {
 
 std::string boolean(bool b) { return b ? "true" : "false"; }
 
@@ -150,45 +151,6 @@ void add_writes(const coord::CoordEffects& e, std::vector<Conn::Pipelined>& st) 
       st.push_back({&kDeleteRate, Params(k.policy, k.key, before->tat_ns)});
     }
   }
-}
-
-Result<coord::RowRead<coord::Lock>> PgCoordReads::get_lock(std::string_view key) {
-  return read_snapshot(readers_, clock_, [&](Conn& db, std::int64_t now_ms) -> Result<coord::RowRead<coord::Lock>> {
-    const Rows r = db.query(kGetLock, std::string(key));
-    coord::RowRead<coord::Lock> out;
-    out.now_ms = now_ms;
-    if (!r.empty()) out.row = read_lock(r, 0);
-    return out;
-  });
-}
-
-Result<coord::RowRead<coord::IdempotencyKey>> PgCoordReads::get_idempotency_key(std::string_view key) {
-  return read_snapshot(readers_, clock_,
-                       [&](Conn& db, std::int64_t now_ms) -> Result<coord::RowRead<coord::IdempotencyKey>> {
-                         const Rows r = db.query(kGetIdem, std::string(key));
-                         coord::RowRead<coord::IdempotencyKey> out;
-                         out.now_ms = now_ms;
-                         if (!r.empty()) out.row = read_idem(r, 0);
-                         return out;
-                       });
-}
-
-Result<coord::LockPage> PgCoordReads::list_locks(const PageRequest& page, bool held_only) {
-  if (auto s = validate_page(page); !s) return s.error();
-  return read_snapshot(readers_, clock_, [&](Conn& db, std::int64_t now_ms) -> Result<coord::LockPage> {
-    coord::LockPage out;
-    out.now_ms = now_ms;
-    if (page.starting_after && db.query(kGetLock, *page.starting_after).empty()) {
-      return unknown_cursor("lock", *page.starting_after);
-    }
-    const Rows r = db.query(kListLocks, page.starting_after.value_or(""), held_only ? "true" : "false", now_ms, page.limit + 1);
-    std::vector<coord::Lock> rows;
-    for (int i = 0; i < r.size(); ++i) rows.push_back(read_lock(r, i));
-    auto p = page_of(std::move(rows), page);
-    out.locks = std::move(p.items);
-    out.has_more = p.has_more;
-    return out;
-  });
 }
 
 }  // namespace tollgate::pg

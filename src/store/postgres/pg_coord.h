@@ -1,18 +1,15 @@
 // tollgate store/postgres: lock, idempotency-key and rate-limit rows (coord/coord_batch.h) — loaded
-// FOR UPDATE in the batch's first round trip, written in its second (pg_batch.cc), and read on the
-// store's readers.
+// FOR UPDATE in the batch's first round trip, written in its second (pg_batch.cc); their rows
+// decoded for the shared reads too (store/reads.h).
 //
-// Thread safety: add_coord_loads/take_coord/add_coord_writes run on the writer's thread;
-// PgCoordReads as CoordReads — any thread, each call leases its own reader connection.
+// Thread safety: add_loads/take_rows/add_writes run on the writer's thread; the decoders are
+// functions over the result they are given.
 #pragma once
 
 #include <cstddef>
 #include <vector>
 
 #include "coord/coord_batch.h"
-#include "coord/coord_reads.h"
-#include "core/clock.h"
-#include "store/conn_pool.h"
 #include "store/postgres/pg_conn.h"
 
 namespace tollgate::pg {
@@ -33,17 +30,11 @@ void take_rows(const CoordLoads& at, const std::vector<Rows>& r, coord::CoordSna
 // the batch's lock fails the transaction).
 void add_writes(const coord::CoordEffects& effects, std::vector<Conn::Pipelined>& st);
 
-class PgCoordReads final : public coord::CoordReads {
- public:
-  // `readers` (and `clock` when set) must outlive this. `clock` null: the database's clock.
-  PgCoordReads(ConnPool<Conn>& readers, const Clock* clock) : readers_(readers), clock_(clock) {}
-  Result<coord::RowRead<coord::Lock>> get_lock(std::string_view key) override;
-  Result<coord::RowRead<coord::IdempotencyKey>> get_idempotency_key(std::string_view key) override;
-  Result<coord::LockPage> list_locks(const PageRequest& page, bool held_only) override;
-
- private:
-  ConnPool<Conn>& readers_;
-  const Clock* const clock_;
-};
+// Column lists in the order read_lock / read_idem expect them, and the rows of a result that
+// selected them (a stored state that no longer parses throws PgError XX000).
+extern const char* const kLockColumns;
+extern const char* const kIdempotencyColumns;
+coord::Lock read_lock(const Rows& r, int row);
+coord::IdempotencyKey read_idem(const Rows& r, int row);
 
 }  // namespace tollgate::pg

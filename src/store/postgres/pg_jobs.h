@@ -1,15 +1,13 @@
-// tollgate store/postgres: the reads of jobs (jobs/job_store.h) on the PostgreSQL store's readers.
+// tollgate store/postgres: the jobs slice's rows in a batch (the reads of jobs are the shared
+// reads, store/reads.h).
 //
-// Thread safety: as JobReads — any thread; each call leases its own reader connection.
+// Thread safety: one thread at a time, the store's writer.
 #pragma once
 
-#include "core/clock.h"
 #include <cstddef>
 #include <vector>
 
 #include "jobs/job_batch.h"
-#include "jobs/job_store.h"
-#include "store/conn_pool.h"
 #include "store/postgres/pg_conn.h"
 
 namespace tollgate::pg {
@@ -23,21 +21,5 @@ struct JobLoads {
 JobLoads add_loads(const jobs::JobKeys& keys, std::vector<Conn::Pipelined>& st);
 void take_rows(const JobLoads& at, const std::vector<Rows>& r, jobs::JobSnapshot& out);
 void add_writes(const jobs::JobEffects& effects, std::vector<Conn::Pipelined>& st);
-
-class PgJobs final : public jobs::JobReads {
- public:
-  // `readers` (and `clock` when set) must outlive this. `clock` null: the database's clock.
-  PgJobs(ConnPool<Conn>& readers, const Clock* clock) : readers_(readers), clock_(clock) {}
-
-  Result<jobs::Job> get_job(std::string_view client_request_id) override;
-  Result<Page<jobs::Job>> list_jobs(const jobs::JobQuery& query, const PageRequest& page) override;
-  Result<std::vector<jobs::JobEntry>> job_history(std::string_view client_request_id) override;
-  Result<std::vector<jobs::Job>> jobs_to_recover(std::int64_t limit) override;
-  Result<jobs::UnendedJobs> count_unended() override;
-
- private:
-  ConnPool<Conn>& readers_;
-  const Clock* const clock_;
-};
 
 }  // namespace tollgate::pg

@@ -1,12 +1,8 @@
 #include "store/postgres/pg_store.h"
 
-#include <algorithm>
 #include <limits>
 
-#include "core/invariants.h"
-#include "core/limits.h"
 #include "core/log.h"
-#include "core/rules.h"
 #include "store/postgres/pg_conn.h"
 #include "store/postgres/pg_read.h"
 #include "store/postgres/pg_rows.h"
@@ -16,19 +12,10 @@
 namespace tollgate {
 namespace {
 
-using pg::account_row;
-using pg::account_view;
 using pg::Conn;
-using pg::hold_by_id;
-using pg::kEventColumns;
-using pg::kHoldColumns;
-using pg::kKeyColumns;
 using pg::kNowSql;
 using pg::pg_failure;
 using pg::PgError;
-using pg::read_events_rows;
-using pg::read_holds;
-using pg::read_key;
 using pg::Rows;
 
 // --- schema ---------------------------------------------------------------------------------------
@@ -80,9 +67,11 @@ PgStore::PgStore(PgOptions options)
                                  pg::ConnectOptions{options_.connect_timeout_ms, options_.statement_timeout_ms});
           },
           [](const Conn& conn) { return conn.healthy(); }),
-      lists_(readers_, options_.clock),
-      jobs_(readers_, options_.clock),
-      coord_(readers_, options_.clock) {}
+      source_(readers_, options_.clock),
+      ledger_(source_),
+      lists_(source_),
+      jobs_(source_),
+      coord_(source_) {}
 PgStore::~PgStore() = default;
 
 Result<std::unique_ptr<PgStore>> PgStore::open(const PgOptions& options) {
@@ -125,81 +114,19 @@ Status PgStore::apply(std::span<const Command> commands, std::vector<CommandResu
 }
 
 // --- reads ----------------------------------------------------------------------------------------
-Result<Account> PgStore::get_account(std::string_view account_id) {
-  return read([&](Conn& db, std::int64_t now) -> Result<Account> {
-    auto a = account_view(db, account_id, now);
-    if (!a) return Error::make(Code::not_found, "account " + std::string(account_id) + " does not exist");
-    return std::move(*a);
-  });
-}
+Result<Account> PgStore::get_account(std::string_view account_id) { return ledger_.get_account(account_id); }
 
-Result<Hold> PgStore::get_hold(std::string_view hold_id) {
-  return read([&](Conn& db, std::int64_t now) -> Result<Hold> {
-    auto hold = hold_by_id(db, hold_id, /*for_update=*/false);
-    if (!hold) return Error::make(Code::not_found, "hold " + std::string(hold_id) + " does not exist");
-    return rules::hold_view(std::move(*hold), now);
-  });
-}
+Result<Hold> PgStore::get_hold(std::string_view hold_id) { return ledger_.get_hold(hold_id); }
 
 Result<EventPage> PgStore::read_events(std::string_view account_id, std::int64_t after, std::int64_t limit) {
-  if (limit < 1 || limit > limits::kEventsPageMax) {
-    return invalid("limit must be from 1 to " + std::to_string(limits::kEventsPageMax));
-  }
-  if (after < 0) return invalid("after must be 0 or a previous next_after");
-  return read([&](Conn& db, std::int64_t) -> Result<EventPage> {
-    if (!account_row(db, account_id, false)) {
-      return Error::make(Code::not_found, "account " + std::string(account_id) + " does not exist");
-    }
-    static const std::string sql = std::string("SELECT ") + kEventColumns +
-                                   " FROM events WHERE account_id = $1 AND event_id > $2 ORDER BY event_id LIMIT $3";
-    EventPage page;
-    page.next_after = after;
-    page.events = read_events_rows(db.query(sql, account_id, after, limit));
-    if (!page.events.empty()) page.next_after = page.events.back().event_id;
-    return page;
-  });
+  return ledger_.read_events(account_id, after, limit);
 }
 
-namespace {
-
-// Audits the accounts `ids` (each exists) in the snapshot `db` reads.
-AuditReport audit_accounts(Conn& db, const std::vector<std::string>& ids) {
-  AuditReport report;
-  static const std::string events_sql =
-      std::string("SELECT ") + kEventColumns + " FROM events WHERE account_id = $1 ORDER BY event_id";
-  for (const std::string& id : ids) {
-    const auto row = account_row(db, id, false);
-    TG_ASSERT(row.has_value());
-    const std::vector<Event> events = read_events_rows(db.query(events_sql, id));
-    Rows active = db.query("SELECT coalesce(sum(amount), 0), count(*) FROM holds "
-                           "WHERE account_id = $1 AND status = 'active'",
-                           id);
-    for (auto& message : invariants::check_account(*row, events, active.int64(0, 0), active.int64(0, 1))) {
-      report.violations.push_back(AuditViolation{id, std::move(message)});
-    }
-    ++report.accounts_checked;
-  }
-  return report;
-}
-
-}  // namespace
+// One snapshot: every event it shows committed after every lower id did (event_ids is taken under a
+// lock held until COMMIT, and a commit is visible before its locks are released), so the page has
+// no hole a later commit could fill. Every committed event is shown.
 Result<EventPage> PgStore::read_feed(std::int64_t after, std::int64_t limit) {
-  if (limit < 1 || limit > limits::kEventsPageMax) {
-    return invalid("limit must be from 1 to " + std::to_string(limits::kEventsPageMax));
-  }
-  if (after < 0) return invalid("after must be 0 or a previous next_after");
-  // One snapshot: every event it shows committed after every lower id did (event_ids is taken
-  // under a lock held until COMMIT, and a commit is visible before its locks are released), so the
-  // page has no hole a later commit could fill.
-  return read([&](Conn& db, std::int64_t) -> Result<EventPage> {
-    static const std::string sql =
-        std::string("SELECT ") + kEventColumns + " FROM events WHERE event_id > $1 ORDER BY event_id LIMIT $2";
-    EventPage page;
-    page.next_after = after;
-    page.events = read_events_rows(db.query(sql, after, limit));
-    if (!page.events.empty()) page.next_after = page.events.back().event_id;
-    return page;
-  });
+  return ledger_.read_feed(after, limit, std::numeric_limits<std::int64_t>::max());
 }
 
 Result<std::int64_t> PgStore::last_event_id() {
@@ -208,77 +135,21 @@ Result<std::int64_t> PgStore::last_event_id() {
   });
 }
 
-Result<AuditReport> PgStore::audit(std::optional<std::string_view> account_id) {
-  return read([&](Conn& db, std::int64_t) -> Result<AuditReport> {
-    std::vector<std::string> ids;
-    if (account_id) {
-      if (!account_row(db, *account_id, false)) {
-        return Error::make(Code::not_found, "account " + std::string(*account_id) + " does not exist");
-      }
-      ids.emplace_back(*account_id);
-    } else {
-      Rows r = db.exec("SELECT account_id FROM accounts ORDER BY account_id");
-      for (int i = 0; i < r.size(); ++i) ids.push_back(r.text(i, 0));
-    }
-    return audit_accounts(db, ids);
-  });
-}
+Result<AuditReport> PgStore::audit(std::optional<std::string_view> account_id) { return ledger_.audit(account_id); }
 
 Result<AuditPage> PgStore::audit_range(std::string_view after, std::int64_t limit) {
-  if (limit < 1 || limit > limits::kHoldsPageMax) {
-    return invalid("limit must be from 1 to " + std::to_string(limits::kHoldsPageMax));
-  }
-  return read([&](Conn& db, std::int64_t) -> Result<AuditPage> {
-    Rows r = db.query("SELECT account_id FROM accounts WHERE account_id > $1 ORDER BY account_id LIMIT $2", after, limit);
-    std::vector<std::string> ids;
-    for (int i = 0; i < r.size(); ++i) ids.push_back(r.text(i, 0));
-    AuditPage page;
-    page.report = audit_accounts(db, ids);
-    page.last_account_id = ids.empty() ? std::string(after) : ids.back();
-    page.has_more = static_cast<std::int64_t>(ids.size()) == limit;
-    return page;
-  });
+  return ledger_.audit_range(after, limit);
 }
 
-Result<std::optional<ApiKey>> PgStore::find_key(std::string_view secret_sha256) {
-  return read([&](Conn& db, std::int64_t) -> Result<std::optional<ApiKey>> {
-    static const std::string sql = std::string("SELECT ") + kKeyColumns + " FROM api_keys WHERE secret_sha256 = $1";
-    Rows r = db.query(sql, secret_sha256);
-    if (r.empty()) return std::optional<ApiKey>();
-    return std::optional<ApiKey>(read_key(r, 0));
-  });
-}
+Result<std::optional<ApiKey>> PgStore::find_key(std::string_view secret_sha256) { return ledger_.find_key(secret_sha256); }
 
-Result<LedgerStats> PgStore::stats() {
-  return read([&](Conn& db, std::int64_t now) -> Result<LedgerStats> {
-    LedgerStats out;
-    Rows holds = db.query(
-        "SELECT count(*), min(created_at_ms) FROM holds WHERE status = 'active' AND expires_at_ms > $1", now);
-    out.active_holds = holds.int64(0, 0);
-    if (auto oldest = holds.optional_int64(0, 1)) out.oldest_active_hold_age_ms = std::max<std::int64_t>(0, now - *oldest);
-    out.accounts = db.exec("SELECT count(*) FROM accounts").int64(0, 0);
-    return out;
-  });
-}
+Result<LedgerStats> PgStore::stats() { return ledger_.stats(); }
 
 Result<std::vector<std::string>> PgStore::list_account_ids(std::string_view after, std::int64_t limit) {
-  if (limit < 1 || limit > limits::kHoldsPageMax) {
-    return invalid("limit must be from 1 to " + std::to_string(limits::kHoldsPageMax));
-  }
-  return read([&](Conn& db, std::int64_t) -> Result<std::vector<std::string>> {
-    Rows r = db.query("SELECT account_id FROM accounts WHERE account_id > $1 ORDER BY account_id LIMIT $2", after, limit);
-    std::vector<std::string> out;
-    for (int i = 0; i < r.size(); ++i) out.push_back(r.text(i, 0));
-    return out;
-  });
+  return ledger_.list_account_ids(after, limit);
 }
 
-Result<bool> PgStore::has_admin_key() {
-  return read([&](Conn& db, std::int64_t) -> Result<bool> {
-    Rows r = db.exec("SELECT EXISTS (SELECT 1 FROM api_keys WHERE account_id IS NULL AND revoked_at_ms IS NULL)");
-    return r.text(0, 0) == "t";
-  });
-}
+Result<bool> PgStore::has_admin_key() { return ledger_.has_admin_key(); }
 
 Status PgStore::ping() {
   return read([&](Conn& db, std::int64_t) -> Status {

@@ -52,7 +52,8 @@
 #include "store/conn_pool.h"
 #include "store/postgres/pg_coord.h"
 #include "store/postgres/pg_jobs.h"
-#include "store/postgres/pg_lists.h"
+#include "store/postgres/pg_reads.h"
+#include "store/reads.h"
 #include "store/schema.h"
 #include "store/store.h"
 
@@ -114,9 +115,11 @@ class PgStore final : public Store {
   // Used only by the thread in apply(); null until connected, dropped when the connection breaks.
   std::unique_ptr<pg::Conn> writer_;
   ConnPool<pg::Conn> readers_;  // a broken connection is dropped, not given back
-  pg::PgLists lists_;           // reads through readers_
-  pg::PgJobs jobs_;             // reads through readers_
-  pg::PgCoordReads coord_;      // reads through readers_
+  pg::PgReadSource source_;     // reads through readers_
+  reads::LedgerReads ledger_;   // these four through source_
+  reads::Lists lists_;
+  reads::JobReads jobs_;
+  reads::CoordReads coord_;
   BatchRunCounters counters_;
 };
 

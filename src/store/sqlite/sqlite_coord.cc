@@ -3,14 +3,13 @@
 
 #include <string>
 
-#include "store/sqlite/sqlite_read.h"
 #include "store/sqlite/sqlite_write.h"
 
 namespace tollgate::sqlite {
-namespace {
 
-constexpr const char* kLockColumns = "key, owner, fence, expires_at_ms, cancelled, updated_at_ms";
-constexpr const char* kIdemColumns = "key, fingerprint, state, response, created_at_ms, expires_at_ms, finished_at_ms, attempt";
+const char* const kLockColumns = "key, owner, fence, expires_at_ms, cancelled, updated_at_ms";
+const char* const kIdempotencyColumns =
+    "key, fingerprint, state, response, created_at_ms, expires_at_ms, finished_at_ms, attempt";
 
 coord::Lock read_lock(Stmt& r) {
   return coord::Lock{r.text(0), r.optional_text(1), r.int64(2), r.optional_int64(3), r.int64(4) != 0, r.int64(5)};
@@ -23,6 +22,8 @@ coord::IdempotencyKey read_idem(Stmt& r) {
                                r.optional_int64(6), r.int64(7)};
 }
 
+namespace {
+
 std::optional<coord::Lock> lock_row(Conn& db, std::string_view key) {
   static const std::string sql = std::string("SELECT ") + kLockColumns + " FROM locks WHERE key = ?1";
   Query q(db.stmt(sql.c_str()), key);
@@ -31,7 +32,7 @@ std::optional<coord::Lock> lock_row(Conn& db, std::string_view key) {
 }
 
 std::optional<coord::IdempotencyKey> idem_row(Conn& db, std::string_view key) {
-  static const std::string sql = std::string("SELECT ") + kIdemColumns + " FROM idempotency_keys WHERE key = ?1";
+  static const std::string sql = std::string("SELECT ") + kIdempotencyColumns + " FROM idempotency_keys WHERE key = ?1";
   Query q(db.stmt(sql.c_str()), key);
   if (!q.step()) return std::nullopt;
   return read_idem(q.row());
@@ -55,7 +56,7 @@ void load_rows(Conn& db, const coord::CoordKeys& keys, std::int64_t now_ms, coor
     if (q.step()) out.rates.push_back(coord::RateLimitRow{policy, key, q->int64(0)});
   }
   if (keys.prune_max > 0) {
-    static const std::string finished = std::string("SELECT ") + kIdemColumns +
+    static const std::string finished = std::string("SELECT ") + kIdempotencyColumns +
                                         " FROM idempotency_keys WHERE expires_at_ms < ?1 "
                                         "ORDER BY expires_at_ms LIMIT ?2";
     Query q(db.stmt(finished.c_str()), now_ms - keys.prune_retention_ms, keys.prune_max);
@@ -117,37 +118,6 @@ void write_rows(Conn& db, const coord::CoordEffects& e) {
       expect_one_change(db, "rate limit " + key.policy + "/" + key.key);
     }
   }
-}
-
-Result<coord::RowRead<coord::Lock>> SqliteCoordReads::get_lock(std::string_view key) {
-  return read_snapshot(readers_, [&](Conn& db) -> Result<coord::RowRead<coord::Lock>> {
-    return coord::RowRead<coord::Lock>{lock_row(db, key), clock_.now_ms()};
-  });
-}
-
-Result<coord::RowRead<coord::IdempotencyKey>> SqliteCoordReads::get_idempotency_key(std::string_view key) {
-  return read_snapshot(readers_, [&](Conn& db) -> Result<coord::RowRead<coord::IdempotencyKey>> {
-    return coord::RowRead<coord::IdempotencyKey>{idem_row(db, key), clock_.now_ms()};
-  });
-}
-
-Result<coord::LockPage> SqliteCoordReads::list_locks(const PageRequest& page, bool held_only) {
-  if (auto s = validate_page(page); !s) return s.error();
-  return read_snapshot(readers_, [&](Conn& db) -> Result<coord::LockPage> {
-    coord::LockPage out;
-    out.now_ms = clock_.now_ms();
-    if (page.starting_after && !lock_row(db, *page.starting_after)) return unknown_cursor("lock", *page.starting_after);
-    static const std::string sql = std::string("SELECT ") + kLockColumns +
-                                   " FROM locks WHERE key > ?1 AND (?2 = 0 OR (owner IS NOT NULL AND expires_at_ms > ?3)) "
-                                   "ORDER BY key LIMIT ?4";
-    Query q(db.stmt(sql.c_str()), page.starting_after.value_or(""), std::int64_t{held_only}, out.now_ms, page.limit + 1);
-    std::vector<coord::Lock> rows;
-    while (q.step()) rows.push_back(read_lock(q.row()));
-    auto p = page_of(std::move(rows), page);
-    out.locks = std::move(p.items);
-    out.has_more = p.has_more;
-    return out;
-  });
 }
 
 }  // namespace tollgate::sqlite

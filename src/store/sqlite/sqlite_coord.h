@@ -1,14 +1,12 @@
 // tollgate store/sqlite: lock, idempotency-key and rate-limit rows (coord/coord_batch.h) — loaded
-// and written inside the store's batch transaction (sqlite_batch.cc), and read on its readers.
+// and written inside the store's batch transaction (sqlite_batch.cc); their rows decoded for the
+// shared reads too (store/reads.h).
 //
-// Thread safety: load_coord/write_coord run on the writer inside its transaction; SqliteCoordReads
-// as CoordReads — any thread, each call leases its own reader connection.
+// Thread safety: load_rows/write_rows run on the writer inside its transaction; the decoders are
+// functions over the statement they are given.
 #pragma once
 
 #include "coord/coord_batch.h"
-#include "coord/coord_reads.h"
-#include "core/clock.h"
-#include "store/conn_pool.h"
 #include "store/sqlite/sqlite_db.h"
 
 namespace tollgate::sqlite {
@@ -18,17 +16,11 @@ void load_rows(Conn& db, const coord::CoordKeys& keys, std::int64_t now_ms, coor
 // Writes `effects`, each change guarded by its `before` row (throws when a row changed behind the lock).
 void write_rows(Conn& db, const coord::CoordEffects& effects);
 
-class SqliteCoordReads final : public coord::CoordReads {
- public:
-  // `readers` and `clock` must outlive this (both are the store's).
-  SqliteCoordReads(ConnPool<Conn>& readers, const Clock& clock) : readers_(readers), clock_(clock) {}
-  Result<coord::RowRead<coord::Lock>> get_lock(std::string_view key) override;
-  Result<coord::RowRead<coord::IdempotencyKey>> get_idempotency_key(std::string_view key) override;
-  Result<coord::LockPage> list_locks(const PageRequest& page, bool held_only) override;
-
- private:
-  ConnPool<Conn>& readers_;
-  const Clock& clock_;
-};
+// Column lists in the order read_lock / read_idem expect them, and the rows of a statement that
+// selected them (a stored state that no longer parses throws SqlError(SQLITE_CORRUPT)).
+extern const char* const kLockColumns;
+extern const char* const kIdempotencyColumns;
+coord::Lock read_lock(Stmt& s);
+coord::IdempotencyKey read_idem(Stmt& s);
 
 }  // namespace tollgate::sqlite

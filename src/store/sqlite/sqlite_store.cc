@@ -10,31 +10,19 @@
 #include <cstring>
 #include <limits>
 
-#include "core/invariants.h"
 #include "core/log.h"
 #include "core/limits.h"
-#include "core/rules.h"
 #include "store/schema.h"
 #include "store/sqlite/sqlite_db.h"
 #include "store/sqlite/sqlite_read.h"
-#include "store/sqlite/sqlite_rows.h"
 #include "store/sqlite/sqlite_write.h"
 #include "store/sqlite/wal_batching_vfs.h"
 
 namespace tollgate {
 namespace {
 
-using sqlite::account_row;
-using sqlite::account_view;
 using sqlite::Conn;
-using sqlite::hold_by_id;
-using sqlite::kEventColumns;
-using sqlite::kHoldColumns;
-using sqlite::kKeyColumns;
 using sqlite::Query;
-using sqlite::read_event;
-using sqlite::read_hold;
-using sqlite::read_key;
 using sqlite::sql_failure;
 using sqlite::SqlError;
 using sqlite::Stmt;
@@ -110,9 +98,11 @@ SqliteStore::SqliteStore(SqliteOptions options, const Clock& clock, FileLock loc
         open.vfs = vfs_.empty() ? nullptr : vfs_.c_str();
         return std::make_unique<Conn>(options_.path, open);
       }),
-      lists_(readers_, clock),
-      jobs_(readers_, clock),
-      coord_(readers_, clock) {
+      source_(readers_, clock),
+      ledger_(source_),
+      lists_(source_),
+      jobs_(source_),
+      coord_(source_) {
   if (options_.checkpoint_interval_ms > 0) checkpointer_ = std::thread([this] { checkpoint_loop(); });
 }
 
@@ -271,167 +261,35 @@ Status SqliteStore::sync() {
 }
 
 // --- reads ----------------------------------------------------------------------------------------
-Result<Account> SqliteStore::get_account(std::string_view account_id) {
-  const std::int64_t now = clock_.now_ms();
-  return read([&](Conn& db) -> Result<Account> {
-    auto a = account_view(db, account_id, now);
-    if (!a) return Error::make(Code::not_found, "account " + std::string(account_id) + " does not exist");
-    return std::move(*a);
-  });
-}
+Result<Account> SqliteStore::get_account(std::string_view account_id) { return ledger_.get_account(account_id); }
 
-Result<Hold> SqliteStore::get_hold(std::string_view hold_id) {
-  const std::int64_t now = clock_.now_ms();
-  return read([&](Conn& db) -> Result<Hold> {
-    auto hold = hold_by_id(db, hold_id);
-    if (!hold) return Error::make(Code::not_found, "hold " + std::string(hold_id) + " does not exist");
-    return rules::hold_view(std::move(*hold), now);
-  });
-}
+Result<Hold> SqliteStore::get_hold(std::string_view hold_id) { return ledger_.get_hold(hold_id); }
 
 Result<EventPage> SqliteStore::read_events(std::string_view account_id, std::int64_t after, std::int64_t limit) {
-  if (limit < 1 || limit > limits::kEventsPageMax) {
-    return invalid("limit must be from 1 to " + std::to_string(limits::kEventsPageMax));
-  }
-  if (after < 0) return invalid("after must be 0 or a previous next_after");
-  return read([&](Conn& db) -> Result<EventPage> {
-    if (!account_row(db, account_id)) {
-      return Error::make(Code::not_found, "account " + std::string(account_id) + " does not exist");
-    }
-    static const std::string sql = std::string("SELECT ") + kEventColumns +
-                                   " FROM events WHERE account_id = ?1 AND event_id > ?2 ORDER BY event_id LIMIT ?3";
-    EventPage page;
-    page.next_after = after;
-    Query q(db.stmt(sql.c_str()), account_id, after, limit);
-    while (q.step()) page.events.push_back(read_event(q.row()));
-    if (!page.events.empty()) page.next_after = page.events.back().event_id;
-    return page;
-  });
+  return ledger_.read_events(account_id, after, limit);
 }
-
-namespace {
-
-// Audits the accounts `ids` (each exists) in the snapshot `db` reads.
-AuditReport audit_accounts(Conn& db, const std::vector<std::string>& ids) {
-  AuditReport report;
-  static const std::string events_sql =
-      std::string("SELECT ") + kEventColumns + " FROM events WHERE account_id = ?1 ORDER BY event_id";
-  for (const std::string& id : ids) {
-    const auto row = account_row(db, id);
-    TG_ASSERT(row.has_value());
-    std::vector<Event> events;
-    {
-      Query q(db.stmt(events_sql.c_str()), id);
-      while (q.step()) events.push_back(read_event(q.row()));
-    }
-    Query active(db.stmt("SELECT coalesce(sum(amount), 0), count(*) FROM holds "
-                         "WHERE account_id = ?1 AND status = 'active'"),
-                 id);
-    TG_ASSERT(active.step());
-    for (auto& message : invariants::check_account(*row, events, active->int64(0), active->int64(1))) {
-      report.violations.push_back(AuditViolation{id, std::move(message)});
-    }
-    ++report.accounts_checked;
-  }
-  return report;
-}
-
-}  // namespace
 
 Result<EventPage> SqliteStore::read_feed(std::int64_t after, std::int64_t limit) {
-  if (limit < 1 || limit > limits::kEventsPageMax) {
-    return invalid("limit must be from 1 to " + std::to_string(limits::kEventsPageMax));
-  }
-  if (after < 0) return invalid("after must be 0 or a previous next_after");
-  const std::int64_t durable = durable_event_id_.load(std::memory_order_acquire);
-  return read([&](Conn& db) -> Result<EventPage> {
-    static const std::string sql = std::string("SELECT ") + kEventColumns +
-                                   " FROM events WHERE event_id > ?1 AND event_id <= ?2 ORDER BY event_id LIMIT ?3";
-    EventPage page;
-    page.next_after = after;
-    Query q(db.stmt(sql.c_str()), after, durable, limit);
-    while (q.step()) page.events.push_back(read_event(q.row()));
-    if (!page.events.empty()) page.next_after = page.events.back().event_id;
-    return page;
-  });
+  return ledger_.read_feed(after, limit, durable_event_id_.load(std::memory_order_acquire));
 }
 
-Result<AuditReport> SqliteStore::audit(std::optional<std::string_view> account_id) {
-  return read([&](Conn& db) -> Result<AuditReport> {
-    std::vector<std::string> ids;
-    if (account_id) {
-      if (!account_row(db, *account_id)) {
-        return Error::make(Code::not_found, "account " + std::string(*account_id) + " does not exist");
-      }
-      ids.emplace_back(*account_id);
-    } else {
-      Query q(db.stmt("SELECT account_id FROM accounts ORDER BY account_id"));
-      while (q.step()) ids.push_back(q->text(0));
-    }
-    return audit_accounts(db, ids);
-  });
-}
+Result<AuditReport> SqliteStore::audit(std::optional<std::string_view> account_id) { return ledger_.audit(account_id); }
 
 Result<AuditPage> SqliteStore::audit_range(std::string_view after, std::int64_t limit) {
-  if (limit < 1 || limit > limits::kHoldsPageMax) {
-    return invalid("limit must be from 1 to " + std::to_string(limits::kHoldsPageMax));
-  }
-  return read([&](Conn& db) -> Result<AuditPage> {
-    std::vector<std::string> ids;
-    Query q(db.stmt("SELECT account_id FROM accounts WHERE account_id > ?1 ORDER BY account_id LIMIT ?2"), after, limit);
-    while (q.step()) ids.push_back(q->text(0));
-    AuditPage page;
-    page.report = audit_accounts(db, ids);
-    page.last_account_id = ids.empty() ? std::string(after) : ids.back();
-    page.has_more = static_cast<std::int64_t>(ids.size()) == limit;
-    return page;
-  });
+  return ledger_.audit_range(after, limit);
 }
 
 Result<std::optional<ApiKey>> SqliteStore::find_key(std::string_view secret_sha256) {
-  return read([&](Conn& db) -> Result<std::optional<ApiKey>> {
-    static const std::string sql = std::string("SELECT ") + kKeyColumns + " FROM api_keys WHERE secret_sha256 = ?1";
-    Query q(db.stmt(sql.c_str()), secret_sha256);
-    if (!q.step()) return std::optional<ApiKey>();
-    return std::optional<ApiKey>(read_key(q.row()));
-  });
+  return ledger_.find_key(secret_sha256);
 }
 
-Result<LedgerStats> SqliteStore::stats() {
-  const std::int64_t now = clock_.now_ms();
-  return read([&](Conn& db) -> Result<LedgerStats> {
-    LedgerStats out;
-    Query holds(db.stmt("SELECT count(*), min(created_at_ms) FROM holds WHERE status = 'active' AND expires_at_ms > ?1"),
-                now);
-    TG_ASSERT(holds.step());
-    out.active_holds = holds->int64(0);
-    if (auto oldest = holds->optional_int64(1)) out.oldest_active_hold_age_ms = std::max<std::int64_t>(0, now - *oldest);
-    Query accounts(db.stmt("SELECT count(*) FROM accounts"));
-    TG_ASSERT(accounts.step());
-    out.accounts = accounts->int64(0);
-    return out;
-  });
-}
+Result<LedgerStats> SqliteStore::stats() { return ledger_.stats(); }
 
 Result<std::vector<std::string>> SqliteStore::list_account_ids(std::string_view after, std::int64_t limit) {
-  if (limit < 1 || limit > limits::kHoldsPageMax) {
-    return invalid("limit must be from 1 to " + std::to_string(limits::kHoldsPageMax));
-  }
-  return read([&](Conn& db) -> Result<std::vector<std::string>> {
-    std::vector<std::string> out;
-    Query q(db.stmt("SELECT account_id FROM accounts WHERE account_id > ?1 ORDER BY account_id LIMIT ?2"), after, limit);
-    while (q.step()) out.push_back(q->text(0));
-    return out;
-  });
+  return ledger_.list_account_ids(after, limit);
 }
 
-Result<bool> SqliteStore::has_admin_key() {
-  return read([&](Conn& db) -> Result<bool> {
-    Query q(db.stmt("SELECT EXISTS (SELECT 1 FROM api_keys WHERE account_id IS NULL AND revoked_at_ms IS NULL)"));
-    TG_ASSERT(q.step());
-    return q->int64(0) != 0;
-  });
-}
+Result<bool> SqliteStore::has_admin_key() { return ledger_.has_admin_key(); }
 
 Status SqliteStore::ping() {
   // Not ready after a failed flush (see the power-loss argument, point 5): reads still work, but

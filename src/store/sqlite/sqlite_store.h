@@ -64,10 +64,9 @@
 #include "core/clock.h"
 #include "store/batch_runner.h"
 #include "store/conn_pool.h"
-#include "store/sqlite/sqlite_coord.h"
-#include "store/sqlite/sqlite_jobs.h"
-#include "store/sqlite/sqlite_lists.h"
+#include "store/reads.h"
 #include "store/schema.h"
+#include "store/sqlite/sqlite_reads.h"
 #include "store/store.h"
 
 namespace tollgate {
@@ -177,9 +176,11 @@ class SqliteStore final : public Store {
   std::atomic<std::int64_t> committed_event_id_{0};
   std::atomic<std::int64_t> durable_event_id_{0};
   ConnPool<sqlite::Conn> readers_;
-  sqlite::SqliteLists lists_;  // reads through readers_
-  sqlite::SqliteJobs jobs_;    // reads through readers_
-  sqlite::SqliteCoordReads coord_;  // reads through readers_
+  sqlite::SqliteReadSource source_;  // reads through readers_
+  reads::LedgerReads ledger_;        // these four through source_
+  reads::Lists lists_;
+  reads::JobReads jobs_;
+  reads::CoordReads coord_;
   // Background checkpointer.
   std::mutex checkpoint_mu_;
   std::condition_variable checkpoint_cv_;

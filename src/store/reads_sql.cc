@@ -1,0 +1,156 @@
+// The statements of the shared reads (store/reads.h), written once: a dialect changes only how a
+// parameter is named and the clauses that name a parameter a statement does not filter on.
+//
+// Every list reads limit + 1 rows in its order from an index, never sorting: accounts by their
+// primary key; holds by seq (per account through holds_by_account, request_id through its unique
+// index); keys through api_keys_newest_first / api_keys_by_account, a row-value range; jobs through
+// jobs_by_account / jobs_by_status / jobs_by_account_status. One statement per combination of
+// filters, so that every plan (PostgreSQL's generic plans too) can use its index.
+#include <array>
+#include <string>
+
+#include "store/postgres/pg_coord.h"
+#include "store/postgres/pg_rows.h"
+#include "store/reads.h"
+#include "store/sqlite/sqlite_coord.h"
+#include "store/sqlite/sqlite_rows.h"
+
+namespace tollgate::reads {
+namespace {
+
+// The column lists of one dialect's row decoders (the same names; a dialect may cast).
+struct Columns {
+  const char* hold;
+  const char* event;
+  const char* key;
+  const char* transfer;
+  const char* job;
+  const char* job_entry;
+  const char* lock;
+  const char* idempotency_key;
+};
+
+class Writer {
+ public:
+  explicit Writer(Dialect dialect) : dialect_(dialect) {}
+
+  // Parameter n: ?n on SQLite; $n (with its type when given) on PostgreSQL.
+  std::string p(int n, const char* type = nullptr) const {
+    if (dialect_ == Dialect::sqlite) return "?" + std::to_string(n);
+    std::string out = "$" + std::to_string(n);
+    if (type != nullptr) out += std::string("::") + type;
+    return out;
+  }
+  // A parameter the statement does not filter on: PostgreSQL prepares a fixed list of parameters
+  // (`$n IS NULL OR true` is folded away by its planner); SQLite numbers them and needs nothing.
+  std::string unused(int n, const char* type) const {
+    if (dialect_ == Dialect::sqlite) return "";
+    return " AND (" + p(n, type) + " IS NULL OR true)";
+  }
+
+ private:
+  Dialect dialect_;
+};
+
+std::vector<std::string> holds_statements(const Writer& w, const Columns& c) {
+  std::vector<std::string> out(kHoldQueryShapes);
+  for (std::size_t i = 0; i < out.size(); ++i) {
+    const HoldQueryShape shape = HoldQueryShape::of(i);
+    std::string sql = std::string("SELECT ") + c.hold + " FROM holds WHERE seq < " + w.p(5, "bigint");
+    sql += shape.by_account ? " AND account_id = " + w.p(1, "text") : w.unused(1, "text");
+    sql += shape.by_request ? " AND request_id = " + w.p(2, "text") : w.unused(2, "text");
+    switch (shape.status) {
+      case HoldStatusFilter::stored: sql += " AND status = " + w.p(4, "text") + w.unused(3, "bigint"); break;
+      case HoldStatusFilter::live:
+        sql += " AND status = 'active' AND expires_at_ms > " + w.p(3, "bigint") + w.unused(4, "text");
+        break;
+      case HoldStatusFilter::expired_or_overdue:
+        sql += " AND (status = 'expired' OR (status = 'active' AND expires_at_ms <= " + w.p(3, "bigint") + "))" +
+               w.unused(4, "text");
+        break;
+      case HoldStatusFilter::any: sql += w.unused(3, "bigint") + w.unused(4, "text"); break;
+    }
+    out[i] = sql + " ORDER BY seq DESC LIMIT " + w.p(6, "bigint");
+  }
+  return out;
+}
+
+std::vector<std::string> jobs_statements(const Writer& w, const Columns& c) {
+  std::vector<std::string> out(4);
+  for (std::size_t i = 0; i < out.size(); ++i) {
+    std::string sql = std::string("SELECT ") + c.job + " FROM jobs WHERE hold_seq < " + w.p(3, "bigint");
+    sql += (i & 1) != 0 ? " AND account_id = " + w.p(1, "text") : w.unused(1, "text");
+    sql += (i & 2) != 0 ? " AND status = " + w.p(2, "text") : w.unused(2, "text");
+    out[i] = sql + " ORDER BY hold_seq DESC LIMIT " + w.p(4);
+  }
+  return out;
+}
+
+void ledger_statements(const Writer& w, const Columns& c, ReadSql& s) {
+  const std::string events = std::string("SELECT ") + c.event + " FROM events WHERE ";
+  s.account_exists = "SELECT 1 FROM accounts WHERE account_id = " + w.p(1);
+  s.account_ids_after =
+      "SELECT account_id FROM accounts WHERE account_id > " + w.p(1) + " ORDER BY account_id LIMIT " + w.p(2);
+  s.account_ids_all = "SELECT account_id FROM accounts ORDER BY account_id";
+  s.events_after =
+      events + "account_id = " + w.p(1) + " AND event_id > " + w.p(2) + " ORDER BY event_id LIMIT " + w.p(3);
+  s.events_of_account = events + "account_id = " + w.p(1) + " ORDER BY event_id";
+  s.active_hold_totals =
+      "SELECT coalesce(sum(amount), 0), count(*) FROM holds WHERE account_id = " + w.p(1) + " AND status = 'active'";
+  s.feed = events + "event_id > " + w.p(1) + " AND event_id <= " + w.p(2) + " ORDER BY event_id LIMIT " + w.p(3);
+  s.key_by_secret = std::string("SELECT ") + c.key + " FROM api_keys WHERE secret_sha256 = " + w.p(1);
+  s.live_hold_stats =
+      "SELECT count(*), min(created_at_ms) FROM holds WHERE status = 'active' AND expires_at_ms > " + w.p(1);
+  s.account_count = "SELECT count(*) FROM accounts";
+  s.has_admin_key =
+      "SELECT CASE WHEN EXISTS (SELECT 1 FROM api_keys WHERE account_id IS NULL AND revoked_at_ms IS NULL) "
+      "THEN 1 ELSE 0 END";
+  s.transfer = std::string("SELECT ") + c.transfer +
+               " FROM transfers t JOIN events e ON e.event_id = t.event_id WHERE t.reference = " + w.p(1);
+}
+
+void list_statements(const Writer& w, const Columns& c, ReadSql& s) {
+  s.holds = holds_statements(w, c);
+  s.key_cursor = "SELECT account_id, created_at_ms FROM api_keys WHERE key_id = " + w.p(1);
+  const std::string keys = "SELECT key_id, account_id, created_at_ms, last_used_at_ms, revoked_at_ms FROM api_keys WHERE ";
+  const std::string position = "(created_at_ms, key_id) < (" + w.p(2) + ", " + w.p(3) + ")";
+  const std::string newest_first = " ORDER BY created_at_ms DESC, key_id DESC LIMIT " + w.p(4);
+  s.keys_of_account = keys + "account_id = " + w.p(1) + " AND " + position + newest_first;
+  s.keys_all = keys + position + w.unused(1, "text") + newest_first;
+  s.job = std::string("SELECT ") + c.job + " FROM jobs WHERE client_request_id = " + w.p(1);
+  s.jobs = jobs_statements(w, c);
+  s.job_history = std::string("SELECT ") + c.job_entry + " FROM job_history WHERE client_request_id = " + w.p(1) +
+                  " ORDER BY entry_id LIMIT " + w.p(2);
+  s.jobs_to_recover = std::string("SELECT ") + c.job + " FROM jobs WHERE status IN ('pending', 'running') AND " +
+                      "lease_expires_at_ms <= " + w.p(1) + " ORDER BY lease_expires_at_ms LIMIT " + w.p(2);
+  s.unended_jobs = "SELECT status, count(*) FROM jobs WHERE status IN ('pending', 'running') GROUP BY status";
+  s.lock = std::string("SELECT ") + c.lock + " FROM locks WHERE key = " + w.p(1);
+  s.idempotency_key = std::string("SELECT ") + c.idempotency_key + " FROM idempotency_keys WHERE key = " + w.p(1);
+  s.locks_after = std::string("SELECT ") + c.lock + " FROM locks WHERE key > " + w.p(1) + " AND (" +
+                  w.p(2, "bigint") + " = 0 OR (owner IS NOT NULL AND expires_at_ms > " + w.p(3, "bigint") +
+                  ")) ORDER BY key LIMIT " + w.p(4, "bigint");
+}
+
+ReadSql build(Dialect dialect, const Columns& columns) {
+  const Writer w(dialect);
+  ReadSql s;
+  ledger_statements(w, columns, s);
+  list_statements(w, columns, s);
+  return s;
+}
+
+}  // namespace
+
+const ReadSql& read_sql(Dialect dialect) {
+  static const ReadSql sqlite_sql =
+      build(Dialect::sqlite, Columns{sqlite::kHoldColumns, sqlite::kEventColumns, sqlite::kKeyColumns,
+                                     sqlite::kTransferColumns, sqlite::kJobColumns, sqlite::kJobEntryColumns,
+                                     sqlite::kLockColumns, sqlite::kIdempotencyColumns});
+  static const ReadSql pg_sql = build(Dialect::postgres, Columns{pg::kHoldColumns, pg::kEventColumns, pg::kKeyColumns,
+                                                                 pg::kTransferColumns, pg::kJobColumns,
+                                                                 pg::kJobEntryColumns, pg::kLockColumns,
+                                                                 pg::kIdempotencyColumns});
+  return dialect == Dialect::sqlite ? sqlite_sql : pg_sql;
+}
+
+}  // namespace tollgate::reads
