@@ -47,7 +47,8 @@
 #define ACQUIRE(...) TOLLGATE_THREAD_ANNOTATION(acquire_capability(__VA_ARGS__))
 // A function that returns with the given mutexes (none: the object itself) unlocked.
 #define RELEASE(...) TOLLGATE_THREAD_ANNOTATION(release_capability(__VA_ARGS__))
-// A function that returns `result` when it locked the given mutexes (none: the object itself).
+// TRY_ACQUIRE(result, mutexes...): a function that returns `result` when it locked the mutexes
+// (none named: the object itself), and any other value when it did not.
 #define TRY_ACQUIRE(...) TOLLGATE_THREAD_ANNOTATION(try_acquire_capability(__VA_ARGS__))
 // The function is not checked (say why at each use).
 #define NO_THREAD_SAFETY_ANALYSIS TOLLGATE_THREAD_ANNOTATION(no_thread_safety_analysis)
