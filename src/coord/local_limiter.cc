@@ -9,7 +9,7 @@ LocalLimiter::LocalLimiter(GcraPolicy policy, std::size_t max_keys) : policy_(po
 }
 
 GcraDecision LocalLimiter::check(std::string_view key, std::int64_t cost, std::int64_t now_ms) {
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   auto it = entries_.find(std::string(key));
   std::optional<std::int64_t> tat;
   if (it != entries_.end()) tat = it->second.tat_ns;
@@ -31,7 +31,7 @@ GcraDecision LocalLimiter::check(std::string_view key, std::int64_t cost, std::i
 }
 
 GcraDecision LocalLimiter::peek(std::string_view key, std::int64_t cost, std::int64_t now_ms) const {
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   auto it = entries_.find(std::string(key));
   std::optional<std::int64_t> tat;
   if (it != entries_.end()) tat = it->second.tat_ns;
@@ -58,7 +58,7 @@ void LocalLimiter::make_room(std::int64_t now_ns) {
 }
 
 void LocalLimiter::reset(std::string_view key) {
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   auto it = entries_.find(std::string(key));
   if (it == entries_.end()) return;
   recency_.erase(it->second.recency);
@@ -66,12 +66,12 @@ void LocalLimiter::reset(std::string_view key) {
 }
 
 std::size_t LocalLimiter::size() const {
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   return entries_.size();
 }
 
 std::uint64_t LocalLimiter::evictions() const {
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   return evictions_;
 }
 

@@ -12,12 +12,12 @@
 
 #include <cstdint>
 #include <list>
-#include <mutex>
 #include <string>
 #include <string_view>
 #include <unordered_map>
 
 #include "coord/coord.h"
+#include "core/thread_annotations.h"
 
 namespace tollgate::coord {
 
@@ -41,14 +41,14 @@ class LocalLimiter {
     std::int64_t tat_ns = 0;
     std::list<std::string>::iterator recency;  // in recency_, most recent first
   };
-  void make_room(std::int64_t now_ns);  // under mu_
+  void make_room(std::int64_t now_ns) REQUIRES(mu_);
 
   const GcraPolicy policy_;
   const std::size_t max_keys_;
-  mutable std::mutex mu_;
-  std::unordered_map<std::string, Entry> entries_;  // protected by mu_
-  std::list<std::string> recency_;                  // protected by mu_
-  std::uint64_t evictions_ = 0;                     // protected by mu_
+  mutable Mutex mu_;
+  std::unordered_map<std::string, Entry> entries_ GUARDED_BY(mu_);
+  std::list<std::string> recency_ GUARDED_BY(mu_);
+  std::uint64_t evictions_ GUARDED_BY(mu_) = 0;
 };
 
 }  // namespace tollgate::coord

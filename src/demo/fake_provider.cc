@@ -17,6 +17,8 @@
 #include <utility>
 #include <vector>
 
+#include "core/thread_annotations.h"
+
 namespace tollgate::jobs {
 namespace {
 
@@ -175,9 +177,9 @@ struct FakeProvider::Impl {
   std::atomic<bool> stopping{false};
   std::uint16_t bound_port = 0;  // constant after construction
 
-  mutable std::mutex mu;
-  std::unordered_map<std::string, Entry> entries;  // guarded by mu
-  std::deque<std::string> order;                   // guarded by mu: ids in the order first seen
+  mutable Mutex mu;
+  std::unordered_map<std::string, Entry> entries GUARDED_BY(mu);
+  std::deque<std::string> order GUARDED_BY(mu);  // ids in the order first seen
 
   // The I/O objects, destroyed by stop() — before the members above, which sessions still touch
   // while the io_context destroys its pending handlers.
@@ -185,15 +187,15 @@ struct FakeProvider::Impl {
   std::optional<tcp::acceptor> acceptor;
   std::optional<asio::steady_timer> accept_retry;
   std::vector<std::thread> threads;
-  std::mutex stop_mu;
-  bool stopped = false;  // guarded by stop_mu
+  Mutex stop_mu;
+  bool stopped GUARDED_BY(stop_mu) = false;
 
   void accept();
   void route(const std::shared_ptr<Session>& s, Request req);
   void generate(const std::shared_ptr<Session>& s, const Request& req);
   void status(const std::shared_ptr<Session>& s, std::string_view encoded_id);
   void finish(const std::shared_ptr<Work>& w);
-  bool make_room_locked();
+  bool make_room_locked() REQUIRES(mu);
   void stop();
 };
 
@@ -386,7 +388,7 @@ void FakeProvider::Impl::generate(const std::shared_ptr<Session>& s, const Reque
   unsigned status = 0;
   std::string answer_body;
   {
-    std::lock_guard lock(mu);
+    MutexLock lock(mu);
     auto it = entries.find(id);
     if (it != entries.end() && it->second.work) {
       const std::shared_ptr<Work>& w = it->second.work;
@@ -485,7 +487,7 @@ void FakeProvider::Impl::finish(const std::shared_ptr<Work>& w) {
   std::string result = fake_result_json(w->id, w->plan.image_seed);
   std::vector<std::function<void(const Work&)>> waiters;
   {
-    std::lock_guard lock(mu);
+    MutexLock lock(mu);
     w->state = FakeOutcome::State::completed;
     w->result_json = std::move(result);
     waiters.swap(w->waiters);
@@ -500,7 +502,7 @@ void FakeProvider::Impl::status(const std::shared_ptr<Session>& s, std::string_v
   if (!id || id->empty()) return s->answer(400, error_json("the id in the path is not a percent-encoded id"));
   std::string body;
   {
-    std::lock_guard lock(mu);
+    MutexLock lock(mu);
     auto it = entries.find(*id);
     if (it == entries.end() || !it->second.work) {
       body.clear();
@@ -557,7 +559,7 @@ void FakeProvider::Impl::accept() {
 }
 
 void FakeProvider::Impl::stop() {
-  std::lock_guard stop_lock(stop_mu);
+  MutexLock stop_lock(stop_mu);
   if (stopped) return;
   stopped = true;
   stopping.store(true);
@@ -566,7 +568,7 @@ void FakeProvider::Impl::stop() {
   threads.clear();
   {
     // The waiters hold sessions; the works and sessions go before the io_context.
-    std::lock_guard lock(mu);
+    MutexLock lock(mu);
     entries.clear();
     order.clear();
   }
@@ -699,7 +701,7 @@ const FakeProviderOptions& FakeProvider::options() const { return impl_->options
 FakeProviderStats FakeProvider::stats() const { return read_counters(impl_->counters); }
 
 std::optional<FakeOutcome> FakeProvider::outcome_of(std::string_view id) const {
-  std::lock_guard lock(impl_->mu);
+  MutexLock lock(impl_->mu);
   auto it = impl_->entries.find(std::string(id));
   if (it == impl_->entries.end() || !it->second.work) return std::nullopt;
   const Work& w = *it->second.work;

@@ -86,7 +86,7 @@ std::optional<Result<Principal>> Authenticator::authenticate_cached(std::string_
   const std::string hash = sha256_hex(header.substr(kBearer.size()));
   if (admin_sha256_ && constant_time_equal(hash, *admin_sha256_)) return Principal{true, std::nullopt, "admin"};
   const std::int64_t now = clock_.now_ms();
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   auto it = cache_.find(hash);
   if (it == cache_.end() || now - it->second.fetched_at_ms >= limits::kAuthCacheMs) return std::nullopt;
   if (!it->second.principal) return unauthorized("this key was revoked");
@@ -110,7 +110,7 @@ Result<Principal> Authenticator::authenticate(std::string_view header) {
   const bool retired = !key.account_id && admin_sha256_;
   if (!key.revoked_at_ms && !retired) entry.principal = Principal{!key.account_id.has_value(), key.account_id, key.key_id};
   {
-    std::lock_guard lock(mu_);
+    MutexLock lock(mu_);
     if (cache_.size() >= limits::kAuthCacheEntriesMax) cache_.clear();  // bounded; refilled from the database
     cache_[hash] = entry;
   }
@@ -120,7 +120,7 @@ Result<Principal> Authenticator::authenticate(std::string_view header) {
 }
 
 void Authenticator::forget(std::string_view key_id) {
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   for (auto it = cache_.begin(); it != cache_.end();) {
     if (it->second.principal && it->second.principal->key_id == key_id) {
       it = cache_.erase(it);

@@ -20,6 +20,7 @@
 #include "core/clock.h"
 #include "core/limits.h"
 #include "core/result.h"
+#include "core/thread_annotations.h"
 #include "ledger/key_directory.h"
 #include "ledger/key_use.h"
 
@@ -70,8 +71,8 @@ class Authenticator {
   const std::optional<std::string> admin_sha256_;  // constant after construction
   KeyUseRecorder* const key_uses_;                  // constant after construction; may be null
 
-  std::mutex mu_;
-  std::unordered_map<std::string, Cached> cache_;  // secret hash → key; protected by mu_
+  Mutex mu_;
+  std::unordered_map<std::string, Cached> cache_ GUARDED_BY(mu_);  // secret hash → key
 };
 
 }  // namespace tollgate::http

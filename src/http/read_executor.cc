@@ -16,7 +16,7 @@ ReadExecutor::~ReadExecutor() { stop(); }
 
 bool ReadExecutor::try_post(Task task) {
   {
-    std::lock_guard lock(mu_);
+    MutexLock lock(mu_);
     if (stopping_ || queue_.size() >= queue_max_) {
       refused_.fetch_add(1, std::memory_order_relaxed);
       return false;
@@ -29,7 +29,7 @@ bool ReadExecutor::try_post(Task task) {
 
 void ReadExecutor::continue_with(Task task) {
   {
-    std::lock_guard lock(mu_);
+    MutexLock lock(mu_);
     queue_.push_back(std::move(task));
   }
   wake_.notify_one();
@@ -37,7 +37,7 @@ void ReadExecutor::continue_with(Task task) {
 
 void ReadExecutor::stop() {
   {
-    std::lock_guard lock(mu_);
+    MutexLock lock(mu_);
     stopping_ = true;
   }
   wake_.notify_all();
@@ -47,7 +47,7 @@ void ReadExecutor::stop() {
 }
 
 std::size_t ReadExecutor::queue_depth() const {
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   return queue_.size();
 }
 
@@ -55,8 +55,8 @@ void ReadExecutor::run() {
   for (;;) {
     Task task;
     {
-      std::unique_lock lock(mu_);
-      wake_.wait(lock, [&] { return stopping_ || !queue_.empty(); });
+      MutexLock lock(mu_);
+      wake_.wait(mu_, [&]() REQUIRES(mu_) { return stopping_ || !queue_.empty(); });
       if (queue_.empty()) return;  // stopping, and every task (and continuation) ran
       task = std::move(queue_.front());
       queue_.pop_front();

@@ -28,6 +28,8 @@
 #include <thread>
 #include <vector>
 
+#include "core/thread_annotations.h"
+
 namespace tollgate::http {
 
 class ReadExecutor {
@@ -55,10 +57,10 @@ class ReadExecutor {
   void run();
 
   const std::size_t queue_max_;
-  mutable std::mutex mu_;
-  std::condition_variable wake_;
-  std::deque<Task> queue_;  // protected by mu_
-  bool stopping_ = false;   // protected by mu_
+  mutable Mutex mu_;
+  CondVar wake_;
+  std::deque<Task> queue_ GUARDED_BY(mu_);
+  bool stopping_ GUARDED_BY(mu_) = false;
   std::atomic<std::uint64_t> refused_{0};
   std::once_flag joined_;
   std::vector<std::thread> threads_;  // last: started when everything above exists

@@ -18,6 +18,7 @@
 #include "core/last_resort.h"
 #include "core/limits.h"
 #include "core/log.h"
+#include "core/thread_annotations.h"
 #include "http/wire.h"
 
 #include <array>
@@ -57,25 +58,25 @@ bool request_id_is_valid(std::string_view id) {
 class RequestLog {
  public:
   void write(const std::string& line) {
-    std::lock_guard lock(mu_);
+    MutexLock lock(mu_);
     buffer_ += line;
     buffer_ += '\n';
     if (buffer_.size() > limits::kRequestLogBufferBytes) flush_locked();
   }
   void flush() {
-    std::lock_guard lock(mu_);
+    MutexLock lock(mu_);
     flush_locked();
   }
 
  private:
-  void flush_locked() {
+  void flush_locked() REQUIRES(mu_) {
     if (buffer_.empty()) return;
     std::fwrite(buffer_.data(), 1, buffer_.size(), stderr);
     std::fflush(stderr);
     buffer_.clear();
   }
-  std::mutex mu_;
-  std::string buffer_;  // protected by mu_
+  Mutex mu_;
+  std::string buffer_ GUARDED_BY(mu_);
 };
 
 }  // namespace
@@ -103,8 +104,8 @@ struct HttpServer::Impl {
 
   std::unique_ptr<asio::ssl::context> tls;  // set: every connection speaks TLS (use_tls, before run)
 
-  std::mutex sessions_mu;
-  std::list<std::weak_ptr<SessionBase>> sessions;  // protected by sessions_mu
+  Mutex sessions_mu;
+  std::list<std::weak_ptr<SessionBase>> sessions GUARDED_BY(sessions_mu);
 
   void accept();
   void begin_shutdown();
@@ -360,7 +361,7 @@ void HttpServer::Impl::accept() {
     connections.fetch_add(1, std::memory_order_relaxed);
     socket.set_option(tcp::no_delay(true));
     auto remember = [this](const std::shared_ptr<SessionBase>& session) {
-      std::lock_guard lock(sessions_mu);
+      MutexLock lock(sessions_mu);
       // Forget sessions that ended, then remember this one (bounded by connections_max).
       for (auto it = sessions.begin(); it != sessions.end();) it = it->expired() ? sessions.erase(it) : std::next(it);
       sessions.push_back(session);
@@ -386,7 +387,7 @@ void HttpServer::Impl::begin_shutdown() {
     acceptor.close(ignored);
     signals.cancel(ignored);
     log_timer.cancel();
-    std::lock_guard lock(sessions_mu);
+    MutexLock lock(sessions_mu);
     for (auto& weak : sessions) {
       if (auto s = weak.lock()) s->stop_if_idle();
     }

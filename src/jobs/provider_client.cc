@@ -24,6 +24,7 @@
 #include <vector>
 
 #include "core/parse.h"
+#include "core/thread_annotations.h"
 
 namespace tollgate::jobs {
 namespace {
@@ -171,12 +172,12 @@ struct ProviderClient::Impl {
   Strand sweep_strand;
   asio::steady_timer sweep_timer;  // touched on sweep_strand only
 
-  std::mutex pool_mu;
-  std::unordered_map<std::string, std::vector<std::shared_ptr<Connection>>> idle;  // protected by pool_mu
+  Mutex pool_mu;
+  std::unordered_map<std::string, std::vector<std::shared_ptr<Connection>>> idle GUARDED_BY(pool_mu);
 
-  std::mutex calls_mu;
-  std::condition_variable calls_cv;
-  std::list<std::weak_ptr<CallState>> calls;  // unfinished exchanges; protected by calls_mu
+  Mutex calls_mu;
+  CondVar calls_cv;
+  std::list<std::weak_ptr<CallState>> calls GUARDED_BY(calls_mu);  // unfinished exchanges
   std::atomic<std::size_t> in_flight{0};
 
   // The most recently idle open connection for `key`, or nullptr.
@@ -184,7 +185,7 @@ struct ProviderClient::Impl {
     std::vector<std::shared_ptr<Connection>> dropped;  // closed outside the lock
     std::shared_ptr<Connection> found;
     {
-      std::lock_guard lock(pool_mu);
+      MutexLock lock(pool_mu);
       auto it = idle.find(key);
       if (it == idle.end()) return nullptr;
       const auto now = SteadyClock::now();
@@ -206,7 +207,7 @@ struct ProviderClient::Impl {
   // A connection whose exchange ended with a complete keep-alive answer (nothing pending on it).
   void give_back(std::shared_ptr<Connection> c) {
     if (!stopping.load() && options.idle_connections_per_host_max > 0) {
-      std::lock_guard lock(pool_mu);
+      MutexLock lock(pool_mu);
       auto& list = idle[c->pool_key];
       if (list.size() < options.idle_connections_per_host_max) {
         c->idle_since = SteadyClock::now();
@@ -229,7 +230,7 @@ struct ProviderClient::Impl {
   void sweep() {
     std::vector<std::shared_ptr<Connection>> dropped;
     {
-      std::lock_guard lock(pool_mu);
+      MutexLock lock(pool_mu);
       const auto now = SteadyClock::now();
       for (auto it = idle.begin(); it != idle.end();) {
         auto& list = it->second;
@@ -244,7 +245,7 @@ struct ProviderClient::Impl {
   }
 
   void call_done() {
-    std::lock_guard lock(calls_mu);
+    MutexLock lock(calls_mu);
     in_flight.fetch_sub(1);
     calls_cv.notify_all();
   }
@@ -428,7 +429,7 @@ class CallState : public std::enable_shared_from_this<CallState> {
       conn_->close();  // pending operations end with operation_aborted; `this` outlives them
     }
     {
-      std::lock_guard lock(client_.calls_mu);
+      MutexLock lock(client_.calls_mu);
       client_.calls.erase(registration);
     }
     {
@@ -472,16 +473,16 @@ ProviderClient::~ProviderClient() {
   Impl& impl = *impl_;
   impl.stopping.store(true);
   {
-    std::unique_lock lock(impl.calls_mu);
+    MutexLock lock(impl.calls_mu);
     for (auto& weak : impl.calls) {
       if (auto call = weak.lock()) call->cancel("cancelled: the provider client is shutting down");
     }
-    impl.calls_cv.wait(lock, [&] { return impl.in_flight.load() == 0; });
+    impl.calls_cv.wait(impl.calls_mu, [&] { return impl.in_flight.load() == 0; });
   }
   asio::post(impl.sweep_strand, [&impl] { impl.sweep_timer.cancel(); });
   impl.work.reset();
   for (auto& t : impl.threads) t.join();
-  std::lock_guard lock(impl.pool_mu);
+  MutexLock lock(impl.pool_mu);
   impl.idle.clear();
 }
 
@@ -504,7 +505,7 @@ std::shared_ptr<ProviderCall> ProviderClient::start(ProviderRequest request, std
   // Not make_shared: the handle's weak_ptr would keep the whole exchange's memory until the handle goes.
   std::shared_ptr<CallState> call(new CallState(impl, strand, std::move(connection), std::move(request), std::move(done)));
   {
-    std::lock_guard lock(impl.calls_mu);
+    MutexLock lock(impl.calls_mu);
     impl.in_flight.fetch_add(1);
     call->registration = impl.calls.insert(impl.calls.end(), call);
   }

@@ -36,13 +36,13 @@ struct JobRunner::Run {
   // The job's id and hold, copied once before the run is shared: renewals and the hand-back read
   // them on other threads while the steps replace `job`.
   std::string id, hold_id;
-  std::mutex mu;
-  bool cancelled = false;                   // guarded by mu
-  std::shared_ptr<CallHandle> call;         // guarded by mu: the provider call in flight
-  bool claimed = false;   // guarded by mu: a claim of this run was submitted (stop() hands it back)
-  bool leased = false;    // guarded by mu: a claim succeeded and no renewal was refused since (renew it)
-  bool renewing = false;  // guarded by mu: a renewal is in the ledger (one at a time)
-  bool ended = false;     // guarded by mu: the store said the job ended (nothing to hand back)
+  Mutex mu;
+  bool cancelled GUARDED_BY(mu) = false;
+  std::shared_ptr<CallHandle> call GUARDED_BY(mu);  // the provider call in flight
+  bool claimed GUARDED_BY(mu) = false;   // a claim of this run was submitted (stop() hands it back)
+  bool leased GUARDED_BY(mu) = false;    // a claim succeeded and no renewal was refused since (renew it)
+  bool renewing GUARDED_BY(mu) = false;  // a renewal is in the ledger (one at a time)
+  bool ended GUARDED_BY(mu) = false;     // the store said the job ended (nothing to hand back)
 };
 
 struct JobRunner::Timer {
@@ -114,12 +114,12 @@ std::int64_t JobRunner::lease_ms(const ProviderConfig&) {
 }
 
 bool JobRunner::stopping() const {
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   return stopping_;
 }
 
 double JobRunner::jitter() {
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   return std::uniform_real_distribution<double>(0.0, 1.0)(rng_);
 }
 
@@ -141,7 +141,7 @@ void JobRunner::admit(std::shared_ptr<Run> run) {
   run->id = run->job.client_request_id;  // not shared yet (or only by the queue, which reads neither)
   run->hold_id = run->job.hold_id;
   {
-    std::lock_guard lock(mu_);
+    MutexLock lock(mu_);
     if (stopping_) return;
     if (running_.count(run->job.client_request_id) != 0) return;  // already driven here
     if (running_.size() >= options_.in_flight_max) {
@@ -160,7 +160,7 @@ void JobRunner::claim(std::shared_ptr<Run> run, bool begin_attempt, std::string 
   // Stopping: no new claim (no new attempt); stop() hands back what was claimed.
   if (stopping()) return finish(run, run->job.status, false);
   {
-    std::lock_guard lock(run->mu);
+    MutexLock lock(run->mu);
     run->claimed = true;
   }
   ClaimJobCommand c{run->job.client_request_id, run->job.hold_id, options_.instance_id,
@@ -180,14 +180,14 @@ void JobRunner::after_claim(const std::shared_ptr<Run>& run, const Job& job, boo
   run->job = job;
   if (is_ended(job.status)) {  // a pending job whose hold expired
     {
-      std::lock_guard lock(run->mu);
+      MutexLock lock(run->mu);
       run->ended = true;
     }
     return finish(run, job.status, true);
   }
   bool cancelled = false;
   {
-    std::lock_guard lock(run->mu);
+    MutexLock lock(run->mu);
     run->leased = true;  // ours until now + lease_ms: renewed from here on
     cancelled = run->cancelled;
   }
@@ -212,7 +212,7 @@ void JobRunner::after_claim(const std::shared_ptr<Run>& run, const Job& job, boo
 
 void JobRunner::send(std::shared_ptr<Run> run) {
   counters_->sends.fetch_add(1, std::memory_order_relaxed);
-  std::unique_lock lock(run->mu);
+  MutexLock lock(run->mu);
   if (run->cancelled) {
     lock.unlock();
     return finish(run, JobStatus::cancelled, false);
@@ -222,7 +222,7 @@ void JobRunner::send(std::shared_ptr<Run> run) {
                                  [this, run, sent_at](Exchange seen) {
     count_answer(seen, *run->figures, std::chrono::steady_clock::now() - sent_at);
     {
-      std::lock_guard lock(run->mu);
+      MutexLock lock(run->mu);
       run->call.reset();
       if (run->cancelled) return finish(run, JobStatus::cancelled, false);
     }
@@ -236,14 +236,14 @@ void JobRunner::ask_status(std::shared_ptr<Run> run) {
   ++run->questions;
   counters_->status_questions.fetch_add(1, std::memory_order_relaxed);
   run->figures->status_questions.fetch_add(1, std::memory_order_relaxed);
-  std::unique_lock lock(run->mu);
+  MutexLock lock(run->mu);
   if (run->cancelled) {
     lock.unlock();
     return finish(run, JobStatus::cancelled, false);
   }
   run->call = provider_.ask_status(*run->provider, run->job.client_request_id, [this, run](Exchange seen) {
     {
-      std::lock_guard lock(run->mu);
+      MutexLock lock(run->mu);
       run->call.reset();
       if (run->cancelled) return finish(run, JobStatus::cancelled, false);
     }
@@ -304,7 +304,7 @@ void JobRunner::end(std::shared_ptr<Run> run, JobStatus status, std::optional<st
     if (r.ok()) {
       run->job = std::get<JobOutcome>(r.value()).job;
       {
-        std::lock_guard lock(run->mu);
+        MutexLock lock(run->mu);
         run->ended = true;
       }
       return finish(run, run->job.status, true);
@@ -327,7 +327,7 @@ void JobRunner::finish(const std::shared_ptr<Run>& run, JobStatus outcome, bool 
   if (outcome == JobStatus::cancelled && !ended_here) counters_->cancelled.fetch_add(1, std::memory_order_relaxed);
   std::shared_ptr<Run> next;
   {
-    std::lock_guard lock(mu_);
+    MutexLock lock(mu_);
     auto it = running_.find(run->job.client_request_id);
     if (it != running_.end() && it->second == run) running_.erase(it);
     if (!stopping_ && !queue_.empty()) {
@@ -342,7 +342,7 @@ void JobRunner::finish(const std::shared_ptr<Run>& run, JobStatus outcome, bool 
 void JobRunner::cancel(std::string_view client_request_id) {
   std::shared_ptr<Run> run;
   {
-    std::lock_guard lock(mu_);
+    MutexLock lock(mu_);
     auto it = running_.find(std::string(client_request_id));
     if (it != running_.end()) run = it->second;
     // A queued one: dropped (it has ended in the store).
@@ -353,7 +353,7 @@ void JobRunner::cancel(std::string_view client_request_id) {
   if (!run) return;
   std::shared_ptr<CallHandle> call;
   {
-    std::lock_guard lock(run->mu);
+    MutexLock lock(run->mu);
     run->cancelled = true;
     call = run->call;
   }
@@ -363,7 +363,7 @@ void JobRunner::cancel(std::string_view client_request_id) {
 std::size_t JobRunner::recover_once() {
   std::size_t free_slots = 0;
   {
-    std::lock_guard lock(mu_);
+    MutexLock lock(mu_);
     if (stopping_) return 0;
     free_slots = options_.in_flight_max > running_.size() ? options_.in_flight_max - running_.size() : 0;
   }
@@ -386,16 +386,16 @@ std::size_t JobRunner::recover_once() {
 }
 
 void JobRunner::recovery_loop() {
-  std::unique_lock lock(recovery_mu_);
+  MutexLock lock(recovery_mu_);
   for (;;) {
     {
-      std::lock_guard l(mu_);
+      MutexLock l(mu_);
       if (stopping_) return;
     }
     lock.unlock();
     recover_once();
     lock.lock();
-    recovery_wake_.wait_for(lock, std::chrono::milliseconds(options_.recovery_interval_ms));
+    recovery_wake_.wait_for(recovery_mu_, std::chrono::milliseconds(options_.recovery_interval_ms));
   }
 }
 
@@ -407,7 +407,7 @@ void JobRunner::after(std::int64_t delay_ms, std::shared_ptr<Run> run, std::func
   };
   std::uint64_t id = 0;
   {
-    std::lock_guard lock(mu_);
+    MutexLock lock(mu_);
     if (stopping_) {
       id = 0;
     } else {
@@ -420,7 +420,7 @@ void JobRunner::after(std::int64_t delay_ms, std::shared_ptr<Run> run, std::func
   boost::asio::post(timers_, [this, t, id, drop] {
     if (stopping()) {
       {
-        std::lock_guard lock(mu_);
+        MutexLock lock(mu_);
         timers_waiting_.erase(id);
       }
       return drop(t);
@@ -428,7 +428,7 @@ void JobRunner::after(std::int64_t delay_ms, std::shared_ptr<Run> run, std::func
     t->timer.async_wait([this, t, id, drop](const boost::system::error_code& ec) {
       bool stop = false;
       {
-        std::lock_guard lock(mu_);
+        MutexLock lock(mu_);
         timers_waiting_.erase(id);
         stop = stopping_;
       }
@@ -448,13 +448,13 @@ void JobRunner::renewal_loop() {
 void JobRunner::renew_leases() {
   std::vector<std::shared_ptr<Run>> runs;
   {
-    std::lock_guard lock(mu_);
+    MutexLock lock(mu_);
     if (stopping_) return;
     for (const auto& [id, run] : running_) runs.push_back(run);
   }
   for (const auto& run : runs) {
     {
-      std::lock_guard lock(run->mu);
+      MutexLock lock(run->mu);
       if (!run->leased || run->renewing || run->cancelled) continue;
       run->renewing = true;
     }
@@ -466,7 +466,7 @@ void JobRunner::renew_leases() {
       // the store decides which end counts. Unavailable: the next tick tries again.
       const bool refused = !r.ok() && (r.code() == Code::conflict || r.code() == Code::not_found);
       {
-        std::lock_guard lock(run->mu);
+        MutexLock lock(run->mu);
         run->renewing = false;
         if (refused) run->leased = false;
       }
@@ -478,30 +478,34 @@ void JobRunner::renew_leases() {
 
 void JobRunner::hand_back(const std::vector<std::shared_ptr<Run>>& runs) {
   struct Waiting {
-    std::mutex mu;
-    std::condition_variable done;
-    std::size_t left = 0;
-    std::size_t handed_back = 0;
+    Mutex mu;
+    CondVar done;
+    std::size_t left GUARDED_BY(mu) = 0;
+    std::size_t handed_back GUARDED_BY(mu) = 0;
   };
   auto waiting = std::make_shared<Waiting>();  // the callbacks may come after stop() returned
   std::vector<std::shared_ptr<Run>> claimed;
   for (const auto& run : runs) {
-    std::lock_guard lock(run->mu);
+    MutexLock lock(run->mu);
     if (run->claimed && !run->ended) claimed.push_back(run);
   }
-  waiting->left = claimed.size();
+  {
+    MutexLock lock(waiting->mu);  // not shared yet: for the analysis, which cannot know that
+    waiting->left = claimed.size();
+  }
   for (const auto& run : claimed) {
     // Submitted after every earlier write of the run (one writer, in submission order): a claim
     // still in the ledger lands first, and this one ends the lease now.
     ClaimJobCommand c{run->id, run->hold_id, options_.instance_id, limits::kJobHandBackLeaseMs, false, ""};
     ledger_.submit(std::move(c), [waiting](CommandResult r) {
-      std::lock_guard lock(waiting->mu);
+      MutexLock lock(waiting->mu);
       if (r.ok()) ++waiting->handed_back;  // else it ended, or is another's: nothing to hand back
       if (--waiting->left == 0) waiting->done.notify_all();
     });
   }
-  std::unique_lock lock(waiting->mu);
-  waiting->done.wait_for(lock, std::chrono::milliseconds(limits::kJobHandBackWaitMs), [&] { return waiting->left == 0; });
+  MutexLock lock(waiting->mu);
+  waiting->done.wait_for(waiting->mu, std::chrono::milliseconds(limits::kJobHandBackWaitMs),
+                         [&]() REQUIRES(waiting->mu) { return waiting->left == 0; });
   counters_->handed_back.fetch_add(waiting->handed_back, std::memory_order_relaxed);
   if (!claimed.empty()) {
     tollgate::log("info", "stopping: handed back " + std::to_string(waiting->handed_back) + " of " +
@@ -566,7 +570,7 @@ std::vector<ProviderStats> JobRunner::provider_stats() const {
 void JobRunner::stop() {
   std::vector<std::shared_ptr<Run>> runs;
   {
-    std::lock_guard lock(mu_);
+    MutexLock lock(mu_);
     if (stopping_ && !timer_thread_.joinable()) return;
     stopping_ = true;
     queue_.clear();
@@ -577,7 +581,7 @@ void JobRunner::stop() {
   for (auto& run : runs) {
     std::shared_ptr<CallHandle> call;
     {
-      std::lock_guard lock(run->mu);
+      MutexLock lock(run->mu);
       run->cancelled = true;
       call = run->call;
     }
@@ -590,7 +594,7 @@ void JobRunner::stop() {
   boost::asio::post(timers_, [this] {
     std::vector<std::shared_ptr<Timer>> waiting;
     {
-      std::lock_guard lock(mu_);
+      MutexLock lock(mu_);
       for (const auto& [id, t] : timers_waiting_) waiting.push_back(t);
     }
     for (const auto& t : waiting) t->timer.cancel();
@@ -600,15 +604,15 @@ void JobRunner::stop() {
   hand_back(runs);
   // Runs between steps (a claim or an end in the ledger) finish when their callback comes: wait at
   // most a bounded time for them.
-  std::unique_lock lock(mu_);
-  idle_.wait_for(lock, std::chrono::seconds(5), [&] { return running_.empty(); });
+  MutexLock lock(mu_);
+  idle_.wait_for(mu_, std::chrono::seconds(5), [&]() REQUIRES(mu_) { return running_.empty(); });
   running_.clear();
 }
 
 JobRunnerStats JobRunner::stats() const {
   JobRunnerStats s;
   {
-    std::lock_guard lock(mu_);
+    MutexLock lock(mu_);
     s.in_flight = running_.size();
     s.queued = queue_.size();
   }

@@ -61,6 +61,7 @@
 #include <boost/asio/io_context.hpp>
 
 #include "config/config.h"
+#include "core/thread_annotations.h"
 #include "jobs/job.h"
 #include "jobs/provider.h"
 #include "jobs/provider_protocol.h"
@@ -177,17 +178,17 @@ class JobRunner {
   std::thread timer_thread_;
   struct Timer;
 
-  mutable std::mutex mu_;
-  std::unordered_map<std::string, std::shared_ptr<Run>> running_;  // by client_request_id; guarded by mu_
-  std::deque<std::shared_ptr<Run>> queue_;                          // guarded by mu_
-  std::map<std::uint64_t, std::shared_ptr<Timer>> timers_waiting_;  // guarded by mu_: cancelled by stop()
-  std::uint64_t next_timer_ = 0;                                    // guarded by mu_
-  bool stopping_ = false;                                           // guarded by mu_
-  std::mt19937_64 rng_;                                             // guarded by mu_
-  std::condition_variable idle_;                                    // running_ became empty
+  mutable Mutex mu_;
+  std::unordered_map<std::string, std::shared_ptr<Run>> running_ GUARDED_BY(mu_);  // by client_request_id
+  std::deque<std::shared_ptr<Run>> queue_ GUARDED_BY(mu_);
+  std::map<std::uint64_t, std::shared_ptr<Timer>> timers_waiting_ GUARDED_BY(mu_);  // cancelled by stop()
+  std::uint64_t next_timer_ GUARDED_BY(mu_) = 0;
+  bool stopping_ GUARDED_BY(mu_) = false;
+  std::mt19937_64 rng_ GUARDED_BY(mu_);
+  CondVar idle_;  // running_ became empty
 
-  std::mutex recovery_mu_;
-  std::condition_variable recovery_wake_;
+  Mutex recovery_mu_;
+  CondVar recovery_wake_;
   std::thread recovery_thread_;
 
   struct Counters;

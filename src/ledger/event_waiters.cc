@@ -18,7 +18,7 @@ EventWaiters::EventWaiters(Store& store, std::chrono::milliseconds poll_interval
 EventWaiters::~EventWaiters() { stop(); }
 
 void EventWaiters::when_events_after(std::int64_t after, TimePoint deadline, Ready ready) {
-  std::unique_lock lock(mu_);
+  MutexLock lock(mu_);
   if (stopping_) {
     lock.unlock();
     ready(Error::make(Code::unavailable, "the ledger is shutting down"));
@@ -39,7 +39,7 @@ void EventWaiters::when_events_after(std::int64_t after, TimePoint deadline, Rea
 void EventWaiters::notify_committed() {
   if (count_.load(std::memory_order_relaxed) == 0) return;
   {
-    std::lock_guard lock(mu_);
+    MutexLock lock(mu_);
     check_pending_ = true;
   }
   wake_.notify_one();
@@ -47,7 +47,7 @@ void EventWaiters::notify_committed() {
 
 void EventWaiters::wake_all() {
   {
-    std::lock_guard lock(mu_);
+    MutexLock lock(mu_);
     wake_all_ = true;
   }
   wake_.notify_one();
@@ -55,7 +55,7 @@ void EventWaiters::wake_all() {
 
 void EventWaiters::stop() {
   {
-    std::lock_guard lock(mu_);
+    MutexLock lock(mu_);
     stopping_ = true;
   }
   wake_.notify_one();
@@ -65,18 +65,18 @@ void EventWaiters::stop() {
 void EventWaiters::loop() {
   using Clock = std::chrono::steady_clock;
   std::vector<Ready> due;
-  std::unique_lock lock(mu_);
+  MutexLock lock(mu_);
   TimePoint next_poll = Clock::now() + poll_interval_;
   for (;;) {
     // Sleep until a check is asked for, the next poll, or the earliest deadline — with nobody
     // waiting, until someone registers.
-    const auto woken = [&] { return stopping_ || check_pending_ || wake_all_; };
+    const auto woken = [&]() REQUIRES(mu_) { return stopping_ || check_pending_ || wake_all_; };
     if (!woken()) {
       if (waiters_.empty()) {
-        wake_.wait(lock, woken);
+        wake_.wait(mu_, woken);
       } else {
         const TimePoint until = std::min(next_poll, waiters_.begin()->first);
-        wake_.wait_until(lock, until, woken);
+        wake_.wait_until(mu_, until, woken);
       }
     }
     if (stopping_) break;

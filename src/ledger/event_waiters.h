@@ -27,6 +27,7 @@
 #include <thread>
 
 #include "core/result.h"
+#include "core/thread_annotations.h"
 #include "store/store.h"
 
 namespace tollgate {
@@ -69,12 +70,12 @@ class EventWaiters {
   const std::chrono::milliseconds poll_interval_;
   const std::size_t waiters_max_;
 
-  mutable std::mutex mu_;
-  std::condition_variable wake_;
-  std::multimap<TimePoint, Waiter> waiters_;  // by deadline; protected by mu_
-  bool check_pending_ = false;                // protected by mu_
-  bool wake_all_ = false;                     // protected by mu_
-  bool stopping_ = false;                     // protected by mu_
+  mutable Mutex mu_;
+  CondVar wake_;
+  std::multimap<TimePoint, Waiter> waiters_ GUARDED_BY(mu_);  // by deadline
+  bool check_pending_ GUARDED_BY(mu_) = false;
+  bool wake_all_ GUARDED_BY(mu_) = false;
+  bool stopping_ GUARDED_BY(mu_) = false;
   std::atomic<std::size_t> count_{0};         // waiters_.size(), readable without mu_
   std::atomic<std::uint64_t> checks_{0};
   std::once_flag joined_;

@@ -31,7 +31,7 @@ GroupCommitter::GroupCommitter(Store& store, GroupCommitOptions options, std::fu
 GroupCommitter::~GroupCommitter() { stop(); }
 
 void GroupCommitter::submit(Command command, Callback done) {
-  std::unique_lock lock(mu_);
+  MutexLock lock(mu_);
   if (stopping_) {
     lock.unlock();
     done(Error::make(Code::unavailable, "the ledger is shutting down"));
@@ -55,7 +55,7 @@ CommandResult GroupCommitter::submit_and_wait(Command command) {
 
 void GroupCommitter::stop() {
   {
-    std::lock_guard lock(mu_);
+    MutexLock lock(mu_);
     stopping_ = true;
   }
   wake_writer_.notify_one();
@@ -130,7 +130,7 @@ std::size_t GroupCommitter::batch_size(std::size_t waiting) {
   const std::size_t all = std::min(waiting, options_.batch_max);
   if (all < 2) return all;
   {
-    std::lock_guard lock(committed_mu_);
+    MutexLock lock(committed_mu_);
     if (!committed_.empty() || syncing_) return all;  // a flush is under way: this batch overlaps it
   }
   const std::uint64_t apply_ns = apply_ns_per_command_avg_.load(std::memory_order_relaxed);
@@ -153,8 +153,8 @@ void GroupCommitter::writer_loop() {
     Finished finished;
     finished.callbacks.reserve(options_.batch_max);
     {
-      std::unique_lock lock(mu_);
-      wake_writer_.wait(lock, [&] { return stopping_ || !queue_.empty(); });
+      MutexLock lock(mu_);
+      wake_writer_.wait(mu_, [&]() REQUIRES(mu_) { return stopping_ || !queue_.empty(); });
       if (queue_.empty()) break;  // stopping, and everything queued is written
       const std::size_t n = batch_size(queue_.size());
       for (std::size_t i = 0; i < n; ++i) {
@@ -183,10 +183,10 @@ void GroupCommitter::writer_loop() {
     // and answer here: a hand-off to the syncer would only add its wake-up to the flush.
     bool alone = false;
     {
-      std::lock_guard lock(mu_);
+      MutexLock lock(mu_);
       alone = queue_.empty();
     }
-    std::unique_lock lock(committed_mu_);
+    MutexLock lock(committed_mu_);
     if (alone && committed_.empty() && !syncing_) {
       lock.unlock();
       std::deque<Finished> one;
@@ -195,13 +195,13 @@ void GroupCommitter::writer_loop() {
       answer(one, flush(one));
       continue;
     }
-    committed_cv_.wait(lock, [&] { return committed_.size() < kCommittedMax; });
+    committed_cv_.wait(committed_mu_, [&]() REQUIRES(committed_mu_) { return committed_.size() < kCommittedMax; });
     committed_.push_back(std::move(finished));
     lock.unlock();
     committed_cv_.notify_all();
   }
   {
-    std::lock_guard lock(committed_mu_);
+    MutexLock lock(committed_mu_);
     writer_done_ = true;
   }
   committed_cv_.notify_all();
@@ -211,8 +211,8 @@ void GroupCommitter::syncer_loop() {
   for (;;) {
     std::deque<Finished> batches;
     {
-      std::unique_lock lock(committed_mu_);
-      committed_cv_.wait(lock, [&] { return writer_done_ || !committed_.empty(); });
+      MutexLock lock(committed_mu_);
+      committed_cv_.wait(committed_mu_, [&]() REQUIRES(committed_mu_) { return writer_done_ || !committed_.empty(); });
       if (committed_.empty()) return;  // the writer is done and everything is answered
       batches.swap(committed_);
       syncing_ = true;
@@ -220,7 +220,7 @@ void GroupCommitter::syncer_loop() {
     committed_cv_.notify_all();  // room for the writer
     // Every batch here committed before this flush starts: one flush makes all of them durable.
     answer(batches, flush(batches));
-    std::lock_guard lock(committed_mu_);
+    MutexLock lock(committed_mu_);
     syncing_ = false;
   }
 }
@@ -243,7 +243,7 @@ GroupCommitStats GroupCommitter::stats() const {
 }
 
 std::size_t GroupCommitter::queue_depth() const {
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   return queue_.size();
 }
 

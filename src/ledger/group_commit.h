@@ -38,6 +38,7 @@
 
 #include "slices.h"
 #include "core/limits.h"
+#include "core/thread_annotations.h"
 #include "store/store.h"
 
 namespace tollgate {
@@ -75,16 +76,16 @@ struct GroupCommitStats {
 // Calls `submit(callback)` and blocks (without spinning) until the callback delivered the result.
 template <typename Submit>
 CommandResult wait_for_result(Submit&& submit) {
-  std::mutex mu;
-  std::condition_variable cv;
-  std::optional<CommandResult> out;
+  Mutex mu;
+  CondVar cv;
+  std::optional<CommandResult> out;  // under `mu` (a local: the analysis checks members only)
   submit([&](CommandResult r) {
-    std::lock_guard lock(mu);
+    MutexLock lock(mu);
     out.emplace(std::move(r));
     cv.notify_one();  // under the lock: `cv` lives on the waiter's stack
   });
-  std::unique_lock lock(mu);
-  cv.wait(lock, [&] { return out.has_value(); });
+  MutexLock lock(mu);
+  cv.wait(mu, [&] { return out.has_value(); });
   return std::move(*out);
 }
 
@@ -139,19 +140,19 @@ class GroupCommitter {
   const GroupCommitOptions options_;
   const std::function<void()> after_durable_;
 
-  mutable std::mutex mu_;
-  std::condition_variable wake_writer_;
-  std::deque<Pending> queue_;  // protected by mu_
-  bool stopping_ = false;      // protected by mu_
+  mutable Mutex mu_;
+  CondVar wake_writer_;
+  std::deque<Pending> queue_ GUARDED_BY(mu_);
+  bool stopping_ GUARDED_BY(mu_) = false;
 
   // The hand-off from the writer to the syncer: at most kCommittedMax batches wait, so a slow disk
   // or a slow callback slows the writer instead of growing memory.
   static constexpr std::size_t kCommittedMax = 8;
-  std::mutex committed_mu_;
-  std::condition_variable committed_cv_;
-  std::deque<Finished> committed_;  // protected by committed_mu_
-  bool syncing_ = false;            // the syncer holds batches it has not answered; by committed_mu_
-  bool writer_done_ = false;        // protected by committed_mu_
+  Mutex committed_mu_;
+  CondVar committed_cv_;
+  std::deque<Finished> committed_ GUARDED_BY(committed_mu_);
+  bool syncing_ GUARDED_BY(committed_mu_) = false;  // the syncer holds batches it has not answered
+  bool writer_done_ GUARDED_BY(committed_mu_) = false;
 
   std::atomic<std::uint64_t> batches_{0}, commands_{0}, overloaded_{0}, failed_batches_{0}, syncs_{0},
       answered_inline_{0}, apply_ns_{0}, sync_ns_{0}, split_batches_{0}, disk_full_batches_{0}, failed_syncs_{0};

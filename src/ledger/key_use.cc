@@ -20,7 +20,7 @@ KeyUseRecorder::~KeyUseRecorder() { stop(); }
 
 void KeyUseRecorder::record(std::string_view key_id) {
   const std::int64_t now = clock_.now_ms();
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   auto it = last_use_ms_.find(std::string(key_id));
   if (it != last_use_ms_.end()) {
     it->second = std::max(it->second, now);
@@ -32,10 +32,10 @@ void KeyUseRecorder::record(std::string_view key_id) {
 }
 
 Status KeyUseRecorder::flush() {
-  std::lock_guard flushing(flush_mu_);
+  MutexLock flushing(flush_mu_);
   std::unordered_map<std::string, std::int64_t> uses;
   {
-    std::lock_guard lock(mu_);
+    MutexLock lock(mu_);
     uses.swap(last_use_ms_);
   }
   if (uses.empty()) return ok_status();
@@ -50,7 +50,7 @@ Status KeyUseRecorder::flush() {
     command.uses.assign(all.begin() + static_cast<std::ptrdiff_t>(at), all.begin() + static_cast<std::ptrdiff_t>(end));
     if (auto r = ledger_.run(std::move(command)); !r) {
       // Keep these uses for the next flush (newer uses of the same keys win).
-      std::lock_guard lock(mu_);
+      MutexLock lock(mu_);
       for (std::size_t i = at; i < end; ++i) {
         auto [it, inserted] = last_use_ms_.emplace(all[i].key_id, all[i].used_at_ms);
         if (!inserted) it->second = std::max(it->second, all[i].used_at_ms);
@@ -63,7 +63,7 @@ Status KeyUseRecorder::flush() {
 
 void KeyUseRecorder::stop() {
   {
-    std::lock_guard lock(mu_);
+    MutexLock lock(mu_);
     if (stopping_) return;
     stopping_ = true;
   }
@@ -73,18 +73,18 @@ void KeyUseRecorder::stop() {
 }
 
 std::size_t KeyUseRecorder::pending() const {
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   return last_use_ms_.size();
 }
 
 std::uint64_t KeyUseRecorder::dropped() const {
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   return dropped_;
 }
 
 void KeyUseRecorder::loop() {
-  std::unique_lock lock(mu_);
-  while (!wake_.wait_for(lock, std::chrono::milliseconds(flush_interval_ms_), [&] { return stopping_; })) {
+  MutexLock lock(mu_);
+  while (!wake_.wait_for(mu_, std::chrono::milliseconds(flush_interval_ms_), [&]() REQUIRES(mu_) { return stopping_; })) {
     lock.unlock();
     if (auto s = flush(); !s) log("warn", "recording the last use of API keys: " + s.error().detail);
     lock.lock();

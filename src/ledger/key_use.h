@@ -27,6 +27,7 @@
 
 #include "core/clock.h"
 #include "core/result.h"
+#include "core/thread_annotations.h"
 
 namespace tollgate {
 
@@ -58,12 +59,12 @@ class KeyUseRecorder {
   const Clock& clock_;
   const std::int64_t flush_interval_ms_;
 
-  mutable std::mutex mu_;
-  std::unordered_map<std::string, std::int64_t> last_use_ms_;  // protected by mu_
-  std::uint64_t dropped_ = 0;                                   // protected by mu_
-  bool stopping_ = false;                                       // protected by mu_
-  std::condition_variable wake_;
-  std::mutex flush_mu_;  // one flush at a time, so that uses are written in order
+  mutable Mutex mu_;
+  std::unordered_map<std::string, std::int64_t> last_use_ms_ GUARDED_BY(mu_);
+  std::uint64_t dropped_ GUARDED_BY(mu_) = 0;
+  bool stopping_ GUARDED_BY(mu_) = false;
+  CondVar wake_;
+  Mutex flush_mu_;  // one flush at a time, so that uses are written in order
   std::thread flusher_;  // last: started when everything above exists
 };
 

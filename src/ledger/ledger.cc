@@ -77,7 +77,7 @@ void Ledger::stop() {
   std::call_once(stopped_, [this] {
     key_uses_.stop();  // its last write goes through the committer, still running
     {
-      std::lock_guard lock(reaper_mu_);
+      MutexLock lock(reaper_mu_);
       reaper_stopping_ = true;
     }
     reaper_wake_.notify_all();
@@ -91,7 +91,7 @@ void Ledger::stop() {
 std::string Ledger::next_hold_id_random() {
   std::uint64_t random;
   {
-    std::lock_guard lock(ids_mu_);
+    MutexLock lock(ids_mu_);
     random = ids_();
   }
   char buf[24];
@@ -218,16 +218,16 @@ Result<EventPage> Ledger::read_feed_waiting(std::int64_t after, std::int64_t lim
   for (;;) {
     auto page = store_.read_feed(after, limit);
     if (!page || !page->events.empty() || std::chrono::steady_clock::now() >= deadline) return page;
-    std::mutex mu;
-    std::condition_variable cv;
-    std::optional<Status> woke;
+    Mutex mu;
+    CondVar cv;
+    std::optional<Status> woke;  // under `mu` (a local: the analysis checks members only)
     waiters_.when_events_after(after, deadline, [&](Status s) {
-      std::lock_guard lock(mu);
+      MutexLock lock(mu);
       woke.emplace(std::move(s));
       cv.notify_one();  // under the lock: `cv` lives on this stack
     });
-    std::unique_lock lock(mu);
-    cv.wait(lock, [&] { return woke.has_value(); });
+    MutexLock lock(mu);
+    cv.wait(mu, [&] { return woke.has_value(); });
     if (!*woke) return woke->error();
   }
 }
@@ -304,7 +304,7 @@ std::optional<std::int64_t> Ledger::reaper_last_run_ms() const {
 }
 
 Result<AuditReport> Ledger::audit_sample_once() {
-  std::lock_guard lock(sample_mu_);
+  MutexLock lock(sample_mu_);
   auto next = store_.list_account_ids(sample_cursor_, 1);
   if (!next) return next.error();
   if (next->empty() && !sample_cursor_.empty()) {  // past the last account: start again
@@ -323,9 +323,9 @@ Result<AuditReport> Ledger::audit_sample_once() {
 }
 
 void Ledger::sampler_loop() {
-  std::unique_lock lock(reaper_mu_);
-  while (!reaper_wake_.wait_for(lock, std::chrono::milliseconds(options_.audit_sample_interval_ms),
-                                [&] { return reaper_stopping_; })) {
+  MutexLock lock(reaper_mu_);
+  while (!reaper_wake_.wait_for(reaper_mu_, std::chrono::milliseconds(options_.audit_sample_interval_ms),
+                                [&]() REQUIRES(reaper_mu_) { return reaper_stopping_; })) {
     lock.unlock();
     if (auto r = audit_sample_once(); !r) log("warn", "sampled audit: " + r.error().detail);
     lock.lock();
@@ -369,7 +369,7 @@ Result<coord::PruneOutcome> Ledger::prune_once() {
 }
 
 void Ledger::reaper_loop() {
-  std::unique_lock lock(reaper_mu_);
+  MutexLock lock(reaper_mu_);
   while (!reaper_stopping_) {
     lock.unlock();
     if (auto r = reap_once(); !r) {
@@ -390,8 +390,8 @@ void Ledger::reaper_loop() {
       }
     }
     lock.lock();
-    reaper_wake_.wait_for(lock, std::chrono::milliseconds(options_.reaper_interval_ms),
-                          [&] { return reaper_stopping_; });
+    reaper_wake_.wait_for(reaper_mu_, std::chrono::milliseconds(options_.reaper_interval_ms),
+                          [&]() REQUIRES(reaper_mu_) { return reaper_stopping_; });
   }
 }
 

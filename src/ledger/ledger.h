@@ -20,6 +20,7 @@
 #include <thread>
 
 #include "core/clock.h"
+#include "core/thread_annotations.h"
 #include "slices.h"
 #include "core/validate.h"
 #include "ledger/event_waiters.h"
@@ -226,18 +227,18 @@ class Ledger {
   KeyUseRecorder key_uses_;  // writes through committer_
   StoreKeys keys_{store_};
 
-  std::mutex ids_mu_;
-  std::mt19937_64 ids_;  // protected by ids_mu_
+  Mutex ids_mu_;
+  std::mt19937_64 ids_ GUARDED_BY(ids_mu_);
   // What submit() fills into a slice's command (src/slices.h complete()); constant after construction.
   const batch::Completion completion_;
 
   std::atomic<std::int64_t> reaper_last_run_ms_{-1};
   std::atomic<std::uint64_t> reaper_expired_{0};
-  std::mutex reaper_mu_;
-  std::condition_variable reaper_wake_;
-  bool reaper_stopping_ = false;  // protected by reaper_mu_
-  std::mutex sample_mu_;
-  std::string sample_cursor_;  // the last account sampled; protected by sample_mu_
+  Mutex reaper_mu_;
+  CondVar reaper_wake_;
+  bool reaper_stopping_ GUARDED_BY(reaper_mu_) = false;
+  Mutex sample_mu_;
+  std::string sample_cursor_ GUARDED_BY(sample_mu_);  // the last account sampled
   std::atomic<std::uint64_t> sampled_accounts_{0}, sampled_violations_{0};
   std::atomic<std::uint64_t> audit_violations_{0};
   std::atomic<std::uint64_t> keys_pruned_{0}, rates_pruned_{0};

@@ -21,6 +21,7 @@
 
 #include "core/limits.h"
 #include "core/result.h"
+#include "core/thread_annotations.h"
 
 namespace tollgate {
 
@@ -55,9 +56,9 @@ class ConnPool {
 
   // A connection, or `unavailable` when none came free within lease_wait_ms.
   Result<Lease> lease() {
-    std::unique_lock lock(mu_);
-    if (!cv_.wait_for(lock, std::chrono::milliseconds(lease_wait_ms_),
-                      [&] { return !idle_.empty() || open_count_ < max_; })) {
+    MutexLock lock(mu_);
+    if (!cv_.wait_for(mu_, std::chrono::milliseconds(lease_wait_ms_),
+                      [&]() REQUIRES(mu_) { return !idle_.empty() || open_count_ < max_; })) {
       return Error::make(Code::unavailable, "no database connection came free within " +
                                                 std::to_string(lease_wait_ms_) + " ms (all " +
                                                 std::to_string(max_) + " are busy)");
@@ -72,7 +73,7 @@ class ConnPool {
     try {
       return Lease(*this, open_());
     } catch (...) {
-      std::lock_guard relock(mu_);
+      MutexLock relock(mu_);
       --open_count_;
       cv_.notify_one();
       throw;
@@ -83,7 +84,7 @@ class ConnPool {
   void give_back(std::unique_ptr<Conn> conn) {
     const bool keep = !healthy_ || healthy_(*conn);
     if (!keep) conn.reset();  // closed outside the lock's critical work below
-    std::lock_guard lock(mu_);
+    MutexLock lock(mu_);
     if (keep) {
       idle_.push_back(std::move(conn));
     } else {
@@ -96,10 +97,10 @@ class ConnPool {
   const std::int64_t lease_wait_ms_;
   const Open open_;
   const Healthy healthy_;
-  std::mutex mu_;
-  std::condition_variable cv_;
-  std::vector<std::unique_ptr<Conn>> idle_;  // protected by mu_
-  int open_count_ = 0;                       // protected by mu_: idle + leased
+  Mutex mu_;
+  CondVar cv_;
+  std::vector<std::unique_ptr<Conn>> idle_ GUARDED_BY(mu_);
+  int open_count_ GUARDED_BY(mu_) = 0;  // idle + leased
 };
 
 }  // namespace tollgate

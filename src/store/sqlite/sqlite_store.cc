@@ -108,7 +108,7 @@ SqliteStore::SqliteStore(SqliteOptions options, const Clock& clock, FileLock loc
 
 SqliteStore::~SqliteStore() {
   {
-    std::lock_guard lock(checkpoint_mu_);
+    MutexLock lock(checkpoint_mu_);
     checkpoint_stopping_ = true;
   }
   checkpoint_cv_.notify_all();
@@ -117,9 +117,9 @@ SqliteStore::~SqliteStore() {
 
 void SqliteStore::checkpoint_loop() {
   std::unique_ptr<Conn> conn;
-  std::unique_lock lock(checkpoint_mu_);
-  while (!checkpoint_cv_.wait_for(lock, std::chrono::milliseconds(options_.checkpoint_interval_ms),
-                                  [&] { return checkpoint_stopping_; })) {
+  MutexLock lock(checkpoint_mu_);
+  while (!checkpoint_cv_.wait_for(checkpoint_mu_, std::chrono::milliseconds(options_.checkpoint_interval_ms),
+                                  [&]() REQUIRES(checkpoint_mu_) { return checkpoint_stopping_; })) {
     lock.unlock();
     try {
       if (!conn) {
@@ -222,7 +222,7 @@ Status SqliteStore::apply(std::span<const Command> commands, std::vector<Command
 }
 
 Status SqliteStore::sync() {
-  std::lock_guard lock(sync_mu_);
+  MutexLock lock(sync_mu_);
   if (flush_failed_.load(std::memory_order_acquire)) return flush_failure();
   if (!wal_) {
     // The WAL file through the store's VFS (its own handle: the writer's is the writer's thread's).

@@ -62,6 +62,7 @@
 #include <cstdint>
 
 #include "core/clock.h"
+#include "core/thread_annotations.h"
 #include "store/batch_runner.h"
 #include "store/conn_pool.h"
 #include "store/reads.h"
@@ -166,8 +167,8 @@ class SqliteStore final : public Store {
   std::unique_ptr<sqlite::Conn> writer_;
   BatchRunCounters counters_;
   // Used only by the thread in sync(): the WAL file, opened through the store's VFS on first use.
-  std::mutex sync_mu_;
-  std::unique_ptr<sqlite3_file, void (*)(sqlite3_file*)> wal_{nullptr, nullptr};  // guarded by sync_mu_
+  Mutex sync_mu_;
+  std::unique_ptr<sqlite3_file, void (*)(sqlite3_file*)> wal_ GUARDED_BY(sync_mu_){nullptr, nullptr};
   // Set when a flush failed: every later write answers `storage_failed` (see the argument above).
   std::atomic<bool> flush_failed_{false};
   // The change feed shows only durable events: the largest event id committed (set by apply()
@@ -182,9 +183,9 @@ class SqliteStore final : public Store {
   reads::JobReads jobs_;
   reads::CoordReads coord_;
   // Background checkpointer.
-  std::mutex checkpoint_mu_;
-  std::condition_variable checkpoint_cv_;
-  bool checkpoint_stopping_ = false;  // protected by checkpoint_mu_
+  Mutex checkpoint_mu_;
+  CondVar checkpoint_cv_;
+  bool checkpoint_stopping_ GUARDED_BY(checkpoint_mu_) = false;
   std::thread checkpointer_;
 };
 

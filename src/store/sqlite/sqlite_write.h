@@ -21,6 +21,7 @@
 #include <vector>
 
 #include "core/clock.h"
+#include "core/thread_annotations.h"
 #include "slices.h"
 #include "store/batch_runner.h"
 #include "store/sqlite/sqlite_db.h"
@@ -56,14 +57,14 @@ void bind_event_details(Stmt& s, int first, const Event& e);
 template <typename Row, typename Bind>
 void insert_rows(Conn& db, const char* head, int columns, const std::vector<Row>& rows, Bind&& bind) {
   static constexpr std::size_t kChunks[] = {64, 16, 4, 1};
-  static std::mutex mu;
-  static std::map<std::pair<const char*, std::size_t>, std::string> sql;  // nodes never move
+  static Mutex mu;
+  static std::map<std::pair<const char*, std::size_t>, std::string> sql GUARDED_BY(mu);  // nodes never move
   std::size_t at = 0;
   for (std::size_t chunk : kChunks) {
     while (rows.size() - at >= chunk) {
       const std::string* text = nullptr;
       {
-        std::lock_guard lock(mu);
+        MutexLock lock(mu);
         std::string& s = sql[{head, chunk}];
         if (s.empty()) {
           s = std::string(head) + " VALUES ";

@@ -11,6 +11,8 @@
 #include <mutex>
 #include <new>
 
+#include "core/thread_annotations.h"
+
 namespace tollgate::sqlite {
 namespace {
 
@@ -239,9 +241,9 @@ struct Registered {
 }  // namespace
 
 Result<std::string> register_wal_batching_vfs(const std::string& base_name) {
-  static std::mutex mu;
-  static std::map<std::string, std::unique_ptr<Registered>> registered;  // live for the process
-  std::lock_guard lock(mu);
+  static Mutex mu;
+  static std::map<std::string, std::unique_ptr<Registered>> registered GUARDED_BY(mu);  // live for the process
+  MutexLock lock(mu);
   if (auto it = registered.find(base_name); it != registered.end()) return it->second->name;
   sqlite3_vfs* base = sqlite3_vfs_find(base_name.empty() ? nullptr : base_name.c_str());
   if (base == nullptr) return Error::make(Code::internal, "no SQLite VFS named " + base_name);
