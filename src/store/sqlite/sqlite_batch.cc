@@ -18,10 +18,6 @@ namespace {
   throw SqlError(SQLITE_CORRUPT, what + " changed behind the batch's lock");
 }
 
-void expect_one_change(Conn& db, const std::string& what) {
-  if (db.changes() != 1) changed_behind_the_lock(what);
-}
-
 std::vector<Hold> holds_of(Query& q) {
   std::vector<Hold> out;
   while (q.step()) out.push_back(read_hold(q.row()));
@@ -29,6 +25,10 @@ std::vector<Hold> holds_of(Query& q) {
 }
 
 }  // namespace
+
+void expect_one_change(Conn& db, const std::string& what) {
+  if (db.changes() != 1) changed_behind_the_lock(what);
+}
 
 void bind_event_details(Stmt& s, int first, const Event& e) {
   s.bind(first, e.reason);

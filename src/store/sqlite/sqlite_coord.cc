@@ -38,10 +38,6 @@ std::optional<coord::IdempotencyKey> idem_row(Conn& db, std::string_view key) {
   return read_idem(q.row());
 }
 
-void expect_one_change(Conn& db, const std::string& what) {
-  if (db.changes() != 1) throw SqlError(SQLITE_CORRUPT, what + " changed behind the batch's lock");
-}
-
 }  // namespace
 
 void load_rows(Conn& db, const coord::CoordKeys& keys, std::int64_t now_ms, coord::CoordSnapshot& out) {

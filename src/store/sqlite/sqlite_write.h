@@ -46,6 +46,10 @@ class SqliteBatchIo final : public BatchIo {
   std::int64_t last_event_id_ = 0;
 };
 
+// The statement just run changed exactly one row; otherwise a row the batch read changed behind the
+// writer's lock, which cannot happen while it holds the database: an SqlError (SQLITE_CORRUPT).
+void expect_one_change(Conn& db, const std::string& what);
+
 // Binds an event's reason, overdraft_limit, max_active_holds, frozen and expires_at_ms (NULL where
 // unset) from parameter `first` on, in that order (the column order of kEventColumns after used_after).
 void bind_event_details(Stmt& s, int first, const Event& e);
