@@ -37,6 +37,7 @@
 #include <vector>
 
 #include "slices.h"
+#include "core/counters.h"
 #include "core/limits.h"
 #include "store/store.h"
 
@@ -57,6 +58,23 @@ struct OutcomeCounts {
   std::uint64_t reservation_conflicts_held = 0;  // of those, held_by_other_holds (result.h)
 };
 
+// Holds ended, by outcome: these counts, and the reaper's expirations (ledger.h).
+inline constexpr metrics::Family kHoldsEndedFamily{"tollgate_holds_ended_total", metrics::Type::counter,
+                                                   "Holds ended through this instance, by outcome."};
+// Where each count of OutcomeCounts is kept and shown (core/counters.h).
+inline constexpr auto kOutcomeFields = std::to_array<metrics::Field<OutcomeCounts>>({
+    {&OutcomeCounts::holds_committed, kHoldsEndedFamily, "outcome=\"committed\""},
+    {&OutcomeCounts::holds_released, kHoldsEndedFamily, "outcome=\"released\""},
+    {&OutcomeCounts::holds_late_charged, kHoldsEndedFamily, "outcome=\"late_charged\""},
+    {&OutcomeCounts::holds_late_forgiven, kHoldsEndedFamily, "outcome=\"late_forgiven\""},
+    {&OutcomeCounts::reservation_conflicts,
+     {"tollgate_reservation_conflicts_total", metrics::Type::counter, "Answers of insufficient_credits."}, ""},
+    {&OutcomeCounts::reservation_conflicts_held,
+     {"tollgate_reservation_conflicts_held_total", metrics::Type::counter,
+      "Answers of insufficient_credits whose account had the credits, reserved by other holds."},
+     ""},
+});
+
 struct GroupCommitStats {
   std::uint64_t batches = 0;
   std::uint64_t commands = 0;
@@ -71,6 +89,30 @@ struct GroupCommitStats {
   std::uint64_t disk_full_batches = 0;  // of failed_batches, those the store refused as storage_full
   std::uint64_t failed_syncs = 0;       // Store::sync() calls that failed (storage_failed: fsyncgate)
 };
+
+// Where each counter of GroupCommitStats is kept and shown (core/counters.h; outcomes: kOutcomeFields).
+inline constexpr metrics::Family kStorageFailuresFamily{
+    "tollgate_storage_failures_total", metrics::Type::counter,
+    "Storage faults: write transactions refused for a full disk, flushes that failed (writes stop)."};
+inline constexpr auto kGroupCommitFields = std::to_array<metrics::Field<GroupCommitStats>>({
+    {&GroupCommitStats::batches,
+     {"tollgate_group_commit_batches_total", metrics::Type::counter, "Write transactions committed or tried."}, ""},
+    {&GroupCommitStats::commands,
+     {"tollgate_group_commit_operations_total", metrics::Type::counter, "Operations written through group commit."},
+     ""},
+    {&GroupCommitStats::overloaded,
+     {"tollgate_group_commit_overloaded_total", metrics::Type::counter, "Operations refused: write queue full."}, ""},
+    {&GroupCommitStats::failed_batches,
+     {"tollgate_group_commit_failed_batches_total", metrics::Type::counter, "Write transactions that failed."}, ""},
+    {&GroupCommitStats::disk_full_batches, kStorageFailuresFamily, "kind=\"disk_full\""},
+    {&GroupCommitStats::failed_syncs, kStorageFailuresFamily, "kind=\"flush\""},
+    // Not on /metrics (benchmarks and tests read them).
+    {&GroupCommitStats::syncs, {}, ""},
+    {&GroupCommitStats::answered_inline, {}, ""},
+    {&GroupCommitStats::apply_ns, {}, ""},
+    {&GroupCommitStats::sync_ns, {}, ""},
+    {&GroupCommitStats::split_batches, {}, ""},
+});
 
 // Calls `submit(callback)` and blocks (without spinning) until the callback delivered the result.
 template <typename Submit>
@@ -153,10 +195,8 @@ class GroupCommitter {
   bool syncing_ = false;            // the syncer holds batches it has not answered; by committed_mu_
   bool writer_done_ = false;        // protected by committed_mu_
 
-  std::atomic<std::uint64_t> batches_{0}, commands_{0}, overloaded_{0}, failed_batches_{0}, syncs_{0},
-      answered_inline_{0}, apply_ns_{0}, sync_ns_{0}, split_batches_{0}, disk_full_batches_{0}, failed_syncs_{0};
-  std::atomic<std::uint64_t> holds_committed_{0}, holds_released_{0}, holds_late_charged_{0}, holds_late_forgiven_{0},
-      reservation_conflicts_{0}, reservation_conflicts_held_{0};
+  metrics::Counters<GroupCommitStats, kGroupCommitFields> counters_;
+  metrics::Counters<OutcomeCounts, kOutcomeFields> outcome_counters_;
   // Moving averages (1/8 weight to the newest): apply() time per command, and one sync().
   std::atomic<std::uint64_t> apply_ns_per_command_avg_{0}, sync_ns_avg_{0};
   std::once_flag joined_;
