@@ -13,12 +13,13 @@
 #include <string_view>
 
 #include "core/commands.h"
+#include "core/limits.h"
 #include "core/result.h"
 
 namespace tollgate {
 
 struct ValidationLimits {
-  std::int64_t hold_ttl_ms_max = 3'600'000;  // the configured maximum hold TTL
+  std::int64_t hold_ttl_ms_max = limits::kHoldTtlMsMaxDefault;  // the configured maximum hold TTL
 };
 
 Status validate_command(const CreateAccountCommand& c, const ValidationLimits& limits);

@@ -194,7 +194,7 @@ void GroupCommitter::writer_loop() {
       answer(one, flush(one));
       continue;
     }
-    committed_cv_.wait(lock, [&] { return committed_.size() < kCommittedMax; });
+    committed_cv_.wait(lock, [&] { return committed_.size() < limits::kCommittedBatchesMax; });
     committed_.push_back(std::move(finished));
     lock.unlock();
     committed_cv_.notify_all();

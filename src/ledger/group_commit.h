@@ -17,7 +17,7 @@
 // caller that submits its next command from its callback finds the writer already there.
 //
 // The queue is bounded: when queue_max commands wait already, submit() answers `overloaded` at once
-// instead of waiting; at most kCommittedMax committed batches wait for the syncer.
+// instead of waiting; at most limits::kCommittedBatchesMax committed batches wait for the syncer.
 //
 // Thread safety: every method may be called from any thread. Callbacks run on the writer or the
 // syncer thread (keep them short: hand the result to another thread), or on the caller's thread for
@@ -186,9 +186,8 @@ class GroupCommitter {
   std::deque<Pending> queue_;  // protected by mu_
   bool stopping_ = false;      // protected by mu_
 
-  // The hand-off from the writer to the syncer: at most kCommittedMax batches wait, so a slow disk
-  // or a slow callback slows the writer instead of growing memory.
-  static constexpr std::size_t kCommittedMax = 8;
+  // The hand-off from the writer to the syncer: at most limits::kCommittedBatchesMax batches wait,
+  // so a slow disk or a slow callback slows the writer instead of growing memory.
   std::mutex committed_mu_;
   std::condition_variable committed_cv_;
   std::deque<Finished> committed_;  // protected by committed_mu_

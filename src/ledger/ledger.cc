@@ -47,8 +47,8 @@ Status validate(const LedgerOptions& o) {
   if (o.group_commit.batch_max < 1 || o.group_commit.queue_max < o.group_commit.batch_max) {
     return invalid("the write queue must hold at least one batch");
   }
-  if (o.events_poll_interval_ms < 1 || o.events_poll_interval_ms > 60'000) {
-    return invalid("events_poll_interval_ms must be from 1 to 60000");
+  if (o.events_poll_interval_ms < 1 || o.events_poll_interval_ms > limits::kEventsPollIntervalMsMax) {
+    return invalid("events_poll_interval_ms must be from 1 to " + std::to_string(limits::kEventsPollIntervalMsMax));
   }
   if (o.event_waiters_max < 1 || o.event_waiters_max > limits::kEventWaitersMax) {
     return invalid("event_waiters_max must be from 1 to " + std::to_string(limits::kEventWaitersMax));

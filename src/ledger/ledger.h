@@ -56,7 +56,7 @@ struct LedgerOptions {
   std::int64_t idempotency_retention_ms = limits::kIdempotencyRetentionMsDefault;
   // The reaper's thread runs a bounded prune pass (finished idempotency keys past their retention,
   // idle shared rate-limit rows) this often; 0: never (tests call prune_once()).
-  std::int64_t coord_prune_interval_ms = 60'000;
+  std::int64_t coord_prune_interval_ms = limits::kCoordPruneIntervalMsDefault;
 };
 
 // Checks options against each other; invalid_request names the bad one.
