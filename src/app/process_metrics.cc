@@ -65,14 +65,20 @@ std::optional<double> open_fds() {
   return n - 1;  // not the descriptor reading the directory
 }
 
-void gauge(std::string& out, const char* name, const char* type, const char* help, double value) {
-  http::metric_header(out, name, type, help);
-  http::metric_line(out, name, "", value);
-}
+constexpr metrics::Family kCpu{"process_cpu_seconds_total", metrics::Type::counter,
+                               "Total user and system CPU time spent in seconds."};
+constexpr metrics::Family kResident{"process_resident_memory_bytes", metrics::Type::gauge,
+                                    "Resident memory size in bytes."};
+constexpr metrics::Family kStart{"process_start_time_seconds", metrics::Type::gauge,
+                                 "Start time of the process since unix epoch in seconds."};
+constexpr metrics::Family kOpenFds{"process_open_fds", metrics::Type::gauge, "Number of open file descriptors."};
+constexpr metrics::Family kMaxFds{"process_max_fds", metrics::Type::gauge, "Maximum number of open file descriptors."};
+constexpr metrics::Family kBuildInfo{"tollgate_build_info", metrics::Type::gauge,
+                                     "The version (and commit) this binary was built from."};
 
 }  // namespace
 
-void render_process_metrics(std::string& out) {
+void render_process_metrics(http::Exposition& out) {
   const double ticks = static_cast<double>(sysconf(_SC_CLK_TCK));
   const double page_bytes = static_cast<double>(sysconf(_SC_PAGESIZE));
   if (auto f = stat_fields(); f && ticks > 0 && page_bytes > 0) {
@@ -81,30 +87,26 @@ void render_process_metrics(std::string& out) {
     const auto utime = stat_field(*f, 14);
     const auto stime = stat_field(*f, 15);
     if (utime && stime) {
-      gauge(out, "process_cpu_seconds_total", "counter", "Total user and system CPU time spent in seconds.",
-            (*utime + *stime) / ticks);
+      out.sample(kCpu, "", (*utime + *stime) / ticks);
     }
     if (const auto rss = stat_field(*f, 24)) {
-      gauge(out, "process_resident_memory_bytes", "gauge", "Resident memory size in bytes.", *rss * page_bytes);
+      out.sample(kResident, "", *rss * page_bytes);
     }
     const auto start = stat_field(*f, 22);
     if (auto boot = boot_time_s(); boot && start) {
-      gauge(out, "process_start_time_seconds", "gauge", "Start time of the process since unix epoch in seconds.",
-            *boot + *start / ticks);
+      out.sample(kStart, "", *boot + *start / ticks);
     }
   }
-  if (auto fds = open_fds()) gauge(out, "process_open_fds", "gauge", "Number of open file descriptors.", *fds);
+  if (auto fds = open_fds()) out.sample(kOpenFds, "", *fds);
   if (rlimit limit{}; getrlimit(RLIMIT_NOFILE, &limit) == 0 && limit.rlim_cur != RLIM_INFINITY) {
-    gauge(out, "process_max_fds", "gauge", "Maximum number of open file descriptors.",
-          static_cast<double>(limit.rlim_cur));
+    out.sample(kMaxFds, "", static_cast<double>(limit.rlim_cur));
   }
 }
 
-void render_build_info(std::string& out) {
+void render_build_info(http::Exposition& out) {
   std::string labels = "version=\"" + std::string(kVersion) + "\"";
   if (std::string_view(kCommit).size() > 0) labels += ",commit=\"" + std::string(kCommit) + "\"";
-  http::metric_header(out, "tollgate_build_info", "gauge", "The version (and commit) this binary was built from.");
-  http::metric_line(out, "tollgate_build_info", labels, 1);
+  out.sample(kBuildInfo, labels, 1);
 }
 
 }  // namespace tollgate::app

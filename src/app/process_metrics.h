@@ -8,11 +8,13 @@
 
 #include <string>
 
+#include "http/metrics.h"
+
 namespace tollgate::app {
 
-// Appends the process metrics (Prometheus text format 0.0.4) to `out`.
-void render_process_metrics(std::string& out);
-// Appends tollgate_build_info{version="…",commit="…"} 1 (commit left out when unknown).
-void render_build_info(std::string& out);
+// Adds the process metrics to `out`.
+void render_process_metrics(http::Exposition& out);
+// Adds tollgate_build_info{version="…",commit="…"} 1 (commit left out when unknown).
+void render_build_info(http::Exposition& out);
 
 }  // namespace tollgate::app

@@ -39,66 +39,39 @@ namespace {
 
 void log_line(const char* level, const std::string& msg) { tollgate::log(level, msg); }
 
-void render_job_metrics(std::string& out, const jobs::JobRunner& runner) {
-  using http::metric_header;
-  using http::metric_line;
-  const auto s = runner.stats();
-  metric_header(out, "tollgate_jobs_in_flight", "gauge", "Jobs this instance is driving (provider calls and their settling).");
-  metric_line(out, "tollgate_jobs_in_flight", "", static_cast<double>(s.in_flight));
-  metric_header(out, "tollgate_jobs_queued", "gauge", "Jobs accepted here, waiting for a free slot.");
-  metric_line(out, "tollgate_jobs_queued", "", static_cast<double>(s.queued));
-  metric_header(out, "tollgate_jobs_ended_total", "counter", "Jobs this instance ended, by status.");
-  metric_line(out, "tollgate_jobs_ended_total", "status=\"completed\"", static_cast<double>(s.completed));
-  metric_line(out, "tollgate_jobs_ended_total", "status=\"failed\"", static_cast<double>(s.failed));
-  metric_header(out, "tollgate_jobs_aborted_total", "counter", "In-flight provider calls aborted by a cancel.");
-  metric_line(out, "tollgate_jobs_aborted_total", "", static_cast<double>(s.cancelled));
-  metric_header(out, "tollgate_provider_requests_total", "counter", "Provider requests begun (sends and re-sends).");
-  metric_line(out, "tollgate_provider_requests_total", "", static_cast<double>(s.sends));
-  metric_header(out, "tollgate_provider_resends_total", "counter", "Requests sent again with the same Idempotency-Key.");
-  metric_line(out, "tollgate_provider_resends_total", "", static_cast<double>(s.resends));
-  metric_header(out, "tollgate_provider_status_questions_total", "counter", "Status URL questions asked.");
-  metric_line(out, "tollgate_provider_status_questions_total", "", static_cast<double>(s.status_questions));
-  metric_header(out, "tollgate_jobs_recovered_total", "counter", "Jobs claimed after their lease expired (reconciliations).");
-  metric_line(out, "tollgate_jobs_recovered_total", "", static_cast<double>(s.recovered));
-  metric_header(out, "tollgate_job_lease_renewals_total", "counter",
-                "Renewals of the short leases of jobs this instance drives, by outcome (refused: the job ended or another instance took it).");
-  metric_line(out, "tollgate_job_lease_renewals_total", "outcome=\"renewed\"", static_cast<double>(s.lease_renewals));
-  metric_line(out, "tollgate_job_lease_renewals_total", "outcome=\"refused\"", static_cast<double>(s.renewals_refused));
+void render_job_metrics(http::Exposition& out, const jobs::JobRunner& runner) {
+  static constexpr metrics::Family kOutcomes{"tollgate_provider_outcomes_total", metrics::Type::counter,
+                                             "What provider requests saw, by provider."};
+  static constexpr metrics::Family kDuration{
+      "tollgate_provider_request_duration_seconds", metrics::Type::histogram,
+      "Provider requests (sends, not status questions) from start to answer or failure, by provider."};
+  out.fields(jobs::kJobRunnerFields, runner.stats());
   const auto providers = runner.provider_stats();
-  metric_header(out, "tollgate_provider_outcomes_total", "counter", "What provider requests saw, by provider.");
+  out.family(kOutcomes);
   for (const auto& p : providers) {
     const std::string of = "provider=\"" + p.provider + "\",outcome=";
-    metric_line(out, "tollgate_provider_outcomes_total", of + "\"2xx\"", static_cast<double>(p.answers_2xx));
-    metric_line(out, "tollgate_provider_outcomes_total", of + "\"4xx\"", static_cast<double>(p.answers_4xx));
-    metric_line(out, "tollgate_provider_outcomes_total", of + "\"5xx\"", static_cast<double>(p.answers_5xx));
-    metric_line(out, "tollgate_provider_outcomes_total", of + "\"timeout\"", static_cast<double>(p.timeouts));
-    metric_line(out, "tollgate_provider_outcomes_total", of + "\"connection_lost\"", static_cast<double>(p.connection_lost));
-    metric_line(out, "tollgate_provider_outcomes_total", of + "\"not_connected\"", static_cast<double>(p.not_connected));
+    out.sample(kOutcomes, of + "\"2xx\"", static_cast<double>(p.answers_2xx));
+    out.sample(kOutcomes, of + "\"4xx\"", static_cast<double>(p.answers_4xx));
+    out.sample(kOutcomes, of + "\"5xx\"", static_cast<double>(p.answers_5xx));
+    out.sample(kOutcomes, of + "\"timeout\"", static_cast<double>(p.timeouts));
+    out.sample(kOutcomes, of + "\"connection_lost\"", static_cast<double>(p.connection_lost));
+    out.sample(kOutcomes, of + "\"not_connected\"", static_cast<double>(p.not_connected));
   }
-  metric_header(out, "tollgate_provider_request_duration_seconds", "histogram",
-                "Provider requests (sends, not status questions) from start to answer or failure, by provider.");
+  out.family(kDuration);
   for (const auto& p : providers) {
-    const std::string of = "provider=\"" + p.provider + "\"";
-    for (std::size_t i = 0; i < p.buckets.size(); ++i) {
-      char le[32];
-      std::snprintf(le, sizeof le, "%g", jobs::ProviderStats::kBucketsS[i]);
-      metric_line(out, "tollgate_provider_request_duration_seconds_bucket", of + ",le=\"" + le + "\"",
-                  static_cast<double>(p.buckets[i]));
-    }
-    metric_line(out, "tollgate_provider_request_duration_seconds_bucket", of + ",le=\"+Inf\"", static_cast<double>(p.requests));
-    metric_line(out, "tollgate_provider_request_duration_seconds_sum", of, p.seconds_sum);
-    metric_line(out, "tollgate_provider_request_duration_seconds_count", of, static_cast<double>(p.requests));
+    out.histogram(kDuration, "provider=\"" + p.provider + "\"", jobs::ProviderStats::kBucketsS, p.buckets, p.requests,
+                  p.seconds_sum);
   }
 }
 
 // Jobs not ended, by status, as the store has them (every instance's): the partial index of
 // unended jobs makes this cheap. Ended jobs are counted where they end (tollgate_jobs_ended_total).
-void render_jobs_by_status(std::string& out, Ledger& ledger) {
+void render_jobs_by_status(http::Exposition& out, Ledger& ledger) {
+  static constexpr metrics::Family kJobs{"tollgate_jobs", metrics::Type::gauge, "Jobs not ended, by status (all instances)."};
   auto counts = ledger.count_unended_jobs();
   if (!counts) return;  // the database is away: /readyz says so; the scrape goes on without it
-  http::metric_header(out, "tollgate_jobs", "gauge", "Jobs not ended, by status (all instances).");
-  http::metric_line(out, "tollgate_jobs", "status=\"pending\"", static_cast<double>(counts->pending));
-  http::metric_line(out, "tollgate_jobs", "status=\"running\"", static_cast<double>(counts->running));
+  out.sample(kJobs, "status=\"pending\"", static_cast<double>(counts->pending));
+  out.sample(kJobs, "status=\"running\"", static_cast<double>(counts->running));
 }
 
 // This process's lease owner name: host, pid and a random part (a restarted process is another owner).
@@ -117,131 +90,87 @@ std::string instance_id() {
 }
 
 // Locks, idempotency keys and rate limits: this instance's decisions, by outcome.
-void render_coord_metrics(std::string& out, const Ledger& ledger, const coord::RatePolicies& policies,
+void render_coord_metrics(http::Exposition& out, const coord::RatePolicies& policies,
                           const http::CoordCounters& counters) {
-  using http::metric_header;
-  using http::metric_line;
-  metric_header(out, "tollgate_lock_decisions_total", "counter",
-                "Lock calls answered by this instance, by outcome (held: refused, another owner holds it).");
+  static constexpr metrics::Family kLocks{
+      "tollgate_lock_decisions_total", metrics::Type::counter,
+      "Lock calls answered by this instance, by outcome (held: refused, another owner holds it)."};
+  static constexpr metrics::Family kIdempotency{"tollgate_idempotency_decisions_total", metrics::Type::counter,
+                                                "Idempotency-key calls answered by this instance, by outcome."};
+  static constexpr metrics::Family kRateLimits{
+      "tollgate_ratelimit_decisions_total", metrics::Type::counter,
+      "Rate-limit checks answered by this instance, by policy, store and decision."};
+  static constexpr metrics::Family kLocalKeys{"tollgate_ratelimit_local_keys", metrics::Type::gauge,
+                                              "Keys in the memory of this instance's local policies."};
+  static constexpr metrics::Family kLocalEvictions{"tollgate_ratelimit_local_evictions_total", metrics::Type::counter,
+                                                   "Busy keys a full local table forgot (its bound keeps memory flat)."};
   for (std::size_t i = 0; i < counters.kLockOutcomes.size(); ++i) {
-    metric_line(out, "tollgate_lock_decisions_total", "outcome=\"" + std::string(counters.kLockOutcomes[i]) + "\"",
-                static_cast<double>(counters.lock[i].load(std::memory_order_relaxed)));
+    out.sample(kLocks, "outcome=\"" + std::string(counters.kLockOutcomes[i]) + "\"",
+               static_cast<double>(counters.lock[i].load(std::memory_order_relaxed)));
   }
-  metric_header(out, "tollgate_idempotency_decisions_total", "counter",
-                "Idempotency-key calls answered by this instance, by outcome.");
   for (std::size_t i = 0; i < counters.kIdemOutcomes.size(); ++i) {
-    metric_line(out, "tollgate_idempotency_decisions_total",
-                "outcome=\"" + std::string(counters.kIdemOutcomes[i]) + "\"",
-                static_cast<double>(counters.idempotency[i].load(std::memory_order_relaxed)));
+    out.sample(kIdempotency, "outcome=\"" + std::string(counters.kIdemOutcomes[i]) + "\"",
+               static_cast<double>(counters.idempotency[i].load(std::memory_order_relaxed)));
   }
-  metric_header(out, "tollgate_coord_rows_pruned_total", "counter",
-                "Rows the prune pass deleted: finished idempotency keys past their retention, idle shared rate-limit rows.");
-  metric_line(out, "tollgate_coord_rows_pruned_total", "kind=\"idempotency_key\"",
-              static_cast<double>(ledger.idempotency_keys_pruned()));
-  metric_line(out, "tollgate_coord_rows_pruned_total", "kind=\"ratelimit\"", static_cast<double>(ledger.rate_rows_pruned()));
-  metric_header(out, "tollgate_ratelimit_decisions_total", "counter",
-                "Rate-limit checks answered by this instance, by policy, store and decision.");
+  out.family(kRateLimits);
   for (const auto& [name, p] : policies.all()) {
     const std::string labels = "policy=\"" + name + "\",store=\"" + (p->shared ? "shared" : "local") + "\",decision=";
-    metric_line(out, "tollgate_ratelimit_decisions_total", labels + "\"allowed\"",
-                static_cast<double>(p->allowed.load(std::memory_order_relaxed)));
-    metric_line(out, "tollgate_ratelimit_decisions_total", labels + "\"limited\"",
-                static_cast<double>(p->limited.load(std::memory_order_relaxed)));
+    out.sample(kRateLimits, labels + "\"allowed\"", static_cast<double>(p->allowed.load(std::memory_order_relaxed)));
+    out.sample(kRateLimits, labels + "\"limited\"", static_cast<double>(p->limited.load(std::memory_order_relaxed)));
   }
-  metric_header(out, "tollgate_ratelimit_local_keys", "gauge", "Keys in the memory of this instance's local policies.");
+  out.family(kLocalKeys);
   for (const auto& [name, p] : policies.all()) {
-    if (p->local) {
-      metric_line(out, "tollgate_ratelimit_local_keys", "policy=\"" + name + "\"", static_cast<double>(p->local->size()));
-    }
+    if (p->local) out.sample(kLocalKeys, "policy=\"" + name + "\"", static_cast<double>(p->local->size()));
   }
-  metric_header(out, "tollgate_ratelimit_local_evictions_total", "counter",
-                "Busy keys a full local table forgot (its bound keeps memory flat).");
+  out.family(kLocalEvictions);
   for (const auto& [name, p] : policies.all()) {
-    if (p->local) {
-      metric_line(out, "tollgate_ratelimit_local_evictions_total", "policy=\"" + name + "\"",
-                  static_cast<double>(p->local->evictions()));
-    }
+    if (p->local) out.sample(kLocalEvictions, "policy=\"" + name + "\"", static_cast<double>(p->local->evictions()));
   }
 }
 
-std::string render_metrics(Ledger& ledger, http::Metrics& metrics, const http::ReadExecutor& readers, const Clock& clock) {
-  using http::metric_header;
-  using http::metric_line;
-  std::string out;
-  out.reserve(16 * 1024);
-  if (auto stats = ledger.stats()) {
-    metric_header(out, "tollgate_active_holds", "gauge", "Holds reserved and not yet ended or overdue.");
-    metric_line(out, "tollgate_active_holds", "", static_cast<double>(stats->active_holds));
-    metric_header(out, "tollgate_oldest_active_hold_age_seconds", "gauge", "Age of the oldest active hold.");
-    metric_line(out, "tollgate_oldest_active_hold_age_seconds", "",
-                stats->oldest_active_hold_age_ms ? static_cast<double>(*stats->oldest_active_hold_age_ms) / 1000.0 : 0.0);
-    metric_header(out, "tollgate_accounts", "gauge", "Accounts in the ledger.");
-    metric_line(out, "tollgate_accounts", "", static_cast<double>(stats->accounts));
-  }
-  // Counted by the ledger as it answers each decided command (whoever submitted it).
-  const OutcomeCounts outcomes = ledger.outcomes();
-  metric_header(out, "tollgate_holds_ended_total", "counter", "Holds ended through this instance, by outcome.");
-  metric_line(out, "tollgate_holds_ended_total", "outcome=\"committed\"", static_cast<double>(outcomes.holds_committed));
-  metric_line(out, "tollgate_holds_ended_total", "outcome=\"released\"", static_cast<double>(outcomes.holds_released));
-  metric_line(out, "tollgate_holds_ended_total", "outcome=\"expired\"", static_cast<double>(ledger.holds_expired_by_reaper()));
-  metric_line(out, "tollgate_holds_ended_total", "outcome=\"late_charged\"",
-              static_cast<double>(outcomes.holds_late_charged));
-  metric_line(out, "tollgate_holds_ended_total", "outcome=\"late_forgiven\"",
-              static_cast<double>(outcomes.holds_late_forgiven));
-  metric_header(out, "tollgate_reservation_conflicts_total", "counter", "Answers of insufficient_credits.");
-  metric_line(out, "tollgate_reservation_conflicts_total", "", static_cast<double>(outcomes.reservation_conflicts));
-  metric_header(out, "tollgate_reservation_conflicts_held_total", "counter",
-                "Answers of insufficient_credits whose account had the credits, reserved by other holds.");
-  metric_line(out, "tollgate_reservation_conflicts_held_total", "",
-              static_cast<double>(outcomes.reservation_conflicts_held));
-  metric_header(out, "tollgate_invariant_violations_total", "counter",
-                "Invariant violations found: by the server's sampled audit, or by GET /v1/audit.");
-  metric_line(out, "tollgate_invariant_violations_total", "source=\"sampled\"",
-              static_cast<double>(ledger.sampled_violations()));
-  metric_line(out, "tollgate_invariant_violations_total", "source=\"audit\"",
-              static_cast<double>(ledger.audit_violations()));
-  metric_header(out, "tollgate_audit_sampled_accounts_total", "counter", "Accounts audited by the server's sampler.");
-  metric_line(out, "tollgate_audit_sampled_accounts_total", "", static_cast<double>(ledger.sampled_accounts()));
-  metric_header(out, "tollgate_reaper_last_run_age_seconds", "gauge", "Seconds since the reaper last ran (-1: never).");
+// The figures of one snapshot of the store, when it answers.
+void render_store_metrics(http::Exposition& out, Ledger& ledger) {
+  static constexpr metrics::Family kActiveHolds{"tollgate_active_holds", metrics::Type::gauge,
+                                                "Holds reserved and not yet ended or overdue."};
+  static constexpr metrics::Family kOldestHold{"tollgate_oldest_active_hold_age_seconds", metrics::Type::gauge,
+                                               "Age of the oldest active hold."};
+  static constexpr metrics::Family kAccounts{"tollgate_accounts", metrics::Type::gauge, "Accounts in the ledger."};
+  auto stats = ledger.stats();
+  if (!stats) return;
+  out.sample(kActiveHolds, "", static_cast<double>(stats->active_holds));
+  out.sample(kOldestHold, "",
+             stats->oldest_active_hold_age_ms ? static_cast<double>(*stats->oldest_active_hold_age_ms) / 1000.0 : 0.0);
+  out.sample(kAccounts, "", static_cast<double>(stats->accounts));
+}
+
+void render_metrics(http::Exposition& out, Ledger& ledger, const http::Metrics& metrics,
+                    const http::ReadExecutor& readers, const Clock& clock) {
+  static constexpr metrics::Family kReaperAge{"tollgate_reaper_last_run_age_seconds", metrics::Type::gauge,
+                                              "Seconds since the reaper last ran (-1: never)."};
+  static constexpr metrics::Family kReaperInterval{"tollgate_reaper_interval_seconds", metrics::Type::gauge,
+                                                   "How often the reaper is meant to run (reaper_interval_ms)."};
+  static constexpr metrics::Family kWriteQueue{"tollgate_write_queue_depth", metrics::Type::gauge,
+                                               "Operations waiting for the writer."};
+  static constexpr metrics::Family kReadQueue{"tollgate_read_queue_depth", metrics::Type::gauge,
+                                              "Reads waiting for a reader thread."};
+  static constexpr metrics::Family kReadOverloaded{"tollgate_read_overloaded_total", metrics::Type::counter,
+                                                   "Reads refused: the read queue was full (503)."};
+  render_store_metrics(out, ledger);
+  // Counted by the ledger as it answers each decided command (whoever submitted it), and by the
+  // ledger's reaper, sampler and prune pass.
+  out.fields(kOutcomeFields, ledger.outcomes());
+  out.fields(kLedgerFields, ledger.counters());
   const auto last = ledger.reaper_last_run_ms();
-  metric_line(out, "tollgate_reaper_last_run_age_seconds", "",
-              last ? static_cast<double>(clock.now_ms() - *last) / 1000.0 : -1.0);
-  metric_header(out, "tollgate_reaper_interval_seconds", "gauge", "How often the reaper is meant to run (reaper_interval_ms).");
-  metric_line(out, "tollgate_reaper_interval_seconds", "", static_cast<double>(ledger.options().reaper_interval_ms) / 1000.0);
-  const auto gc = ledger.write_stats();
-  metric_header(out, "tollgate_group_commit_batches_total", "counter", "Write transactions committed or tried.");
-  metric_line(out, "tollgate_group_commit_batches_total", "", static_cast<double>(gc.batches));
-  metric_header(out, "tollgate_group_commit_operations_total", "counter", "Operations written through group commit.");
-  metric_line(out, "tollgate_group_commit_operations_total", "", static_cast<double>(gc.commands));
-  metric_header(out, "tollgate_group_commit_overloaded_total", "counter", "Operations refused: write queue full.");
-  metric_line(out, "tollgate_group_commit_overloaded_total", "", static_cast<double>(gc.overloaded));
-  metric_header(out, "tollgate_group_commit_failed_batches_total", "counter", "Write transactions that failed.");
-  metric_line(out, "tollgate_group_commit_failed_batches_total", "", static_cast<double>(gc.failed_batches));
-  metric_header(out, "tollgate_storage_failures_total", "counter",
-                "Storage faults: write transactions refused for a full disk, flushes that failed (writes stop).");
-  metric_line(out, "tollgate_storage_failures_total", "kind=\"disk_full\"", static_cast<double>(gc.disk_full_batches));
-  metric_line(out, "tollgate_storage_failures_total", "kind=\"flush\"", static_cast<double>(gc.failed_syncs));
-  metric_header(out, "tollgate_write_queue_depth", "gauge", "Operations waiting for the writer.");
-  metric_line(out, "tollgate_write_queue_depth", "", static_cast<double>(ledger.write_queue_depth()));
-  metric_header(out, "tollgate_http_connections_rejected_total", "counter", "Connections closed: over the limit.");
-  metric_line(out, "tollgate_http_connections_rejected_total", "", static_cast<double>(metrics.connections_rejected.load()));
-  metric_header(out, "tollgate_tls_handshake_failures_total", "counter",
-                "TLS handshakes that failed: plain HTTP on the TLS port, an old protocol version, no common cipher.");
-  metric_line(out, "tollgate_tls_handshake_failures_total", "", static_cast<double>(metrics.tls_handshake_failures.load()));
-  metric_header(out, "tollgate_auth_failures_total", "counter",
-                "Requests refused 401: a missing, malformed, unknown or revoked key.");
-  metric_line(out, "tollgate_auth_failures_total", "", static_cast<double>(metrics.auth_failures.load()));
-  metric_header(out, "tollgate_auth_throttled_total", "counter",
-                "Requests refused 429 too_many_failed_auth: their address failed authentication too often.");
-  metric_line(out, "tollgate_auth_throttled_total", "", static_cast<double>(metrics.auth_throttled.load()));
-  metric_header(out, "tollgate_read_queue_depth", "gauge", "Reads waiting for a reader thread.");
-  metric_line(out, "tollgate_read_queue_depth", "", static_cast<double>(readers.queue_depth()));
-  metric_header(out, "tollgate_read_overloaded_total", "counter", "Reads refused: the read queue was full (503).");
-  metric_line(out, "tollgate_read_overloaded_total", "", static_cast<double>(readers.refused()));
+  out.sample(kReaperAge, "", last ? static_cast<double>(clock.now_ms() - *last) / 1000.0 : -1.0);
+  out.sample(kReaperInterval, "", static_cast<double>(ledger.options().reaper_interval_ms) / 1000.0);
+  out.fields(kGroupCommitFields, ledger.write_stats());
+  out.sample(kWriteQueue, "", static_cast<double>(ledger.write_queue_depth()));
+  out.fields(http::kEdgeFields, metrics.edge.snapshot());
+  out.sample(kReadQueue, "", static_cast<double>(readers.queue_depth()));
+  out.sample(kReadOverloaded, "", static_cast<double>(readers.refused()));
   metrics.render_requests(out);
   render_process_metrics(out);
   render_build_info(out);
-  return out;
 }
 
 // Opens the store `config.database` names: a SQLite file, or a PostgreSQL database shared by
@@ -394,15 +323,6 @@ int serve(const ServerConfig& config, const std::function<void(std::uint16_t)>& 
   api_options.trusted_proxies = TrustedProxies(std::move(proxies));
   // Reads run here, off the I/O threads; it outlives the server (answers go through its strands).
   http::ReadExecutor readers(reader_threads(config), limits::kReadQueueMax);
-  api_options.render_metrics = [&] {
-    std::string out = render_metrics(ledger, metrics, readers, clock);
-    render_job_metrics(out, runner);
-    render_jobs_by_status(out, ledger);
-    // The default hold TTL, so that a dashboard (the console) can tell an oldest active hold past it.
-    http::metric_header(out, "tollgate_hold_ttl_seconds", "gauge", "The configured default hold TTL (hold_ttl_ms).");
-    http::metric_line(out, "tollgate_hold_ttl_seconds", "", static_cast<double>(config.hold_ttl_ms) / 1000.0);
-    return out;
-  };
   jobs::JobService job_service(ledger, &runner);
   api_options.jobs = &job_service;
   std::vector<coord::RatePolicySpec> policy_specs;
@@ -415,10 +335,17 @@ int serve(const ServerConfig& config, const std::function<void(std::uint16_t)>& 
   coord::RateLimits rate_limits(ledger, clock, &policies);
   api_options.ratelimits = &rate_limits;
   api_options.coord_counters = &coord_counters;
-  api_options.render_metrics = [&, render = std::move(api_options.render_metrics)] {
-    std::string out = render();
-    render_coord_metrics(out, ledger, policies, coord_counters);
-    return out;
+  api_options.render_metrics = [&] {
+    // The default hold TTL, so that a dashboard (the console) can tell an oldest active hold past it.
+    static constexpr metrics::Family kHoldTtl{"tollgate_hold_ttl_seconds", metrics::Type::gauge,
+                                              "The configured default hold TTL (hold_ttl_ms)."};
+    http::Exposition out;
+    render_metrics(out, ledger, metrics, readers, clock);
+    render_job_metrics(out, runner);
+    render_jobs_by_status(out, ledger);
+    out.sample(kHoldTtl, "", static_cast<double>(config.hold_ttl_ms) / 1000.0);
+    render_coord_metrics(out, policies, coord_counters);
+    return out.text();
   };
   http::Api api(ledger, readers, auth, metrics, clock, std::move(api_options));
   http::HttpServer server(api, metrics, http::ServerLimits{});

@@ -22,6 +22,7 @@
 #include <random>
 #include <thread>
 
+#include "core/limits.h"
 #include "core/version.h"
 
 namespace tollgate::client {
@@ -33,9 +34,6 @@ namespace bhttp = boost::beast::http;
 namespace json = boost::json;
 using tcp = asio::ip::tcp;
 
-// The largest answer read (a page of 1000 events or holds is well under 1 MiB).
-constexpr std::uint64_t kAnswerBytesMax = 32 * 1024 * 1024;
-constexpr std::uint32_t kAnswerHeaderBytesMax = 64 * 1024;
 
 bool is_unreserved(char c) {
   return (c >= 'A' && c <= 'Z') || (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '-' || c == '.' ||
@@ -377,8 +375,8 @@ struct Client::Impl {
         if (auto failure = connect()) return *failure;
       }
       bhttp::response_parser<bhttp::string_body> parser;
-      parser.body_limit(kAnswerBytesMax);
-      parser.header_limit(kAnswerHeaderBytesMax);
+      parser.body_limit(limits::kClientAnswerBytesMax);
+      parser.header_limit(limits::kClientAnswerHeadBytesMax);
       beast::error_code ec;
       const auto attempt_limit = options.request_timeout + request_timeout_extra;
       const auto request_limit = left_or(attempt_limit);

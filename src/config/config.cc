@@ -405,10 +405,10 @@ Result<ServerConfig> parse_config(std::string_view text, std::string_view source
     read_keys(r, ratelimit_config_keys(), rl);
     const bool has_keys_max = t.contains("keys_max");
     if (auto s = r.finish(); !s) return s;
-    if (rl.limit > rl.period_ms * 1000) {
+    if (rl.limit > rl.period_ms * limits::kRateAttemptsPerMsMax) {
       return invalid(r.where("limit") + "ratelimits." + name + ".limit (" + std::to_string(rl.limit) +
                      ") admits more than one attempt per microsecond of period_ms (" + std::to_string(rl.period_ms) +
-                     "): at most " + std::to_string(rl.period_ms * 1000));
+                     "): at most " + std::to_string(rl.period_ms * limits::kRateAttemptsPerMsMax));
     }
     if (has_keys_max && rl.store != RateLimitStore::local) {
       return invalid(r.where("keys_max") + "ratelimits." + name +

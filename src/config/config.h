@@ -24,9 +24,9 @@ namespace tollgate {
 struct ProviderConfig {
   std::string url;
   std::optional<std::string> status_url;  // with "{id}" where the job's client_request_id goes
-  std::int64_t timeout_ms = 60'000;
-  std::int64_t expected_duration_ms = 20'000;  // timeout_ms and hold_ttl_ms must be ≥ 3 × this
-  std::int64_t max_attempts = 3;
+  std::int64_t timeout_ms = limits::kProviderTimeoutMsDefault;
+  std::int64_t expected_duration_ms = limits::kProviderExpectedDurationMsDefault;  // timeout_ms and hold_ttl_ms must be ≥ 3 × this
+  std::int64_t max_attempts = limits::kProviderAttemptsDefault;
 };
 
 enum class RateLimitStore : std::uint8_t { shared, local };

@@ -164,7 +164,7 @@ Status CoordSlice::validate(const RateLimitCommand& c, const ValidationLimits&) 
   TG_TRY(check_id(c.key, "key"));
   if (c.op == RateOp::reset) return ok_status();
   if (c.gcra.limit < 1 || c.gcra.limit > limits::kRateLimitMax || c.gcra.period_ms < 1 ||
-      c.gcra.period_ms > limits::kRateLimitPeriodMsMax || c.gcra.limit > c.gcra.period_ms * 1000) {
+      c.gcra.period_ms > limits::kRateLimitPeriodMsMax || c.gcra.limit > c.gcra.period_ms * limits::kRateAttemptsPerMsMax) {
     return invalid("policy " + c.policy + " has no valid limit and period");
   }
   if (c.cost < 1 || c.cost > c.gcra.limit) {

@@ -1,6 +1,8 @@
 // The bounded in-memory GCRA table (see local_limiter.h).
 #include "coord/local_limiter.h"
 
+#include "core/limits.h"
+
 namespace tollgate::coord {
 
 LocalLimiter::LocalLimiter(GcraPolicy policy, std::size_t max_keys) : policy_(policy), max_keys_(max_keys) {
@@ -40,9 +42,8 @@ GcraDecision LocalLimiter::peek(std::string_view key, std::int64_t cost, std::in
 
 void LocalLimiter::make_room(std::int64_t now_ns) {
   // Idle keys first, from the least recently checked end, looking at a bounded number of them.
-  constexpr std::size_t kScanMax = 8;  // a flood of new keys costs each check at most 8 look-ups
   std::size_t scanned = 0;
-  for (auto r = recency_.end(); r != recency_.begin() && scanned < kScanMax; ++scanned) {
+  for (auto r = recency_.end(); r != recency_.begin() && scanned < limits::kLocalRateScanKeysMax; ++scanned) {
     --r;
     auto e = entries_.find(*r);
     if (e->second.tat_ns <= now_ns) {

@@ -191,4 +191,84 @@ inline constexpr std::int64_t kIdempotencyRetentionMsMax = 366LL * 24 * 3600 * 1
 inline constexpr std::int64_t kIdempotencyPruneBatchMax = 1'000;              // rows per prune pass
 inline constexpr int kCoordPrunePassesMax = 20;                               // passes per prune interval
 
+// --- Moved here from the files that used them (every limit lives here) --------------------------
+
+// The group committer: committed batches waiting for the syncer, at most (a slow disk or a slow
+// callback slows the writer instead of growing memory; ledger/group_commit.h).
+inline constexpr std::size_t kCommittedBatchesMax = 8;
+// The ledger's prune pass (finished idempotency keys, idle shared rate-limit rows) runs this often.
+inline constexpr std::int64_t kCoordPruneIntervalMsDefault = 60'000;
+// A full local rate-limit table (coord/local_limiter.h) looks at most this many idle keys to make
+// room for a new one: a flood of new keys costs each check a bounded number of look-ups.
+inline constexpr std::size_t kLocalRateScanKeysMax = 8;
+
+// Jobs (jobs/runner.h): a claim or an end the database refused is tried again after
+// kJobWriteRetryMs, at most kJobWriteTriesMax times (then the job is left to recovery: its lease
+// expires). At a stop, aborted provider calls are waited for in steps of kJobStopPollMs, at most
+// kJobStopPollsMax steps, and runs between steps at most kJobStopWaitMs.
+inline constexpr std::int64_t kJobWriteRetryMs = 1'000;
+inline constexpr int kJobWriteTriesMax = 30;
+inline constexpr std::int64_t kJobStopPollMs = 10;
+inline constexpr int kJobStopPollsMax = 500;
+inline constexpr std::int64_t kJobStopWaitMs = 5'000;
+// A provider's configuration (config/config.h) when it names none: its call's time-out, its
+// expected duration, and how many attempts a job makes.
+inline constexpr std::int64_t kProviderTimeoutMsDefault = 60'000;
+inline constexpr std::int64_t kProviderExpectedDurationMsDefault = 20'000;
+inline constexpr std::int64_t kProviderAttemptsDefault = 3;
+// The provider client (jobs/provider_client.h): an exchange's time-out when none is given, the
+// connect time-out, idle connections kept per host and how long, how often idle ones are swept,
+// and the largest answer head and body read (larger: connection_lost).
+inline constexpr std::int64_t kProviderExchangeTimeoutMsDefault = 60'000;
+inline constexpr std::int64_t kProviderConnectTimeoutMsDefault = 5'000;
+inline constexpr std::size_t kProviderIdleConnectionsPerHostMaxDefault = 64;
+inline constexpr std::int64_t kProviderIdleConnectionTtlMsDefault = 30'000;
+inline constexpr std::int64_t kProviderIdleSweepIntervalMs = 5'000;
+inline constexpr std::uint32_t kProviderAnswerHeadBytesMax = 64 * 1024;
+inline constexpr std::size_t kProviderAnswerBodyBytesMaxDefault = 1 << 20;
+
+// Storage: how many times a batch is run again after losing a race to another instance
+// (store/batch_runner.h, PostgreSQL); PostgreSQL's reader connections (the writer is one more),
+// its connect and statement time-outs (also any lock wait) when not configured.
+inline constexpr int kConflictRetriesMaxDefault = 16;
+inline constexpr int kPgReadersMaxDefault = static_cast<int>(kDatabasePoolSizeDefault);
+inline constexpr int kPgConnectTimeoutMsDefault = static_cast<int>(kDatabaseTimeoutMsDefault);
+inline constexpr int kPgStatementTimeoutMsDefault = static_cast<int>(kDatabaseTimeoutMsDefault);
+// SQLite: a statement's wait for a lock another process holds; reader connections kept open; each
+// connection's page cache (KiB); the background checkpoint's interval; the WAL pages past which the
+// writer checkpoints by itself; the WAL batching layer's buffer, and the largest write it hands to
+// the base VFS at once (the unix VFS truncates a write's size to 17 bits: pieces below 128 KiB).
+inline constexpr int kSqliteBusyTimeoutMsDefault = 5'000;
+inline constexpr int kSqliteReadersMaxDefault = 4;
+inline constexpr int kSqliteCacheKibDefault = 64 * 1024;
+inline constexpr int kSqliteCheckpointIntervalMsDefault = 100;
+inline constexpr int kSqliteWalAutocheckpointPagesDefault = 20'000;
+inline constexpr std::size_t kWalBufferBytesMax = 8 * 1024 * 1024;
+inline constexpr std::size_t kWalWriteBytesMax = 31 * 4096;
+
+// A rate-limit policy admits at most this many attempts per millisecond of its period (one per
+// microsecond: the GCRA's emission interval is whole nanoseconds; config and coord check it).
+inline constexpr std::int64_t kRateAttemptsPerMsMax = 1'000;
+// LedgerOptions::events_poll_interval_ms: at most this.
+inline constexpr std::int64_t kEventsPollIntervalMsMax = 60'000;
+
+// An admin key file (service/admin_key_file.h) is read up to this many bytes (a generated key is 47).
+inline constexpr std::size_t kAdminKeyFileBytesMax = 4096;
+
+// The client library and the CLI (client/, app/cli/): the largest answer read (a page of 1000
+// events or holds is well under 1 MiB) and answer head; --timeout-ms at most; `events --follow`
+// polls this often and asks the server to hold an empty read this long (so an interrupt ends it
+// within that); `job wait` asks the server to hold each long poll at most kJobWaitMsMax and gives
+// its answer this long to arrive after that.
+inline constexpr std::uint64_t kClientAnswerBytesMax = 32 * 1024 * 1024;
+inline constexpr std::uint32_t kClientAnswerHeadBytesMax = 64 * 1024;
+inline constexpr std::int64_t kCliTimeoutMsMax = 3'600'000;
+inline constexpr std::int64_t kCliFollowIntervalMs = 500;
+inline constexpr std::int64_t kCliFeedWaitMs = 1'000;
+inline constexpr std::int64_t kCliJobWaitAnswerGraceMs = 1'000;
+
+static_assert(kWalWriteBytesMax < 128 * 1024);
+static_assert(kCliFeedWaitMs <= kEventsWaitMsMax);
+static_assert(kEventsPollIntervalMsDefault <= kEventsPollIntervalMsMax);
+
 }  // namespace tollgate::limits

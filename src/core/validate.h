@@ -15,12 +15,13 @@
 
 #include "core/commands.h"
 #include "core/hold_id.h"
+#include "core/limits.h"
 #include "core/result.h"
 
 namespace tollgate {
 
 struct ValidationLimits {
-  std::int64_t hold_ttl_ms_max = 3'600'000;  // the configured maximum hold TTL
+  std::int64_t hold_ttl_ms_max = limits::kHoldTtlMsMaxDefault;  // the configured maximum hold TTL
   // The slices' owned-hold prefixes (core/hold_id.h), which a reserve's request_id may not begin
   // with: filled in by the registry's validate (core/batch.h) from the slices it registers.
   std::span<const HoldOwner> hold_owners;

@@ -247,11 +247,11 @@ Response Api::count_failed_auth(Response refused, const std::string& address) {
   if (auth_failures_) {
     const auto d = auth_failures_->check(address, 1, clock_.now_ms());
     if (!d.allowed) {
-      metrics_.auth_throttled.fetch_add(1, std::memory_order_relaxed);
+      metrics_.edge.add<&EdgeCounts::auth_throttled>();
       return too_many_failed_auth(d.retry_after_ms);
     }
   }
-  metrics_.auth_failures.fetch_add(1, std::memory_order_relaxed);
+  metrics_.edge.add<&EdgeCounts::auth_failures>();
   return refused;
 }
 

@@ -1,10 +1,12 @@
 #include "http/metrics.h"
 
+#include <algorithm>
 #include <charconv>
 #include <cinttypes>
 #include <cstdio>
 
 #include "core/last_resort.h"
+#include "core/result.h"
 
 namespace tollgate::http {
 namespace {
@@ -46,11 +48,11 @@ void Metrics::observe_request(std::size_t route_index, unsigned status, double s
   h.sum_ns.fetch_add(static_cast<std::uint64_t>(seconds * 1e9), std::memory_order_relaxed);
 }
 
-void metric_header(std::string& out, const std::string& name, const char* type, const char* help) {
-  out += "# HELP " + name + " " + help + "\n# TYPE " + name + " " + type + "\n";
-}
+namespace {
 
-void metric_line(std::string& out, const std::string& name, const std::string& labels, double value) {
+// One sample line: name{labels} value.
+void metric_line(std::string& out, std::string_view name, std::string_view suffix, std::string_view labels,
+                 double value) {
   char buf[64];
   if (value == static_cast<double>(static_cast<std::int64_t>(value))) {
     std::snprintf(buf, sizeof buf, "%" PRId64, static_cast<std::int64_t>(value));
@@ -61,13 +63,84 @@ void metric_line(std::string& out, const std::string& name, const std::string& l
     *end = '\0';
   }
   out += name;
-  if (!labels.empty()) out += "{" + labels + "}";
-  out += " ";
+  out += suffix;
+  if (!labels.empty()) {
+    out += '{';
+    out += labels;
+    out += '}';
+  }
+  out += ' ';
   out += buf;
-  out += "\n";
+  out += '\n';
 }
 
-void Metrics::render_requests(std::string& out) const {
+}  // namespace
+
+Exposition::Entry& Exposition::entry(const metrics::Family& family) {
+  TG_ASSERT(!family.name.empty());
+  for (Entry& e : entries_) {
+    if (e.family.name != family.name) continue;
+    TG_ASSERT(e.family.type == family.type && e.family.help == family.help);  // one family, declared once
+    return e;
+  }
+  return entries_.emplace_back(Entry{family, {}});
+}
+
+void Exposition::family(const metrics::Family& family) { entry(family); }
+
+void Exposition::sample(const metrics::Family& family, std::string_view labels, double value, std::string_view suffix) {
+  metric_line(entry(family).samples, family.name, suffix, labels, value);
+}
+
+void Exposition::histogram(const metrics::Family& family, const std::string& labels, std::span<const double> bounds_s,
+                           std::span<const std::uint64_t> cumulative, std::uint64_t count, double sum) {
+  TG_ASSERT(bounds_s.size() == cumulative.size());
+  const std::string prefix = labels.empty() ? std::string() : labels + ",";
+  for (std::size_t i = 0; i < bounds_s.size(); ++i) {
+    char le[32];
+    std::snprintf(le, sizeof le, "%g", bounds_s[i]);
+    sample(family, prefix + "le=\"" + le + "\"", static_cast<double>(std::min(cumulative[i], count)), "_bucket");
+  }
+  sample(family, prefix + "le=\"+Inf\"", static_cast<double>(count), "_bucket");
+  sample(family, labels, sum, "_sum");
+  sample(family, labels, static_cast<double>(count), "_count");
+}
+
+std::vector<metrics::Family> Exposition::families() const {
+  std::vector<metrics::Family> out;
+  for (const Entry& e : entries_) out.push_back(e.family);
+  return out;
+}
+
+std::string Exposition::text() const {
+  std::size_t size = 0;
+  for (const Entry& e : entries_) size += e.family.name.size() * 2 + e.family.help.size() + 32 + e.samples.size();
+  std::string out;
+  out.reserve(size);
+  for (const Entry& e : entries_) {
+    out += "# HELP ";
+    out += e.family.name;
+    out += ' ';
+    out += e.family.help;
+    out += "\n# TYPE ";
+    out += e.family.name;
+    out += ' ';
+    out += metrics::type_name(e.family.type);
+    out += '\n';
+    out += e.samples;
+  }
+  return out;
+}
+
+void Metrics::render_requests(Exposition& out) const {
+  static constexpr metrics::Family kRequests{"tollgate_http_requests_total", metrics::Type::counter,
+                                             "HTTP requests answered, by route and status."};
+  // The last-resort catch (core/last_resort.h): every one is a bug, answered 500 `internal`.
+  static constexpr metrics::Family kUnhandled{
+      "tollgate_http_unhandled_exceptions_total", metrics::Type::counter,
+      "Exceptions that escaped a handler or a callback and reached the last-resort catch (a bug each)."};
+  static constexpr metrics::Family kDuration{"tollgate_http_request_duration_seconds", metrics::Type::histogram,
+                                             "Time from a request's last byte to its answer, by route and status."};
   struct Row {
     std::string labels;
     const Histogram* h;
@@ -81,30 +154,17 @@ void Metrics::render_requests(std::string& out) const {
       rows.push_back(Row{"route=\"" + routes_[r] + "\",status=\"" + std::to_string(status) + "\"", &h});
     }
   }
-  metric_header(out, "tollgate_http_requests_total", "counter", "HTTP requests answered, by route and status.");
-  for (const Row& row : rows) {
-    metric_line(out, "tollgate_http_requests_total", row.labels, static_cast<double>(row.h->count.load()));
-  }
-  // The last-resort catch (core/last_resort.h): every one is a bug, answered 500 `internal`.
-  metric_header(out, "tollgate_http_unhandled_exceptions_total", "counter",
-                "Exceptions that escaped a handler or a callback and reached the last-resort catch (a bug each).");
-  metric_line(out, "tollgate_http_unhandled_exceptions_total", "", static_cast<double>(unhandled_exceptions_total()));
-  metric_header(out, "tollgate_http_request_duration_seconds", "histogram",
-                "Time from a request's last byte to its answer, by route and status.");
+  out.family(kRequests);
+  for (const Row& row : rows) out.sample(kRequests, row.labels, static_cast<double>(row.h->count.load()));
+  out.sample(kUnhandled, "", static_cast<double>(unhandled_exceptions_total()));
+  out.family(kDuration);
   for (const Row& row : rows) {
     const Histogram& h = *row.h;
     // Read the count first: a bucket incremented since is at most one ahead, never behind +Inf.
     const std::uint64_t count = h.count.load();
-    for (std::size_t i = 0; i < kBuckets.size(); ++i) {
-      char le[32];
-      std::snprintf(le, sizeof le, "%g", kBuckets[i]);
-      metric_line(out, "tollgate_http_request_duration_seconds_bucket", row.labels + ",le=\"" + le + "\"",
-                  static_cast<double>(std::min(h.buckets[i].load(), count)));
-    }
-    metric_line(out, "tollgate_http_request_duration_seconds_bucket", row.labels + ",le=\"+Inf\"",
-                static_cast<double>(count));
-    metric_line(out, "tollgate_http_request_duration_seconds_sum", row.labels, static_cast<double>(h.sum_ns.load()) / 1e9);
-    metric_line(out, "tollgate_http_request_duration_seconds_count", row.labels, static_cast<double>(count));
+    std::array<std::uint64_t, kBuckets.size()> buckets{};
+    for (std::size_t i = 0; i < kBuckets.size(); ++i) buckets[i] = h.buckets[i].load();
+    out.histogram(kDuration, row.labels, kBuckets, buckets, count, static_cast<double>(h.sum_ns.load()) / 1e9);
   }
 }
 

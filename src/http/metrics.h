@@ -5,7 +5,12 @@
 // request is a few relaxed atomic increments in a fixed table (route × status): no lock, no
 // allocation on the request path.
 //
-// Thread safety: every method may be called from any thread.
+// Every family on /metrics is written through an Exposition (below): a family's # HELP and # TYPE
+// come from its metrics::Family (core/counters.h), once, and a counter kept in a field table (the
+// edge's: kEdgeFields; the ledger's: ledger.h, group_commit.h) is shown from that table.
+//
+// Thread safety: Metrics: every method may be called from any thread. Exposition: one scrape's, on
+// one thread.
 #pragma once
 
 #include <array>
@@ -13,11 +18,75 @@
 #include <cstddef>
 #include <cstdint>
 #include <memory>
+#include <span>
 #include <string>
 #include <string_view>
 #include <vector>
 
+#include "core/counters.h"
+
 namespace tollgate::http {
+
+// What the edge counts besides requests: connections and authentication.
+struct EdgeCounts {
+  std::uint64_t connections_rejected = 0;    // over the connection limit
+  std::uint64_t tls_handshake_failures = 0;  // TLS handshakes that failed (plain HTTP, old versions)
+  std::uint64_t auth_failures = 0;   // requests refused 401: missing, malformed, unknown or revoked key
+  std::uint64_t auth_throttled = 0;  // requests refused 429 too_many_failed_auth (api.h)
+};
+
+// Where each counter of EdgeCounts is kept and shown (core/counters.h).
+inline constexpr auto kEdgeFields = std::to_array<metrics::Field<EdgeCounts>>({
+    {&EdgeCounts::connections_rejected,
+     {"tollgate_http_connections_rejected_total", metrics::Type::counter, "Connections closed: over the limit."},
+     ""},
+    {&EdgeCounts::tls_handshake_failures,
+     {"tollgate_tls_handshake_failures_total", metrics::Type::counter,
+      "TLS handshakes that failed: plain HTTP on the TLS port, an old protocol version, no common cipher."},
+     ""},
+    {&EdgeCounts::auth_failures,
+     {"tollgate_auth_failures_total", metrics::Type::counter,
+      "Requests refused 401: a missing, malformed, unknown or revoked key."},
+     ""},
+    {&EdgeCounts::auth_throttled,
+     {"tollgate_auth_throttled_total", metrics::Type::counter,
+      "Requests refused 429 too_many_failed_auth: their address failed authentication too often."},
+     ""},
+});
+
+// One scrape's text (Prometheus text format 0.0.4), family by family in the order they were first
+// named: a family's # HELP and # TYPE are written once, before its samples, and a sample added to a
+// family already begun joins it (the same name with another type or help is a bug: asserted).
+class Exposition {
+ public:
+  // Names `family` (its HELP and TYPE are written even if no sample follows).
+  void family(const metrics::Family& family);
+  // One sample of `family`: its name and `suffix` ("_bucket", "_sum", "_count"), labels, value.
+  void sample(const metrics::Family& family, std::string_view labels, double value, std::string_view suffix = {});
+  // A histogram's samples for one label set: `cumulative[i]` observations ≤ `bounds_s[i]` (each
+  // shown at most `count`), then +Inf, _sum and _count. `labels` may be empty.
+  void histogram(const metrics::Family& family, const std::string& labels, std::span<const double> bounds_s,
+                 std::span<const std::uint64_t> cumulative, std::uint64_t count, double sum);
+  // Every row of a field table whose family has a name, with its value from `values`.
+  template <typename Stats, std::size_t N>
+  void fields(const std::array<metrics::Field<Stats>, N>& table, const Stats& values) {
+    for (const auto& row : table) {
+      if (!row.family.name.empty()) sample(row.family, row.labels, static_cast<double>(values.*(row.member)));
+    }
+  }
+
+  // The families named so far, in order.
+  std::vector<metrics::Family> families() const;
+  std::string text() const;
+
+ private:
+  struct Entry {
+    metrics::Family family;
+    std::string samples;
+  };
+  Entry& entry(const metrics::Family& family);
+  std::vector<Entry> entries_;  // a scrape names about 60: found by a linear search
+};
 
 class Metrics {
  public:
@@ -39,14 +108,12 @@ class Metrics {
   std::string_view route_name(std::size_t route_index) const;
 
   // What the ledger decided (holds ended, conflicts, violations) is counted by the ledger where it
-  // happens (Ledger::outcomes()); the edge counts only requests and connections.
-  std::atomic<std::uint64_t> connections_rejected{0};  // over the connection limit
-  std::atomic<std::uint64_t> auth_failures{0};   // requests refused 401: missing, malformed, unknown or revoked key
-  std::atomic<std::uint64_t> auth_throttled{0};  // requests refused 429 too_many_failed_auth (api.h)
-  std::atomic<std::uint64_t> tls_handshake_failures{0};  // TLS handshakes that failed (plain HTTP, old versions)
+  // happens (Ledger::outcomes()); the edge counts only requests, connections and authentication.
+  metrics::Counters<EdgeCounts, kEdgeFields> edge;
 
-  // Appends the request metrics in Prometheus text format (slots that counted nothing are left out).
-  void render_requests(std::string& out) const;
+  // Adds the request metrics (slots that counted nothing are left out); the edge's counters are
+  // out.fields(kEdgeFields, edge.snapshot()).
+  void render_requests(Exposition& out) const;
 
  private:
   struct Histogram {
@@ -60,9 +127,5 @@ class Metrics {
   const std::vector<std::string> routes_;  // [0] = "unmatched"; constant after construction
   std::unique_ptr<Histogram[]> histograms_;  // routes_.size() × kStatusSlots
 };
-
-// Appends one sample line: name{labels} value.
-void metric_line(std::string& out, const std::string& name, const std::string& labels, double value);
-void metric_header(std::string& out, const std::string& name, const char* type, const char* help);
 
 }  // namespace tollgate::http

@@ -109,7 +109,7 @@ void account_events(Context& ctx, Call& call) {
   TG_REPLY_IF_ERROR(known_query(call, {"after", "limit"}));
   auto after = query_int(call, "after", 0, 0, std::numeric_limits<std::int64_t>::max());
   TG_REPLY_IF_ERROR(after);
-  auto limit = query_int(call, "limit", 100, 1, limits::kEventsPageMax);
+  auto limit = query_int(call, "limit", limits::kPageDefault, 1, limits::kEventsPageMax);
   TG_REPLY_IF_ERROR(limit);
   auto page = ctx.ledger.read_events(call.params[0], *after, *limit);
   TG_REPLY_IF_ERROR(page);

@@ -39,7 +39,7 @@ void events_feed(Context& ctx, Call& call) {
     return call.reply(problem(invalid(after.error().detail + ", or latest")));
   }
   TG_REPLY_IF_ERROR(after);
-  auto limit = query_int(call, "limit", 100, 1, limits::kEventsPageMax);
+  auto limit = query_int(call, "limit", limits::kPageDefault, 1, limits::kEventsPageMax);
   TG_REPLY_IF_ERROR(limit);
   auto wait_ms = query_int(call, "wait_ms", 0, 0, limits::kEventsWaitMsMax);
   TG_REPLY_IF_ERROR(wait_ms);

@@ -147,7 +147,7 @@ struct Session : SessionBase, std::enable_shared_from_this<Session<Stream>> {
           if (ec) {
             // Plain HTTP on the TLS port, an old protocol version, no common cipher, a time-out.
             if (ec != asio::error::operation_aborted) {
-              self->server.metrics.tls_handshake_failures.fetch_add(1, std::memory_order_relaxed);
+              self->server.metrics.edge.template add<&EdgeCounts::tls_handshake_failures>();
             }
             return self->close();
           }
@@ -353,7 +353,7 @@ void HttpServer::Impl::accept() {
       return accept();
     }
     if (connections.load() >= limits.connections_max) {
-      metrics.connections_rejected.fetch_add(1, std::memory_order_relaxed);
+      metrics.edge.add<&EdgeCounts::connections_rejected>();
       beast::error_code ignored;
       socket.close(ignored);
       return accept();

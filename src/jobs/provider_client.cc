@@ -38,10 +38,10 @@ using SteadyClock = std::chrono::steady_clock;
 using Strand = asio::strand<asio::io_context::executor_type>;
 using Kind = Exchange::Kind;
 
-// An answer's head larger than this is a broken answer (connection_lost).
-constexpr std::uint32_t kResponseHeaderBytesMax = 64 * 1024;
-// How often idle connections are checked for age and for having been closed by the provider.
-constexpr std::chrono::milliseconds kIdleSweepInterval{5000};
+// An answer's head larger than limits::kProviderAnswerHeadBytesMax is a broken answer
+// (connection_lost). Idle connections are checked for age and for having been closed by the
+// provider every limits::kProviderIdleSweepIntervalMs.
+constexpr std::chrono::milliseconds kIdleSweepInterval{limits::kProviderIdleSweepIntervalMs};
 
 // Where one request goes, from its URL.
 struct Target {
@@ -373,7 +373,7 @@ class CallState : public std::enable_shared_from_this<CallState> {
     out_.reset();  // the request's body is no longer needed
     phase_ = Phase::receiving;
     in_.emplace();
-    in_->header_limit(kResponseHeaderBytesMax);
+    in_->header_limit(limits::kProviderAnswerHeadBytesMax);
     in_->body_limit(client_.options.response_body_max_bytes);
     auto handler = [self = shared_from_this()](beast::error_code ec2, std::size_t) { self->on_read(ec2); };
     if (conn_->tls) {

@@ -47,6 +47,7 @@
 #include <memory>
 #include <string>
 
+#include "core/limits.h"
 #include "jobs/provider.h"
 #include "jobs/provider_protocol.h"
 
@@ -58,19 +59,19 @@ struct ProviderRequest {
   std::string url;              // http://host:port/path?query or https://...; no fragment is sent
   std::string idempotency_key;  // sent as `Idempotency-Key` when not empty
   std::string body;             // sent with Content-Type: application/json (post)
-  std::chrono::milliseconds timeout{60000};  // total: connect + write + read of the whole answer
+  std::chrono::milliseconds timeout{limits::kProviderExchangeTimeoutMsDefault};  // total: connect + write + read of the whole answer
 };
 
 struct ProviderClientOptions {
   // Resolve + TCP connect + TLS handshake, at most (and at most the request's `timeout`).
-  std::chrono::milliseconds connect_timeout{5000};
+  std::chrono::milliseconds connect_timeout{limits::kProviderConnectTimeoutMsDefault};
   // Keep-alive pool per scheme://host:port; 0 = no reuse, every exchange opens a connection.
-  std::size_t idle_connections_per_host_max = 64;
+  std::size_t idle_connections_per_host_max = limits::kProviderIdleConnectionsPerHostMaxDefault;
   // An idle connection older than this is closed (providers commonly close theirs after 60 s+;
   // ours closes first so that a reuse rarely meets a connection the provider is closing).
-  std::chrono::milliseconds idle_connection_ttl{30000};
+  std::chrono::milliseconds idle_connection_ttl{limits::kProviderIdleConnectionTtlMsDefault};
   // A larger answer body → connection_lost with a body that says so (the answer was not read).
-  std::size_t response_body_max_bytes = 1 << 20;
+  std::size_t response_body_max_bytes = limits::kProviderAnswerBodyBytesMaxDefault;
   std::string ca_file;  // PEM trust anchors for https; empty: the system's default verify paths
   int threads = 1;      // io threads the client owns (≥ 1)
 };

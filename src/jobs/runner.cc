@@ -53,8 +53,6 @@ struct JobRunner::Timer {
 
 namespace {
 
-constexpr std::int64_t kRetryWriteMs = 1000;  // a claim or an end the database refused: try again
-constexpr int kWriteTriesMax = 30;            // then leave the job to recovery (its lease expires)
 
 std::string describe(const Exchange& e) {
   switch (e.kind) {
@@ -167,8 +165,8 @@ void JobRunner::claim(std::shared_ptr<Run> run, bool begin_attempt, std::string 
                     lease_ms(*run->provider),   begin_attempt,           note};
   ledger_.submit(std::move(c), [this, run, begin_attempt, note, tries](CommandResult r) {
     if (r.ok()) return after_claim(run, std::get<JobOutcome>(r.value()).job, begin_attempt);
-    if (worth_retrying(r.code()) && tries + 1 < kWriteTriesMax) {
-      return after(kRetryWriteMs, run,
+    if (worth_retrying(r.code()) && tries + 1 < limits::kJobWriteTriesMax) {
+      return after(limits::kJobWriteRetryMs, run,
                    [this, run, begin_attempt, note, tries] { claim(run, begin_attempt, note, tries + 1); });
     }
     // Ended, leased by another instance, or the database stays away: not ours to drive.
@@ -309,8 +307,8 @@ void JobRunner::end(std::shared_ptr<Run> run, JobStatus status, std::optional<st
       }
       return finish(run, run->job.status, true);
     }
-    if (worth_retrying(r.code()) && tries + 1 < kWriteTriesMax) {
-      return after(kRetryWriteMs, run, [=, this] { end(run, status, result, error, by, note, tries + 1); });
+    if (worth_retrying(r.code()) && tries + 1 < limits::kJobWriteTriesMax) {
+      return after(limits::kJobWriteRetryMs, run, [=, this] { end(run, status, result, error, by, note, tries + 1); });
     }
     tollgate::log("error", "job " + run->job.client_request_id + ": its end could not be written (" + r.error().detail +
                "); recovery settles it once its lease expires");
@@ -588,7 +586,9 @@ void JobRunner::stop() {
     if (call) call->cancel();
   }
   // Aborted calls answer promptly; their callbacks must have run before the provider may go.
-  for (int i = 0; i < 500 && provider_.in_flight() > 0; ++i) std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  for (int i = 0; i < limits::kJobStopPollsMax && provider_.in_flight() > 0; ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(limits::kJobStopPollMs));
+  }
   // Timers that have not fired are cancelled, and their runs finished (no renewal is written after
   // this); the thread ends once they have.
   boost::asio::post(timers_, [this] {
@@ -605,7 +605,7 @@ void JobRunner::stop() {
   // Runs between steps (a claim or an end in the ledger) finish when their callback comes: wait at
   // most a bounded time for them.
   MutexLock lock(mu_);
-  idle_.wait_for(mu_, std::chrono::seconds(5), [&]() REQUIRES(mu_) { return running_.empty(); });
+  idle_.wait_for(mu_, std::chrono::milliseconds(limits::kJobStopWaitMs), [&]() REQUIRES(mu_) { return running_.empty(); });
   running_.clear();
 }
 

@@ -61,6 +61,7 @@
 #include <boost/asio/io_context.hpp>
 
 #include "config/config.h"
+#include "core/counters.h"
 #include "core/thread_annotations.h"
 #include "jobs/job.h"
 #include "jobs/provider.h"
@@ -97,6 +98,38 @@ struct JobRunnerStats {
   std::uint64_t answers_2xx = 0, answers_4xx = 0, answers_5xx = 0, timeouts = 0, connection_lost = 0,
                 not_connected = 0;
 };
+
+// Where each figure of JobRunnerStats is shown (core/counters.h); the rest are not on /metrics.
+inline constexpr metrics::Family kJobsEndedFamily{"tollgate_jobs_ended_total", metrics::Type::counter,
+                                                  "Jobs this instance ended, by status."};
+inline constexpr metrics::Family kJobLeaseRenewalsFamily{
+    "tollgate_job_lease_renewals_total", metrics::Type::counter,
+    "Renewals of the short leases of jobs this instance drives, by outcome (refused: the job ended or another "
+    "instance took it)."};
+inline constexpr auto kJobRunnerFields = std::to_array<metrics::Field<JobRunnerStats>>({
+    {&JobRunnerStats::in_flight,
+     {"tollgate_jobs_in_flight", metrics::Type::gauge, "Jobs this instance is driving (provider calls and their settling)."},
+     ""},
+    {&JobRunnerStats::queued,
+     {"tollgate_jobs_queued", metrics::Type::gauge, "Jobs accepted here, waiting for a free slot."}, ""},
+    {&JobRunnerStats::completed, kJobsEndedFamily, "status=\"completed\""},
+    {&JobRunnerStats::failed, kJobsEndedFamily, "status=\"failed\""},
+    {&JobRunnerStats::cancelled,
+     {"tollgate_jobs_aborted_total", metrics::Type::counter, "In-flight provider calls aborted by a cancel."}, ""},
+    {&JobRunnerStats::sends,
+     {"tollgate_provider_requests_total", metrics::Type::counter, "Provider requests begun (sends and re-sends)."},
+     ""},
+    {&JobRunnerStats::resends,
+     {"tollgate_provider_resends_total", metrics::Type::counter, "Requests sent again with the same Idempotency-Key."},
+     ""},
+    {&JobRunnerStats::status_questions,
+     {"tollgate_provider_status_questions_total", metrics::Type::counter, "Status URL questions asked."}, ""},
+    {&JobRunnerStats::recovered,
+     {"tollgate_jobs_recovered_total", metrics::Type::counter, "Jobs claimed after their lease expired (reconciliations)."},
+     ""},
+    {&JobRunnerStats::lease_renewals, kJobLeaseRenewalsFamily, "outcome=\"renewed\""},
+    {&JobRunnerStats::renewals_refused, kJobLeaseRenewalsFamily, "outcome=\"refused\""},
+});
 
 // One provider's figures since start (metrics): what its requests saw and how long they took.
 struct ProviderStats {

@@ -39,7 +39,7 @@ void GroupCommitter::submit(Command command, Callback done) {
   }
   if (queue_.size() >= options_.queue_max) {
     lock.unlock();
-    overloaded_.fetch_add(1, std::memory_order_relaxed);
+    counters_.add<&GroupCommitStats::overloaded>();
     done(Error::make(Code::overloaded, "too many operations are waiting to be written; retry with the same id"));
     return;
   }
@@ -69,14 +69,14 @@ std::optional<Error> GroupCommitter::flush(const std::deque<Finished>& batches) 
   bool any_committed = false;
   for (const Finished& f : batches) any_committed = any_committed || !f.batch_error;
   if (!any_committed) return std::nullopt;
-  syncs_.fetch_add(1, std::memory_order_relaxed);
+  counters_.add<&GroupCommitStats::syncs>();
   const auto start = std::chrono::steady_clock::now();
   const Status synced = store_.sync();
   const std::uint64_t took = since_ns(start);
-  sync_ns_.fetch_add(took, std::memory_order_relaxed);
+  counters_.add<&GroupCommitStats::sync_ns>(took);
   average_in(sync_ns_avg_, took);
   if (synced) return std::nullopt;
-  failed_syncs_.fetch_add(1, std::memory_order_relaxed);
+  counters_.add<&GroupCommitStats::failed_syncs>();
   return synced.error();
 }
 
@@ -101,11 +101,10 @@ void GroupCommitter::answer(std::deque<Finished>& batches, const std::optional<E
 }
 
 void GroupCommitter::count_outcome(const CommandResult& result) {
-  constexpr auto relaxed = std::memory_order_relaxed;
   if (!result) {
     if (result.code() == Code::insufficient_credits) {
-      reservation_conflicts_.fetch_add(1, relaxed);
-      if (held_by_other_holds(result.error())) reservation_conflicts_held_.fetch_add(1, relaxed);
+      outcome_counters_.add<&OutcomeCounts::reservation_conflicts>();
+      if (held_by_other_holds(result.error())) outcome_counters_.add<&OutcomeCounts::reservation_conflicts_held>();
     }
     return;
   }
@@ -118,12 +117,12 @@ void GroupCommitter::count_outcome(const CommandResult& result) {
   if (hold == nullptr) return;
   // A reservation or an extension leaves its hold active; a commit or release ends it.
   switch (hold->status) {
-    case HoldStatus::committed: holds_committed_.fetch_add(1, relaxed); break;
-    case HoldStatus::released: holds_released_.fetch_add(1, relaxed); break;
+    case HoldStatus::committed: outcome_counters_.add<&OutcomeCounts::holds_committed>(); break;
+    case HoldStatus::released: outcome_counters_.add<&OutcomeCounts::holds_released>(); break;
     default: break;
   }
-  if (hold->late_outcome == LateOutcome::charged) holds_late_charged_.fetch_add(1, relaxed);
-  if (hold->late_outcome == LateOutcome::forgiven) holds_late_forgiven_.fetch_add(1, relaxed);
+  if (hold->late_outcome == LateOutcome::charged) outcome_counters_.add<&OutcomeCounts::holds_late_charged>();
+  if (hold->late_outcome == LateOutcome::forgiven) outcome_counters_.add<&OutcomeCounts::holds_late_forgiven>();
 }
 
 std::size_t GroupCommitter::batch_size(std::size_t waiting) {
@@ -142,7 +141,7 @@ std::size_t GroupCommitter::batch_size(std::size_t waiting) {
   // already flushed and sync() has nothing to do (PostgreSQL).
   const std::uint64_t apply_all_ns = apply_ns * all;
   if (sync_ns >= apply_all_ns || sync_ns < apply_all_ns / 8) return all;
-  split_batches_.fetch_add(1, std::memory_order_relaxed);
+  counters_.add<&GroupCommitStats::split_batches>();
   return (all + 1) / 2;
 }
 
@@ -166,15 +165,15 @@ void GroupCommitter::writer_loop() {
     const auto start = std::chrono::steady_clock::now();
     const Status committed = store_.apply(commands, finished.results);
     const std::uint64_t took = since_ns(start);
-    apply_ns_.fetch_add(took, std::memory_order_relaxed);
+    counters_.add<&GroupCommitStats::apply_ns>(took);
     average_in(apply_ns_per_command_avg_, took / commands.size());
-    batches_.fetch_add(1, std::memory_order_relaxed);
-    commands_.fetch_add(commands.size(), std::memory_order_relaxed);
+    counters_.add<&GroupCommitStats::batches>();
+    counters_.add<&GroupCommitStats::commands>(commands.size());
     if (committed) {
       TG_ASSERT(finished.results.size() == commands.size());
     } else {
-      failed_batches_.fetch_add(1, std::memory_order_relaxed);
-      if (committed.code() == Code::storage_full) disk_full_batches_.fetch_add(1, std::memory_order_relaxed);
+      counters_.add<&GroupCommitStats::failed_batches>();
+      if (committed.code() == Code::storage_full) counters_.add<&GroupCommitStats::disk_full_batches>();
       finished.results.clear();
       finished.batch_error = committed.error();
     }
@@ -191,11 +190,11 @@ void GroupCommitter::writer_loop() {
       lock.unlock();
       std::deque<Finished> one;
       one.push_back(std::move(finished));
-      answered_inline_.fetch_add(1, std::memory_order_relaxed);  // before the callers can look
+      counters_.add<&GroupCommitStats::answered_inline>();  // before the callers can look
       answer(one, flush(one));
       continue;
     }
-    committed_cv_.wait(committed_mu_, [&]() REQUIRES(committed_mu_) { return committed_.size() < kCommittedMax; });
+    committed_cv_.wait(committed_mu_, [&]() REQUIRES(committed_mu_) { return committed_.size() < limits::kCommittedBatchesMax; });
     committed_.push_back(std::move(finished));
     lock.unlock();
     committed_cv_.notify_all();
@@ -226,20 +225,9 @@ void GroupCommitter::syncer_loop() {
 }
 
 GroupCommitStats GroupCommitter::stats() const {
-  return GroupCommitStats{batches_.load(),
-                          commands_.load(),
-                          overloaded_.load(),
-                          failed_batches_.load(),
-                          syncs_.load(),
-                          answered_inline_.load(),
-                          apply_ns_.load(),
-                          sync_ns_.load(),
-                          split_batches_.load(),
-                          OutcomeCounts{holds_committed_.load(), holds_released_.load(), holds_late_charged_.load(),
-                                        holds_late_forgiven_.load(), reservation_conflicts_.load(),
-                                        reservation_conflicts_held_.load()},
-                          disk_full_batches_.load(),
-                          failed_syncs_.load()};
+  GroupCommitStats out = counters_.snapshot();
+  out.outcomes = outcome_counters_.snapshot();
+  return out;
 }
 
 std::size_t GroupCommitter::queue_depth() const {

@@ -17,7 +17,7 @@
 // caller that submits its next command from its callback finds the writer already there.
 //
 // The queue is bounded: when queue_max commands wait already, submit() answers `overloaded` at once
-// instead of waiting; at most kCommittedMax committed batches wait for the syncer.
+// instead of waiting; at most limits::kCommittedBatchesMax committed batches wait for the syncer.
 //
 // Thread safety: every method may be called from any thread. Callbacks run on the writer or the
 // syncer thread (keep them short: hand the result to another thread), or on the caller's thread for
@@ -37,6 +37,7 @@
 #include <vector>
 
 #include "slices.h"
+#include "core/counters.h"
 #include "core/limits.h"
 #include "core/thread_annotations.h"
 #include "store/store.h"
@@ -58,6 +59,23 @@ struct OutcomeCounts {
   std::uint64_t reservation_conflicts_held = 0;  // of those, held_by_other_holds (result.h)
 };
 
+// Holds ended, by outcome: these counts, and the reaper's expirations (ledger.h).
+inline constexpr metrics::Family kHoldsEndedFamily{"tollgate_holds_ended_total", metrics::Type::counter,
+                                                   "Holds ended through this instance, by outcome."};
+// Where each count of OutcomeCounts is kept and shown (core/counters.h).
+inline constexpr auto kOutcomeFields = std::to_array<metrics::Field<OutcomeCounts>>({
+    {&OutcomeCounts::holds_committed, kHoldsEndedFamily, "outcome=\"committed\""},
+    {&OutcomeCounts::holds_released, kHoldsEndedFamily, "outcome=\"released\""},
+    {&OutcomeCounts::holds_late_charged, kHoldsEndedFamily, "outcome=\"late_charged\""},
+    {&OutcomeCounts::holds_late_forgiven, kHoldsEndedFamily, "outcome=\"late_forgiven\""},
+    {&OutcomeCounts::reservation_conflicts,
+     {"tollgate_reservation_conflicts_total", metrics::Type::counter, "Answers of insufficient_credits."}, ""},
+    {&OutcomeCounts::reservation_conflicts_held,
+     {"tollgate_reservation_conflicts_held_total", metrics::Type::counter,
+      "Answers of insufficient_credits whose account had the credits, reserved by other holds."},
+     ""},
+});
+
 struct GroupCommitStats {
   std::uint64_t batches = 0;
   std::uint64_t commands = 0;
@@ -72,6 +90,30 @@ struct GroupCommitStats {
   std::uint64_t disk_full_batches = 0;  // of failed_batches, those the store refused as storage_full
   std::uint64_t failed_syncs = 0;       // Store::sync() calls that failed (storage_failed: fsyncgate)
 };
+
+// Where each counter of GroupCommitStats is kept and shown (core/counters.h; outcomes: kOutcomeFields).
+inline constexpr metrics::Family kStorageFailuresFamily{
+    "tollgate_storage_failures_total", metrics::Type::counter,
+    "Storage faults: write transactions refused for a full disk, flushes that failed (writes stop)."};
+inline constexpr auto kGroupCommitFields = std::to_array<metrics::Field<GroupCommitStats>>({
+    {&GroupCommitStats::batches,
+     {"tollgate_group_commit_batches_total", metrics::Type::counter, "Write transactions committed or tried."}, ""},
+    {&GroupCommitStats::commands,
+     {"tollgate_group_commit_operations_total", metrics::Type::counter, "Operations written through group commit."},
+     ""},
+    {&GroupCommitStats::overloaded,
+     {"tollgate_group_commit_overloaded_total", metrics::Type::counter, "Operations refused: write queue full."}, ""},
+    {&GroupCommitStats::failed_batches,
+     {"tollgate_group_commit_failed_batches_total", metrics::Type::counter, "Write transactions that failed."}, ""},
+    {&GroupCommitStats::disk_full_batches, kStorageFailuresFamily, "kind=\"disk_full\""},
+    {&GroupCommitStats::failed_syncs, kStorageFailuresFamily, "kind=\"flush\""},
+    // Not on /metrics (benchmarks and tests read them).
+    {&GroupCommitStats::syncs, {}, ""},
+    {&GroupCommitStats::answered_inline, {}, ""},
+    {&GroupCommitStats::apply_ns, {}, ""},
+    {&GroupCommitStats::sync_ns, {}, ""},
+    {&GroupCommitStats::split_batches, {}, ""},
+});
 
 // Calls `submit(callback)` and blocks (without spinning) until the callback delivered the result.
 template <typename Submit>
@@ -145,19 +187,16 @@ class GroupCommitter {
   std::deque<Pending> queue_ GUARDED_BY(mu_);
   bool stopping_ GUARDED_BY(mu_) = false;
 
-  // The hand-off from the writer to the syncer: at most kCommittedMax batches wait, so a slow disk
-  // or a slow callback slows the writer instead of growing memory.
-  static constexpr std::size_t kCommittedMax = 8;
+  // The hand-off from the writer to the syncer: at most limits::kCommittedBatchesMax batches wait,
+  // so a slow disk or a slow callback slows the writer instead of growing memory.
   Mutex committed_mu_;
   CondVar committed_cv_;
   std::deque<Finished> committed_ GUARDED_BY(committed_mu_);
   bool syncing_ GUARDED_BY(committed_mu_) = false;  // the syncer holds batches it has not answered
   bool writer_done_ GUARDED_BY(committed_mu_) = false;
 
-  std::atomic<std::uint64_t> batches_{0}, commands_{0}, overloaded_{0}, failed_batches_{0}, syncs_{0},
-      answered_inline_{0}, apply_ns_{0}, sync_ns_{0}, split_batches_{0}, disk_full_batches_{0}, failed_syncs_{0};
-  std::atomic<std::uint64_t> holds_committed_{0}, holds_released_{0}, holds_late_charged_{0}, holds_late_forgiven_{0},
-      reservation_conflicts_{0}, reservation_conflicts_held_{0};
+  metrics::Counters<GroupCommitStats, kGroupCommitFields> counters_;
+  metrics::Counters<OutcomeCounts, kOutcomeFields> outcome_counters_;
   // Moving averages (1/8 weight to the newest): apply() time per command, and one sync().
   std::atomic<std::uint64_t> apply_ns_per_command_avg_{0}, sync_ns_avg_{0};
   std::once_flag joined_;

@@ -47,8 +47,8 @@ Status validate(const LedgerOptions& o) {
   if (o.group_commit.batch_max < 1 || o.group_commit.queue_max < o.group_commit.batch_max) {
     return invalid("the write queue must hold at least one batch");
   }
-  if (o.events_poll_interval_ms < 1 || o.events_poll_interval_ms > 60'000) {
-    return invalid("events_poll_interval_ms must be from 1 to 60000");
+  if (o.events_poll_interval_ms < 1 || o.events_poll_interval_ms > limits::kEventsPollIntervalMsMax) {
+    return invalid("events_poll_interval_ms must be from 1 to " + std::to_string(limits::kEventsPollIntervalMsMax));
   }
   if (o.event_waiters_max < 1 || o.event_waiters_max > limits::kEventWaitersMax) {
     return invalid("event_waiters_max must be from 1 to " + std::to_string(limits::kEventWaitersMax));
@@ -237,13 +237,13 @@ Result<AuditReport> Ledger::audit(std::optional<std::string_view> account_id) {
     if (auto s = check_id(*account_id, "account_id"); !s) return s.error();
   }
   auto report = store_.audit(account_id);
-  if (report) audit_violations_.fetch_add(report->violations.size(), std::memory_order_relaxed);
+  if (report) counters_.add<&LedgerCounts::audit_violations>(report->violations.size());
   return report;
 }
 
 Result<AuditPage> Ledger::audit_range(std::string_view after, std::int64_t limit) {
   auto page = store_.audit_range(after, limit);
-  if (page) audit_violations_.fetch_add(page->report.violations.size(), std::memory_order_relaxed);
+  if (page) counters_.add<&LedgerCounts::audit_violations>(page->report.violations.size());
   return page;
 }
 
@@ -254,7 +254,7 @@ Result<std::int64_t> Ledger::reap_once() {
     if (!r) return r.error();
     const std::int64_t expired = std::get<ExpireOutcome>(r.value()).expired;
     total += expired;
-    reaper_expired_.fetch_add(static_cast<std::uint64_t>(expired), std::memory_order_relaxed);
+    counters_.add<&LedgerCounts::holds_expired>(static_cast<std::uint64_t>(expired));
     if (expired < options_.reaper_batch_max) break;
   }
   reaper_last_run_ms_.store(clock_.now_ms(), std::memory_order_release);
@@ -316,8 +316,8 @@ Result<AuditReport> Ledger::audit_sample_once() {
   sample_cursor_ = next->front();
   auto report = store_.audit(std::string_view(sample_cursor_));
   if (!report) return report.error();
-  sampled_accounts_.fetch_add(1, std::memory_order_relaxed);
-  sampled_violations_.fetch_add(report->violations.size(), std::memory_order_relaxed);
+  counters_.add<&LedgerCounts::sampled_accounts>();
+  counters_.add<&LedgerCounts::sampled_violations>(report->violations.size());
   for (const auto& v : report->violations) log("error", "sampled audit: " + v.account_id + ": " + v.message);
   return report;
 }
@@ -362,8 +362,8 @@ Result<coord::PruneOutcome> Ledger::prune_once() {
   auto r = as<coord::PruneOutcome>(
       run(PruneCoordCommand{options_.idempotency_retention_ms, limits::kIdempotencyPruneBatchMax}));
   if (r) {
-    keys_pruned_.fetch_add(static_cast<std::uint64_t>(r->pruned_keys), std::memory_order_relaxed);
-    rates_pruned_.fetch_add(static_cast<std::uint64_t>(r->pruned_rates), std::memory_order_relaxed);
+    counters_.add<&LedgerCounts::idempotency_keys_pruned>(static_cast<std::uint64_t>(r->pruned_keys));
+    counters_.add<&LedgerCounts::rate_rows_pruned>(static_cast<std::uint64_t>(r->pruned_rates));
   }
   return r;
 }

@@ -20,6 +20,7 @@
 #include <thread>
 
 #include "core/clock.h"
+#include "core/counters.h"
 #include "core/thread_annotations.h"
 #include "slices.h"
 #include "core/validate.h"
@@ -56,11 +57,38 @@ struct LedgerOptions {
   std::int64_t idempotency_retention_ms = limits::kIdempotencyRetentionMsDefault;
   // The reaper's thread runs a bounded prune pass (finished idempotency keys past their retention,
   // idle shared rate-limit rows) this often; 0: never (tests call prune_once()).
-  std::int64_t coord_prune_interval_ms = 60'000;
+  std::int64_t coord_prune_interval_ms = limits::kCoordPruneIntervalMsDefault;
 };
 
 // Checks options against each other; invalid_request names the bad one.
 Status validate(const LedgerOptions& options);
+
+// The ledger's own counters since start (the committer counts the rest: group_commit.h).
+struct LedgerCounts {
+  std::uint64_t holds_expired = 0;       // holds the reaper expired
+  std::uint64_t sampled_accounts = 0;    // accounts audited by the sampler
+  std::uint64_t sampled_violations = 0;  // invariant violations the sampler found
+  std::uint64_t audit_violations = 0;    // invariant violations audit() and audit_range() found
+  std::uint64_t idempotency_keys_pruned = 0, rate_rows_pruned = 0;  // rows the prune pass deleted
+};
+
+// Where each counter of LedgerCounts is kept and shown (core/counters.h).
+inline constexpr metrics::Family kInvariantViolationsFamily{
+    "tollgate_invariant_violations_total", metrics::Type::counter,
+    "Invariant violations found: by the server's sampled audit, or by GET /v1/audit."};
+inline constexpr metrics::Family kCoordRowsPrunedFamily{
+    "tollgate_coord_rows_pruned_total", metrics::Type::counter,
+    "Rows the prune pass deleted: finished idempotency keys past their retention, idle shared rate-limit rows."};
+inline constexpr auto kLedgerFields = std::to_array<metrics::Field<LedgerCounts>>({
+    {&LedgerCounts::holds_expired, kHoldsEndedFamily, "outcome=\"expired\""},
+    {&LedgerCounts::sampled_violations, kInvariantViolationsFamily, "source=\"sampled\""},
+    {&LedgerCounts::audit_violations, kInvariantViolationsFamily, "source=\"audit\""},
+    {&LedgerCounts::sampled_accounts,
+     {"tollgate_audit_sampled_accounts_total", metrics::Type::counter, "Accounts audited by the server's sampler."},
+     ""},
+    {&LedgerCounts::idempotency_keys_pruned, kCoordRowsPrunedFamily, "kind=\"idempotency_key\""},
+    {&LedgerCounts::rate_rows_pruned, kCoordRowsPrunedFamily, "kind=\"ratelimit\""},
+});
 
 // Whether this instance should be sent traffic (GET /readyz): the database answers and accepts
 // writes, and the reaper ran within limits::kReaperIntervalsStaleMax reaper intervals (plus
@@ -115,8 +143,8 @@ class Ledger {
   Result<coord::RowRead<coord::IdempotencyKey>> get_idempotency_key(std::string_view key);
   // One prune pass (at most limits::kIdempotencyPruneBatchMax rows of each kind).
   Result<coord::PruneOutcome> prune_once();
-  std::uint64_t idempotency_keys_pruned() const { return keys_pruned_.load(std::memory_order_relaxed); }
-  std::uint64_t rate_rows_pruned() const { return rates_pruned_.load(std::memory_order_relaxed); }
+  std::uint64_t idempotency_keys_pruned() const { return counters_.get<&LedgerCounts::idempotency_keys_pruned>(); }
+  std::uint64_t rate_rows_pruned() const { return counters_.get<&LedgerCounts::rate_rows_pruned>(); }
 
   // The reads of jobs (jobs/job_store.h); ids are checked here.
   Result<jobs::Job> get_job(std::string_view client_request_id);
@@ -138,9 +166,11 @@ class Ledger {
   // A full audit is these parts in turn, from "" until has_more is false.
   Result<AuditPage> audit_range(std::string_view after, std::int64_t limit);
   // Invariant violations found by audit() and audit_range() (the sampler counts its own).
-  std::uint64_t audit_violations() const { return audit_violations_.load(std::memory_order_relaxed); }
+  std::uint64_t audit_violations() const { return counters_.get<&LedgerCounts::audit_violations>(); }
   // What the durable batches decided (holds ended, reservation conflicts), counted as answered.
   OutcomeCounts outcomes() const { return committer_.stats().outcomes; }
+  // The ledger's own counters (each also readable alone above and below).
+  LedgerCounts counters() const { return counters_.snapshot(); }
 
   // The change feed: every account's events after `after`, in commit order (Store::read_feed).
   Result<EventPage> read_feed(std::int64_t after, std::int64_t limit);
@@ -161,15 +191,15 @@ class Ledger {
   // (at most 100 passes). Returns how many holds it expired.
   Result<std::int64_t> reap_once();
   // Holds the reaper expired since start.
-  std::uint64_t holds_expired_by_reaper() const { return reaper_expired_.load(std::memory_order_relaxed); }
+  std::uint64_t holds_expired_by_reaper() const { return counters_.get<&LedgerCounts::holds_expired>(); }
   // When the reaper last finished a run (clock ms), or nullopt if it has not yet.
   std::optional<std::int64_t> reaper_last_run_ms() const;
 
   // Audits the next account in turn (by id, wrapping around). Returns the violations found (also
   // counted in sampled_violations()); an empty ledger audits nothing.
   Result<AuditReport> audit_sample_once();
-  std::uint64_t sampled_accounts() const { return sampled_accounts_.load(std::memory_order_relaxed); }
-  std::uint64_t sampled_violations() const { return sampled_violations_.load(std::memory_order_relaxed); }
+  std::uint64_t sampled_accounts() const { return counters_.get<&LedgerCounts::sampled_accounts>(); }
+  std::uint64_t sampled_violations() const { return counters_.get<&LedgerCounts::sampled_violations>(); }
 
   // Where the edge notes each use of an API key (written in the background, bounded: key_use.h).
   KeyUseRecorder& key_uses() { return key_uses_; }
@@ -233,15 +263,12 @@ class Ledger {
   const batch::Completion completion_;
 
   std::atomic<std::int64_t> reaper_last_run_ms_{-1};
-  std::atomic<std::uint64_t> reaper_expired_{0};
   Mutex reaper_mu_;
   CondVar reaper_wake_;
   bool reaper_stopping_ GUARDED_BY(reaper_mu_) = false;
   Mutex sample_mu_;
   std::string sample_cursor_ GUARDED_BY(sample_mu_);  // the last account sampled
-  std::atomic<std::uint64_t> sampled_accounts_{0}, sampled_violations_{0};
-  std::atomic<std::uint64_t> audit_violations_{0};
-  std::atomic<std::uint64_t> keys_pruned_{0}, rates_pruned_{0};
+  metrics::Counters<LedgerCounts, kLedgerFields> counters_;
   std::int64_t last_prune_ms_ = 0;  // the reaper thread's own
 
   std::once_flag stopped_;

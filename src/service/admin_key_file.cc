@@ -14,8 +14,6 @@
 namespace tollgate::service {
 namespace {
 
-// The most bytes read from a key file: a generated key is 47; a hand-written one is allowed more.
-constexpr std::size_t kKeyFileBytesMax = 4096;
 
 std::string reason(int error) {
   std::string why = std::strerror(error);
@@ -92,12 +90,12 @@ Result<std::string> read_admin_key_file(const std::string& path) {
     }
     if (n == 0) break;
     text.append(buffer, static_cast<std::size_t>(n));
-    if (text.size() > kKeyFileBytesMax) break;
+    if (text.size() > limits::kAdminKeyFileBytesMax) break;
   }
   ::close(fd);
   if (error != 0) return invalid("admin_key_file: cannot read " + path + ": " + reason(error));
-  if (text.size() > kKeyFileBytesMax) {
-    return invalid("admin_key_file " + path + " is larger than " + std::to_string(kKeyFileBytesMax) + " bytes: not a key file");
+  if (text.size() > limits::kAdminKeyFileBytesMax) {
+    return invalid("admin_key_file " + path + " is larger than " + std::to_string(limits::kAdminKeyFileBytesMax) + " bytes: not a key file");
   }
   std::string key = text.substr(0, text.find('\n'));
   const bool printable = std::all_of(key.begin(), key.end(), [](char c) {

@@ -31,6 +31,7 @@
 #include <vector>
 
 #include "core/batch.h"
+#include "core/limits.h"
 #include "core/result.h"
 #include "slices.h"
 
@@ -63,7 +64,7 @@ class BatchIo {
 };
 
 struct BatchRunOptions {
-  int conflict_retries_max = 16;
+  int conflict_retries_max = limits::kConflictRetriesMaxDefault;
 };
 
 // Counters of the runner's retries, for tests and metrics. Relaxed atomics: figures, not sync.

@@ -62,9 +62,9 @@ struct World {
     api_options.auth_failures_limit = 0;
     api_options.render_metrics = [this] {
       if (throw_metrics.load()) throw std::out_of_range(kSecret);
-      std::string out;
+      http::Exposition out;
       metrics->render_requests(out);
-      return out;
+      return out.text();
     };
     api = std::make_unique<http::Api>(*ledger, *readers, *auth, *metrics, clock, std::move(api_options));
   }

@@ -17,6 +17,7 @@
 
 #include "app/cli.h"
 #include "tollgate/client.h"
+#include "core/limits.h"
 
 namespace tollgate::app::cli {
 
@@ -25,11 +26,11 @@ using client::Client;
 using client::Response;
 
 inline constexpr const char* kDefaultUrl = "http://127.0.0.1:8080";
-inline constexpr auto kFollowInterval = std::chrono::milliseconds(500);
+inline constexpr auto kFollowInterval = std::chrono::milliseconds(limits::kCliFollowIntervalMs);
 // Following the change feed: how long the server holds an empty read (and so how long an interrupt
 // may take to end `events --follow`).
-inline constexpr std::int64_t kFeedWaitMs = 1000;
-inline constexpr std::int64_t kPageDefault = 100;  // the server's default page size (events, holds)
+inline constexpr std::int64_t kFeedWaitMs = limits::kCliFeedWaitMs;
+inline constexpr std::int64_t kPageDefault = limits::kPageDefault;  // the server's default page size (events, holds)
 
 // --- arguments --------------------------------------------------------------------------------------
 // The options every client command takes.
@@ -44,9 +45,9 @@ struct Connection {
 };
 
 // --timeout-ms: from 1 ms to one hour.
-inline constexpr std::int64_t kTimeoutMsMax = 3'600'000;
+inline constexpr std::int64_t kTimeoutMsMax = limits::kCliTimeoutMsMax;
 // job wait --timeout-ms: the time a long poll's answer is given to arrive after its wait_ms.
-inline constexpr std::int64_t kJobWaitAnswerGraceMs = 1000;
+inline constexpr std::int64_t kJobWaitAnswerGraceMs = limits::kCliJobWaitAnswerGraceMs;
 
 // What one client command parses into. Each command has its own: CLI11 applies the environment
 // (TOLLGATE_URL, TOLLGATE_KEY) to the options of every subcommand, parsed or not, so a variable

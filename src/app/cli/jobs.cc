@@ -27,7 +27,7 @@ namespace tollgate::app::cli {
 namespace {
 
 // `job wait`: how long each long poll asks the server to hold the read (the API's maximum).
-constexpr std::int64_t kJobWaitPollMaxMs = 60'000;
+constexpr std::int64_t kJobWaitPollMaxMs = limits::kJobWaitMsMax;
 
 bool job_ended(std::string_view status) {
   return status == "completed" || status == "failed" || status == "cancelled";

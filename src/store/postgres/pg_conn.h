@@ -23,6 +23,8 @@
 #include <unordered_map>
 #include <vector>
 
+#include "core/limits.h"
+
 namespace tollgate::pg {
 
 class PgError : public std::runtime_error {
@@ -46,8 +48,8 @@ class PgError : public std::runtime_error {
 };
 
 struct ConnectOptions {
-  int connect_timeout_ms = 5000;    // to open a connection (libpq rounds up to whole seconds, min 2)
-  int statement_timeout_ms = 5000;  // any one statement, and any lock wait
+  int connect_timeout_ms = limits::kPgConnectTimeoutMsDefault;  // to open a connection (libpq rounds up to whole seconds, min 2)
+  int statement_timeout_ms = limits::kPgStatementTimeoutMsDefault;  // any one statement, and any lock wait
 };
 
 // One result set; columns by index, values as text.

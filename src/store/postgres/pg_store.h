@@ -65,12 +65,12 @@ class Conn;
 
 struct PgOptions {
   std::string uri;                  // libpq URI: postgresql://user@host:port/db?…
-  int readers_max = 8;              // reader connections kept open (the writer is one more)
+  int readers_max = limits::kPgReadersMaxDefault;  // reader connections kept open (the writer is one more)
   // A read waits at most this long for a free reader connection, then answers `unavailable`.
   std::int64_t lease_wait_ms = limits::kConnLeaseWaitMsDefault;
-  int connect_timeout_ms = 5000;    // to open a connection
-  int statement_timeout_ms = 5000;  // any one statement or lock wait; a stuck database answers 503
-  int conflict_retries_max = 16;    // batch re-runs after losing a race to another instance
+  int connect_timeout_ms = limits::kPgConnectTimeoutMsDefault;  // to open a connection
+  int statement_timeout_ms = limits::kPgStatementTimeoutMsDefault;  // any one statement or lock wait; a stuck database answers 503
+  int conflict_retries_max = limits::kConflictRetriesMaxDefault;  // batch re-runs after losing a race to another instance
   // nullptr: the database's clock (production). Tests inject a ManualClock to drive expiry.
   const Clock* clock = nullptr;
 };

@@ -18,6 +18,8 @@
 #include <string_view>
 #include <unordered_map>
 
+#include "core/limits.h"
+
 namespace tollgate::sqlite {
 
 class SqlError : public std::runtime_error {
@@ -84,8 +86,8 @@ class Query {
 
 struct OpenOptions {
   bool read_only = false;
-  int busy_timeout_ms = 5000;
-  int cache_size_kib = 64 * 1024;
+  int busy_timeout_ms = limits::kSqliteBusyTimeoutMsDefault;
+  int cache_size_kib = limits::kSqliteCacheKibDefault;
   // PRAGMA synchronous: "FULL" flushes the WAL at every commit; "NORMAL" leaves that to the
   // caller (the store's sync()) and keeps the checkpoint order (WAL flushed before it is copied,
   // the database before the WAL restarts). Never "OFF".

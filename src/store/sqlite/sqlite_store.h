@@ -92,17 +92,17 @@ class FileLock {
 
 struct SqliteOptions {
   std::string path;             // the database file; created when missing
-  int busy_timeout_ms = 5000;   // how long a statement waits for a lock held by another process
-  int readers_max = 4;          // reader connections kept open
+  int busy_timeout_ms = limits::kSqliteBusyTimeoutMsDefault;  // how long a statement waits for a lock held by another process
+  int readers_max = limits::kSqliteReadersMaxDefault;  // reader connections kept open
   // A read waits at most this long for a free reader connection, then answers `unavailable`.
   std::int64_t lease_wait_ms = limits::kConnLeaseWaitMsDefault;
-  int cache_size_kib = 64 * 1024;
+  int cache_size_kib = limits::kSqliteCacheKibDefault;
   // A background connection checkpoints the WAL into the database file every this often, so that
   // commits do not pay for checkpoints. 0: SQLite checkpoints inside commits (its default).
-  int checkpoint_interval_ms = 100;
+  int checkpoint_interval_ms = limits::kSqliteCheckpointIntervalMsDefault;
   // The writer still checkpoints by itself past this many WAL pages (a bound if the background
   // checkpointer falls behind).
-  int wal_autocheckpoint_pages = 20'000;
+  int wal_autocheckpoint_pages = limits::kSqliteWalAutocheckpointPagesDefault;
   // The SQLite VFS under every connection (and the WAL flush), beneath the store's WAL batching
   // layer (wal_batching_vfs.h); empty: the default one. Tests register a VFS that simulates power loss.
   std::string vfs;

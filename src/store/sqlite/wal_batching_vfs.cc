@@ -18,9 +18,9 @@ namespace {
 
 constexpr int kFrameHeaderBytes = 24;  // a WAL frame's header; bytes 4..7: database size, 0 unless commit
 constexpr int kWalHeaderBytes = 32;    // the WAL file's header, at offset 0 of a (re)started log
-// The largest write handed to the base VFS at once: the unix VFS truncates a write's size to 17 bits
-// (SQLite itself never writes more than a page), so a flush goes out in pieces below 128 KiB.
-constexpr std::size_t kWriteBytesMax = 31 * 4096;
+// The largest write handed to the base VFS at once (limits::kWalWriteBytesMax): the unix VFS
+// truncates a write's size to 17 bits (SQLite itself never writes more than a page), so a flush goes
+// out in pieces below 128 KiB.
 
 // The appends of one WAL handle not yet handed to the base VFS.
 struct WalState {
@@ -52,8 +52,8 @@ int flush(File* file) {
   WalState* w = file->wal;
   if (w == nullptr || w->buffer.empty()) return SQLITE_OK;
   int rc = SQLITE_OK;
-  for (std::size_t at = 0; at < w->buffer.size() && rc == SQLITE_OK; at += kWriteBytesMax) {
-    const std::size_t n = std::min(kWriteBytesMax, w->buffer.size() - at);
+  for (std::size_t at = 0; at < w->buffer.size() && rc == SQLITE_OK; at += limits::kWalWriteBytesMax) {
+    const std::size_t n = std::min(limits::kWalWriteBytesMax, w->buffer.size() - at);
     rc = file->real->pMethods->xWrite(file->real, w->buffer.data() + at, static_cast<int>(n),
                                       w->buffer_offset + static_cast<sqlite3_int64>(at));
   }

@@ -25,11 +25,12 @@
 #include <cstddef>
 #include <string>
 
+#include "core/limits.h"
 #include "core/result.h"
 
 namespace tollgate::sqlite {
 
-inline constexpr std::size_t kWalBufferBytesMax = 8 * 1024 * 1024;
+using limits::kWalBufferBytesMax;  // the layer's buffer (core/limits.h)
 
 // Registers (once) the batching layer over the VFS named `base` ("" for the default one) and
 // returns the name to open connections with.
