@@ -385,15 +385,12 @@ std::size_t JobRunner::recover_once() {
 
 void JobRunner::recovery_loop() {
   MutexLock lock(recovery_mu_);
-  for (;;) {
-    {
-      MutexLock l(mu_);
-      if (stopping_) return;
-    }
+  while (!recovery_stopping_) {
     lock.unlock();
     recover_once();
     lock.lock();
-    recovery_wake_.wait_for(recovery_mu_, std::chrono::milliseconds(options_.recovery_interval_ms));
+    recovery_wake_.wait_for(recovery_mu_, std::chrono::milliseconds(options_.recovery_interval_ms),
+                            [&]() REQUIRES(recovery_mu_) { return recovery_stopping_; });
   }
 }
 
@@ -573,6 +570,10 @@ void JobRunner::stop() {
     stopping_ = true;
     queue_.clear();
     for (auto& [id, run] : running_) runs.push_back(run);
+  }
+  {
+    MutexLock lock(recovery_mu_);
+    recovery_stopping_ = true;
   }
   recovery_wake_.notify_all();
   if (recovery_thread_.joinable()) recovery_thread_.join();

@@ -222,6 +222,9 @@ class JobRunner {
 
   Mutex recovery_mu_;
   CondVar recovery_wake_;
+  // stop() was called: the recovery loop ends. Its own flag under recovery_mu_ (not stopping_ under
+  // mu_), so that stop()'s wake-up cannot fall between the loop's check and its wait.
+  bool recovery_stopping_ GUARDED_BY(recovery_mu_) = false;
   std::thread recovery_thread_;
 
   struct Counters;
