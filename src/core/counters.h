@@ -8,7 +8,7 @@
 //
 //  - metrics::Counters<Stats, kFields> keeps one relaxed atomic per row: add<&Stats::f>() counts,
 //    snapshot() fills the stats struct (the component's stats(), read by tests and the CLI);
-//  - /metrics renders every row under its family (http::Exposition::add_fields): names, types,
+//  - /metrics renders every row under its family (http::Exposition::fields): names, types,
 //    help and labels come from the table.
 //
 // So a new counter is a field in the stats struct and a row in its table (a family of several

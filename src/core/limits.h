@@ -221,6 +221,9 @@ inline constexpr std::int64_t kProviderAttemptsDefault = 3;
 // and the largest answer head and body read (larger: connection_lost).
 inline constexpr std::int64_t kProviderExchangeTimeoutMsDefault = 60'000;
 inline constexpr std::int64_t kProviderConnectTimeoutMsDefault = 5'000;
+// A status question waits at most this long (or the provider's timeout_ms, if shorter): it is asked
+// again later, so a slow status URL never holds a job for a whole call's time-out.
+inline constexpr std::int64_t kProviderStatusTimeoutMsMax = 30'000;
 inline constexpr std::size_t kProviderIdleConnectionsPerHostMaxDefault = 64;
 inline constexpr std::int64_t kProviderIdleConnectionTtlMsDefault = 30'000;
 inline constexpr std::int64_t kProviderIdleSweepIntervalMs = 5'000;

@@ -109,22 +109,14 @@ class CondVar {
   void notify_all() noexcept { cv_.notify_all(); }
 
   // The analysis cannot see that std::condition_variable unlocks and relocks the std::mutex
-  // inside: to it, `mu` is held throughout, which is what the caller observes.
-  void wait(Mutex& mu) REQUIRES(mu) NO_THREAD_SAFETY_ANALYSIS {
-    Adopted held(mu);
-    cv_.wait(held.lock);
-  }
-  // `stop_waiting` is called with `mu` held (annotate the lambda REQUIRES(mu)).
+  // inside: to it, `mu` is held throughout, which is what the caller observes. Every wait takes a
+  // predicate (there is no bare wait): a wake-up that came before the wait, or a spurious one,
+  // cannot then be mistaken for the condition. `stop_waiting` is called with `mu` held (annotate
+  // the lambda REQUIRES(mu)).
   template <class Predicate>
   void wait(Mutex& mu, Predicate stop_waiting) REQUIRES(mu) NO_THREAD_SAFETY_ANALYSIS {
     Adopted held(mu);
     cv_.wait(held.lock, std::move(stop_waiting));
-  }
-  template <class Clock, class Duration>
-  std::cv_status wait_until(Mutex& mu, const std::chrono::time_point<Clock, Duration>& deadline) REQUIRES(mu)
-      NO_THREAD_SAFETY_ANALYSIS {
-    Adopted held(mu);
-    return cv_.wait_until(held.lock, deadline);
   }
   // Returns stop_waiting() (false: the deadline passed first).
   template <class Clock, class Duration, class Predicate>
@@ -132,12 +124,6 @@ class CondVar {
       REQUIRES(mu) NO_THREAD_SAFETY_ANALYSIS {
     Adopted held(mu);
     return cv_.wait_until(held.lock, deadline, std::move(stop_waiting));
-  }
-  template <class Rep, class Period>
-  std::cv_status wait_for(Mutex& mu, const std::chrono::duration<Rep, Period>& timeout) REQUIRES(mu)
-      NO_THREAD_SAFETY_ANALYSIS {
-    Adopted held(mu);
-    return cv_.wait_for(held.lock, timeout);
   }
   // Returns stop_waiting() (false: the timeout passed first).
   template <class Rep, class Period, class Predicate>

@@ -669,12 +669,14 @@ CrashReport crash_and_restart(const DemoKioskOptions& o, ChildServer& server, Sh
     std::fprintf(stderr, "\ntollgate: demo kiosk: the server did not start again: %s\n", error.c_str());
   } else {
     // Why the jobs that were in flight take a few seconds: the killed server's claims on them must
-    // lapse first (a lease of limits::kJobLeaseMs), then an instance asks the provider how each one ended.
-    static const std::string recovering = "restarted: in-flight jobs wait for their leases (<= " +
-                                          std::to_string(limits::kJobLeaseMs / 1000) + " s), then the provider is asked";
-    state.server_state = recovering.c_str();
+    // lapse first (a lease of limits::kJobLeaseMs), then an instance asks the provider how each one
+    // ended. Said once, on a line of its own; the progress line (redrawn in place) stays short.
+    state.server_state = "restarted, recovering jobs";
     shared.server_down = false;
-    if (!tty) std::fprintf(stderr, "server restarted on the same database and port\n");
+    std::fprintf(stderr,
+                 "%sserver restarted on the same database and port: its jobs in flight wait for their leases to "
+                 "lapse (<= %lld s), then the provider is asked how each one ended\n",
+                 tty ? "\r\033[K" : "", static_cast<long long>(limits::kJobLeaseMs / 1000));
   }
   return c;
 }

@@ -106,12 +106,6 @@ void Exposition::histogram(const metrics::Family& family, const std::string& lab
   sample(family, labels, static_cast<double>(count), "_count");
 }
 
-std::vector<metrics::Family> Exposition::families() const {
-  std::vector<metrics::Family> out;
-  for (const Entry& e : entries_) out.push_back(e.family);
-  return out;
-}
-
 std::string Exposition::text() const {
   std::size_t size = 0;
   for (const Entry& e : entries_) size += e.family.name.size() * 2 + e.family.help.size() + 32 + e.samples.size();

@@ -75,8 +75,6 @@ class Exposition {
     }
   }
 
-  // The families named so far, in order.
-  std::vector<metrics::Family> families() const;
   std::string text() const;
 
  private:

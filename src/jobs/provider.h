@@ -5,7 +5,7 @@
 //
 //   send_job   POST {url}, `Idempotency-Key: {client_request_id}`, body request_body(), within the
 //              provider's timeout_ms
-//   ask_status GET status_url_for({status_url}, client_request_id), within min(timeout_ms, 30 s)
+//   ask_status GET status_url_for({status_url}, client_request_id), within min(timeout_ms, limits::kProviderStatusTimeoutMsMax)
 //
 // Tests implement it in process (no sockets), to drive the runner through answers that are hard to
 // produce over HTTP at a chosen moment. Either way a call reports what was seen as an Exchange

@@ -534,7 +534,7 @@ std::shared_ptr<CallHandle> ProviderClient::ask_status(const ProviderConfig& pro
   ProviderRequest request;
   request.method = ProviderRequest::Method::get;
   request.url = status_url_for(*provider.status_url, client_request_id);
-  request.timeout = std::chrono::milliseconds(std::min<std::int64_t>(provider.timeout_ms, 30'000));
+  request.timeout = std::chrono::milliseconds(std::min<std::int64_t>(provider.timeout_ms, limits::kProviderStatusTimeoutMsMax));
   return start(std::move(request), std::move(done));
 }
 

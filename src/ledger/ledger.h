@@ -143,8 +143,6 @@ class Ledger {
   Result<coord::RowRead<coord::IdempotencyKey>> get_idempotency_key(std::string_view key);
   // One prune pass (at most limits::kIdempotencyPruneBatchMax rows of each kind).
   Result<coord::PruneOutcome> prune_once();
-  std::uint64_t idempotency_keys_pruned() const { return counters_.get<&LedgerCounts::idempotency_keys_pruned>(); }
-  std::uint64_t rate_rows_pruned() const { return counters_.get<&LedgerCounts::rate_rows_pruned>(); }
 
   // The reads of jobs (jobs/job_store.h); ids are checked here.
   Result<jobs::Job> get_job(std::string_view client_request_id);
@@ -190,8 +188,6 @@ class Ledger {
   // One reaper run: expires overdue holds in passes of reaper_batch_max until a pass finds fewer
   // (at most 100 passes). Returns how many holds it expired.
   Result<std::int64_t> reap_once();
-  // Holds the reaper expired since start.
-  std::uint64_t holds_expired_by_reaper() const { return counters_.get<&LedgerCounts::holds_expired>(); }
   // When the reaper last finished a run (clock ms), or nullopt if it has not yet.
   std::optional<std::int64_t> reaper_last_run_ms() const;
 

@@ -35,6 +35,7 @@
 #include "core/result.h"
 #include "jobs/job_store.h"
 #include "store/lists.h"
+#include "store/schema.h"
 #include "store/store.h"
 
 namespace tollgate::reads {
@@ -59,7 +60,7 @@ class SqlValue {
 using SqlValues = std::initializer_list<SqlValue>;
 
 // The statements of the reads in one dialect. Built once per dialect (static: the addresses stay).
-enum class Dialect { sqlite, postgres };
+using Dialect = schema::Dialect;  // the one list of dialects (store/schema.h)
 struct ReadSql {
   std::string account_exists;       // 1 account_id
   std::string account_ids_after;    // 1 after, 2 limit

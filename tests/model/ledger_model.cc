@@ -5,11 +5,14 @@
 #include <stdexcept>
 #include <type_traits>
 
+#include "core/limits.h"
+
 namespace tollgate::testing {
 namespace {
 
-constexpr std::int64_t kMax = (std::int64_t{1} << 53) - 1;  // the largest amount and balance
-constexpr std::int64_t kZombiesPerRefusal = 1'000;           // overdue holds a refused command expires, at most
+constexpr std::int64_t kMax = limits::kBalanceMax;  // the largest amount and balance (2^53 − 1)
+// Overdue holds a refused command expires, at most: the reaper's default batch.
+constexpr std::int64_t kZombiesPerRefusal = limits::kReaperBatchMaxDefault;
 
 Error err(Code code) { return Error::make(code, "model"); }
 

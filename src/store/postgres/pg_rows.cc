@@ -35,13 +35,6 @@ Hold read_hold(const Rows& r, int row, int first) {
   return h;
 }
 
-std::vector<Hold> read_holds(const Rows& r) {
-  std::vector<Hold> out;
-  out.reserve(r.size());
-  for (int i = 0; i < r.size(); ++i) out.push_back(read_hold(r, i));
-  return out;
-}
-
 const char* const kEventColumns =
     "event_id, account_id, type, amount, hold_id, job_id, reference, at_ms, available_after, reserved_after, "
     "used_after, reason, overdraft_limit, max_active_holds, frozen, expires_at_ms";
@@ -73,13 +66,6 @@ Event read_event(const Rows& r, int row, int first) {
   }
   e.expires_at_ms = r.optional_int64(row, first + 15);  // extended: the hold's new deadline
   return e;
-}
-
-std::vector<Event> read_events_rows(const Rows& r) {
-  std::vector<Event> out;
-  out.reserve(r.size());
-  for (int i = 0; i < r.size(); ++i) out.push_back(read_event(r, i));
-  return out;
 }
 
 const char* const kAccountColumns =

@@ -32,9 +32,7 @@ extern const char* const kNowSql;
 // Rows of a result that selected the columns above (starting at column `first`). A stored value that
 // no longer parses throws PgError (XX000).
 Hold read_hold(const Rows& r, int row, int first = 0);
-std::vector<Hold> read_holds(const Rows& r);
 Event read_event(const Rows& r, int row, int first = 0);
-std::vector<Event> read_events_rows(const Rows& r);
 Account read_account(const Rows& r, int row);
 ApiKey read_key(const Rows& r, int row);
 std::pair<Transfer, Event> read_transfer(const Rows& r, int row);

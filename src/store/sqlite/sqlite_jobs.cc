@@ -15,10 +15,6 @@ void load_rows(Conn& db, const jobs::JobKeys& keys, std::int64_t /*now_ms*/, job
 }
 
 void write_rows(Conn& db, const jobs::JobEffects& e) {
-  const auto expect_one_change = [&](const std::string& what) {
-    // A row the batch read changed before its write: impossible while the writer holds the database.
-    if (db.changes() != 1) throw SqlError(SQLITE_CORRUPT, what + " changed behind the batch's lock");
-  };
   for (const jobs::Job& j : e.new_jobs) {
     const auto seq = hold_id_seq(j.hold_id);
     TG_ASSERT(seq.has_value());
@@ -42,7 +38,7 @@ void write_rows(Conn& db, const jobs::JobEffects& e) {
             after.lease_expires_at_ms, jobs::job_status_name(before.status), std::int64_t{before.attempts},
             before.updated_at_ms);
     q.step();
-    expect_one_change("job " + after.client_request_id);
+    expect_one_change(db, "job " + after.client_request_id);
   }
   insert_rows(db, "INSERT INTO job_history (client_request_id, at_ms, kind, attempt, detail)", 5, e.entries,
               [](Stmt& s, int i, const jobs::JobEntry& entry) {
