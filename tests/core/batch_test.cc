@@ -643,7 +643,7 @@ TEST_F(BatchDecision, AFallFromTenToZeroUnderThresholdFiveWritesLowThenDepletedA
   ASSERT_TRUE(w.one(threshold("alice", 5)).ok());
   const batch::Decision d = w.run({DebitCommand{"alice", 10, "all-of-it", ""}});
   ASSERT_TRUE(d.results[0].ok());
-  EXPECT_THAT(types(d.effects.events), ElementsAre(EventType::debited, EventType::balance_low, EventType::balance_depleted));
+  ASSERT_THAT(types(d.effects.events), ElementsAre(EventType::debited, EventType::balance_low, EventType::balance_depleted));
   for (std::size_t i = 1; i < 3; ++i) {
     const Event& notice = d.effects.events[i];
     EXPECT_EQ(notice.account_id, "alice");
