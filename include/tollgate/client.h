@@ -202,6 +202,9 @@ struct UpdateAccountRequest {
   // Set to nullopt: remove the limit (sent as null); unset: unchanged.
   std::optional<std::optional<std::int64_t>> max_active_holds;
   std::optional<bool> frozen;  // a frozen account refuses new holds and debits (409 account_frozen)
+  // Balance notices (balance_low, balance_depleted, balance_recovered events) when `available`
+  // crosses it. Set to nullopt: no notices (sent as null); unset: unchanged.
+  std::optional<std::optional<std::int64_t>> low_balance_threshold;
 };
 
 struct ReserveRequest {

@@ -591,6 +591,10 @@ Response Client::update_account(std::string_view account_id, const UpdateAccount
     body["max_active_holds"] = *r.max_active_holds ? json::value(**r.max_active_holds) : json::value(nullptr);
   }
   if (r.frozen) body["frozen"] = *r.frozen;
+  if (r.low_balance_threshold) {
+    body["low_balance_threshold"] =
+        *r.low_balance_threshold ? json::value(**r.low_balance_threshold) : json::value(nullptr);
+  }
   const json::value value(std::move(body));
   // Absolute values: sending them again changes nothing, so a lost answer may be resent.
   return impl_->perform(bhttp::verb::patch, "/v1/accounts/" + encode_component(account_id), &value, Resend::safe,

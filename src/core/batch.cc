@@ -7,6 +7,7 @@
 #include <optional>
 #include <string>
 #include <unordered_map>
+#include <utility>
 
 #include "core/checked.h"
 #include "core/hold_id.h"
@@ -101,6 +102,21 @@ struct KnownTransfer {
   Event event;
   std::optional<std::size_t> new_event_index;
 };
+
+// The notice `type` written after `movement`: the same account, time and balances, amount 0,
+// nothing else of the movement's.
+Event notice(const Event& movement, EventType type) {
+  TG_ASSERT(is_balance_notice(type));
+  Event e;
+  e.account_id = movement.account_id;
+  e.type = type;
+  e.amount = 0;
+  e.at_ms = movement.at_ms;
+  e.available_after = movement.available_after;
+  e.reserved_after = movement.reserved_after;
+  e.used_after = movement.used_after;
+  return e;
+}
 
 }  // namespace
 
@@ -230,11 +246,26 @@ class LedgerBatch::State {
     return keys_.try_emplace(id, Slot<ApiKey>{std::nullopt, std::move(k)}).first->second.now;
   }
 
-  // Appends an event (its id comes from the backend); returns its index.
+  // Appends an event (its id comes from the backend), then the balance notices its movement of
+  // `available` writes (rules::balance_notices; docs/api.md "Balance notices"): a movement is one
+  // event, compared with the account's `available` after its previous event (or as loaded). Every
+  // change of a balance is followed by its event, so no movement goes unseen. Returns the index of
+  // the event itself.
   std::size_t append(Event e) {
+    TG_ASSERT(!is_balance_notice(e.type));  // only this function writes notices
+    auto slot = accounts_.find(e.account_id);
+    TG_ASSERT(slot != accounts_.end());  // an event's account is loaded and locked
+    const Account& account = slot->second.now;
+    TG_ASSERT(e.available_after == account.balances.available);  // events carry the balances after them
+    auto [last, first] = available_after_last_event_.try_emplace(e.account_id, 0);
+    if (first && slot->second.before) last->second = slot->second.before->balances.available;
+    const std::int64_t available_before = std::exchange(last->second, e.available_after);
     e.event_id = 0;
     events_.push_back(std::move(e));
-    return events_.size() - 1;
+    const std::size_t index = events_.size() - 1;
+    const auto notices = rules::balance_notices(available_before, account.balances.available, account.low_balance_threshold);
+    for (const EventType type : notices.list()) events_.push_back(notice(events_[index], type));
+    return index;
   }
   // The event at `index` as appended (to answer with it before its id is known).
   const Event& event(std::size_t index) const { return events_.at(index); }
@@ -325,6 +356,8 @@ class LedgerBatch::State {
   std::unordered_map<std::string, AccountView> views_;
   std::vector<std::string> overdue_;  // hold ids, by deadline
   std::vector<Event> events_;
+  // Per account: `available` after its last event of this batch (balance notices compare with it).
+  std::unordered_map<std::string, std::int64_t> available_after_last_event_;
   std::vector<LedgerEffects::NewTransfer> new_transfers_;
   std::vector<std::pair<std::size_t, std::size_t>> result_events_;
 };
@@ -590,6 +623,7 @@ Result<AccountOutcome> decide_one(Context& x, const UpdateAccountCommand& c) {
   a->overdraft_limit = after->overdraft_limit;
   a->max_active_holds = after->max_active_holds;
   a->frozen = after->frozen;
+  a->low_balance_threshold = after->low_balance_threshold;
   Event e = make_event(c.account_id, EventType::account_updated, 0, a->balances, s.now());
   e.settings = *after;
   s.append(std::move(e));

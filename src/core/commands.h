@@ -77,6 +77,9 @@ struct UpdateAccountCommand {
   // Unset: unchanged; set to nullopt: no limit.
   std::optional<std::optional<std::int64_t>> max_active_holds;
   std::optional<bool> frozen;
+  // Unset: unchanged; set to nullopt: no balance notices. Setting it writes no notice, whatever
+  // the balance (docs/api.md "Balance notices").
+  std::optional<std::optional<std::int64_t>> low_balance_threshold;
 };
 
 struct ExtendCommand {

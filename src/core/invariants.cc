@@ -92,7 +92,12 @@ Fold fold_events(std::span<const Event> events) {
     } else if (e.settings) {
       problem(e, "only account_updated events carry settings");
     }
-    if (e.type != EventType::credited && e.type != EventType::debited && e.type != EventType::account_updated) {
+    if (is_balance_notice(e.type)) {
+      if (e.hold_id) problem(e, "a balance notice names a hold");
+      if (e.amount != 0) problem(e, "a balance notice moves an amount");
+    }
+    if (e.type != EventType::credited && e.type != EventType::debited && e.type != EventType::account_updated &&
+        !is_balance_notice(e.type)) {
       if (!e.hold_id) {
         problem(e, "hold event without hold_id");
         continue;
@@ -158,6 +163,9 @@ Fold fold_events(std::span<const Event> events) {
         life->late_settled = true;
         break;
       case EventType::account_updated:
+      case EventType::balance_low:
+      case EventType::balance_depleted:
+      case EventType::balance_recovered:
         break;  // no balance moves (checked above, and by the *_after comparison below)
       case EventType::extended:
         // Only a hold still held is extended, and nothing moves.

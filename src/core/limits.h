@@ -20,6 +20,8 @@ inline constexpr std::int64_t kBalanceMax = kAmountMax;
 
 // An overdraft limit is an amount of credits that `available` may go below zero; 0 is allowed.
 inline constexpr std::int64_t kOverdraftLimitMax = kAmountMax;
+// A low_balance_threshold (balance notices), when set: an amount of credits, 1 to 2^53 − 1.
+inline constexpr std::int64_t kLowBalanceThresholdMax = kAmountMax;
 // max_active_holds, when set: at least 1.
 inline constexpr std::int64_t kMaxActiveHoldsMax = 1'000'000'000;
 

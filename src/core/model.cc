@@ -41,7 +41,7 @@ constexpr std::array<std::pair<LateCommitPolicy, std::string_view>, 3> kLatePoli
     {LateCommitPolicy::reject, "reject"},
 }};
 
-constexpr std::array<std::pair<EventType, std::string_view>, 10> kEventTypes{{
+constexpr std::array<std::pair<EventType, std::string_view>, 13> kEventTypes{{
     {EventType::credited, "credited"},
     {EventType::debited, "debited"},
     {EventType::reserved, "reserved"},
@@ -52,6 +52,9 @@ constexpr std::array<std::pair<EventType, std::string_view>, 10> kEventTypes{{
     {EventType::late_forgiven, "late_forgiven"},
     {EventType::account_updated, "account_updated"},
     {EventType::extended, "extended"},
+    {EventType::balance_low, "balance_low"},
+    {EventType::balance_depleted, "balance_depleted"},
+    {EventType::balance_recovered, "balance_recovered"},
 }};
 
 }  // namespace
@@ -83,6 +86,7 @@ std::ostream& operator<<(std::ostream& out, const Account& a) {
     out << "none";
   }
   if (a.frozen) out << " frozen";
+  if (a.low_balance_threshold) out << " low_balance_threshold=" << *a.low_balance_threshold;
   return out << " active_holds=" << a.active_holds << "}";
 }
 
@@ -105,6 +109,7 @@ std::ostream& operator<<(std::ostream& out, const Event& e) {
     } else {
       out << "none";
     }
+    if (e.settings->low_balance_threshold) out << " low_balance_threshold=" << *e.settings->low_balance_threshold;
     out << (e.settings->frozen ? " frozen}" : " not_frozen}");
   }
   if (e.expires_at_ms) out << " expires_at_ms=" << *e.expires_at_ms;

@@ -30,6 +30,7 @@ struct AccountSettings {
   std::int64_t overdraft_limit = 0;
   std::optional<std::int64_t> max_active_holds;  // unset: no limit
   bool frozen = false;
+  std::optional<std::int64_t> low_balance_threshold;  // unset: no balance notices (rules::balance_notices)
 
   friend bool operator==(const AccountSettings&, const AccountSettings&) = default;
 };
@@ -42,11 +43,15 @@ struct Account {
   // A frozen account refuses new holds and debits (account_frozen); its existing holds still
   // commit, release, extend and expire, and credits still land.
   bool frozen = false;
+  // Balance notices (rules::balance_notices): written when `available` crosses it; unset: none.
+  std::optional<std::int64_t> low_balance_threshold;
   std::int64_t active_holds = 0;                    // holds in state active
   std::optional<std::int64_t> oldest_active_hold_age_ms;  // unset when there is no active hold
   std::int64_t created_at_ms = 0;
 
-  AccountSettings settings() const { return AccountSettings{overdraft_limit, max_active_holds, frozen}; }
+  AccountSettings settings() const {
+    return AccountSettings{overdraft_limit, max_active_holds, frozen, low_balance_threshold};
+  }
 
   friend bool operator==(const Account&, const Account&) = default;
 };
@@ -87,7 +92,16 @@ enum class EventType : std::uint8_t {
   late_forgiven,
   account_updated,  // amount 0, balances unchanged; carries the account's settings after the change
   extended,         // amount 0, balances unchanged: an active hold's deadline was pushed back (to expires_at_ms)
+  // Balance notices (rules::balance_notices): amount 0, the balances after the movement that crossed
+  // the account's low_balance_threshold, written right after that movement's event.
+  balance_low,        // available fell from ≥ threshold to < threshold
+  balance_depleted,   // available fell from > 0 to ≤ 0
+  balance_recovered,  // available rose from < threshold to ≥ threshold
 };
+// A balance notice (no hold, no amount, no balance moved).
+inline bool is_balance_notice(EventType type) {
+  return type == EventType::balance_low || type == EventType::balance_depleted || type == EventType::balance_recovered;
+}
 
 struct Event {
   std::int64_t event_id = 0;  // strictly increasing with commit order

@@ -61,6 +61,7 @@ Result<AccountSettings> update_settings(const Account& before, const UpdateAccou
   if (update.overdraft_limit) after.overdraft_limit = *update.overdraft_limit;
   if (update.max_active_holds) after.max_active_holds = *update.max_active_holds;
   if (update.frozen) after.frozen = *update.frozen;
+  if (update.low_balance_threshold) after.low_balance_threshold = *update.low_balance_threshold;
   TG_ASSERT(after.overdraft_limit >= 0);
   if (before.balances.available < -after.overdraft_limit) {
     return Error::make(Code::conflict, "account " + before.account_id + " is overdrawn by " +
@@ -69,6 +70,19 @@ Result<AccountSettings> update_settings(const Account& before, const UpdateAccou
                                            " allows: credit it or end its holds first; nothing was changed");
   }
   return after;
+}
+
+BalanceNotices balance_notices(std::int64_t available_before, std::int64_t available_after,
+                               std::optional<std::int64_t> threshold) {
+  BalanceNotices out;
+  if (!threshold) return out;
+  TG_ASSERT(*threshold >= 1);
+  const std::int64_t n = *threshold;
+  if (available_before >= n && available_after < n) out.types[out.count++] = EventType::balance_low;
+  if (available_before > 0 && available_after <= 0) out.types[out.count++] = EventType::balance_depleted;
+  if (available_before < n && available_after >= n) out.types[out.count++] = EventType::balance_recovered;
+  TG_ASSERT(out.count <= 2);
+  return out;
 }
 
 Result<Balances> reserve(const Account& before, std::int64_t amount) {

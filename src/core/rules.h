@@ -11,8 +11,11 @@
 // Thread safety: pure functions.
 #pragma once
 
+#include <array>
+#include <cstddef>
 #include <cstdint>
 #include <optional>
+#include <span>
 
 #include "core/commands.h"
 #include "core/model.h"
@@ -50,6 +53,21 @@ Result<Balances> late_charge(const Account& before, std::int64_t amount);
 // the new overdraft_limit is below what the account is already overdrawn (available <
 // −overdraft_limit); `available` is the stored row's, so a caller first expires overdue holds.
 Result<AccountSettings> update_settings(const Account& before, const UpdateAccountCommand& update);
+
+// --- balance notices (docs/api.md "Balance notices") ----------------------------------------
+
+// The notices one movement of `available` writes, in order, for an account whose
+// low_balance_threshold is `threshold` (unset: none, ever): balance_low when it falls from
+// ≥ threshold to < threshold, then balance_depleted when it falls from > 0 to ≤ 0; balance_recovered
+// when it rises from < threshold to ≥ threshold. Nothing for a movement that crosses neither (an
+// unchanged balance included). At most two notices. `threshold`, when set, is ≥ 1.
+struct BalanceNotices {
+  std::array<EventType, 2> types{};
+  std::size_t count = 0;
+  std::span<const EventType> list() const { return {types.data(), count}; }
+};
+BalanceNotices balance_notices(std::int64_t available_before, std::int64_t available_after,
+                               std::optional<std::int64_t> threshold);
 
 // --- the hold state machine ------------------------------------------------------------------
 

@@ -43,6 +43,14 @@ Status check_max_active_holds(const std::optional<std::int64_t>& max_active_hold
   return ok_status();
 }
 
+Status check_low_balance_threshold(const std::optional<std::int64_t>& threshold) {
+  if (threshold && (*threshold < 1 || *threshold > limits::kLowBalanceThresholdMax)) {
+    return invalid("low_balance_threshold must be from 1 to " + std::to_string(limits::kLowBalanceThresholdMax) +
+                   " or null, got " + std::to_string(*threshold));
+  }
+  return ok_status();
+}
+
 Status check(const CreateAccountCommand& c, const ValidationLimits&) {
   TG_TRY(check_id(c.account_id, "account_id"));
   TG_TRY(check_overdraft_limit(c.overdraft_limit));
@@ -53,6 +61,7 @@ Status check(const UpdateAccountCommand& c, const ValidationLimits&) {
   TG_TRY(check_id(c.account_id, "account_id"));
   if (c.overdraft_limit) TG_TRY(check_overdraft_limit(*c.overdraft_limit));
   if (c.max_active_holds) TG_TRY(check_max_active_holds(*c.max_active_holds));
+  if (c.low_balance_threshold) TG_TRY(check_low_balance_threshold(*c.low_balance_threshold));
   return ok_status();
 }
 

@@ -211,6 +211,7 @@ void append_settings(std::string& out, const AccountSettings& s) {
   o.num("overdraft_limit", s.overdraft_limit);
   if (s.max_active_holds) o.num("max_active_holds", *s.max_active_holds); else o.null("max_active_holds");
   o.boolean("frozen", s.frozen);
+  if (s.low_balance_threshold) o.num("low_balance_threshold", *s.low_balance_threshold); else o.null("low_balance_threshold");
 }
 
 }  // namespace
@@ -225,6 +226,7 @@ void append_json(std::string& out, const Account& a) {
   o.num("overdraft_limit", a.overdraft_limit);
   if (a.max_active_holds) o.num("max_active_holds", *a.max_active_holds); else o.null("max_active_holds");
   o.boolean("frozen", a.frozen);
+  if (a.low_balance_threshold) o.num("low_balance_threshold", *a.low_balance_threshold); else o.null("low_balance_threshold");
   o.num("active_holds", a.active_holds);
   if (a.oldest_active_hold_age_ms) {
     o.num("oldest_active_hold_age_ms", *a.oldest_active_hold_age_ms);

@@ -55,9 +55,12 @@ void update_account(Context& ctx, Call& call) {
   TG_REPLY_IF_ERROR(max_holds);
   auto frozen = f.boolean("frozen");
   TG_REPLY_IF_ERROR(frozen);
+  // Balance notices (docs/api.md): an amount of credits, or null for none.
+  auto threshold = f.nullable_integer("low_balance_threshold", 1, limits::kLowBalanceThresholdMax);
+  TG_REPLY_IF_ERROR(threshold);
   TG_REPLY_IF_ERROR(f.finish());
   // 200 either way: a change, or a replay that changed nothing (no event).
-  submit(ctx, call, UpdateAccountCommand{call.params[0], *overdraft, *max_holds, *frozen},
+  submit(ctx, call, UpdateAccountCommand{call.params[0], *overdraft, *max_holds, *frozen, *threshold},
          [](const CommandResult& r) { return value_response(200, outcome<AccountOutcome>(r).account); });
 }
 

@@ -418,6 +418,24 @@ ALTER TABLE events ADD COLUMN expires_at_ms INTEGER CHECK (expires_at_ms IS NULL
      R"sql(
 ALTER TABLE events ADD COLUMN expires_at_ms bigint CHECK (expires_at_ms IS NULL OR type = 'extended');
 )sql"},
+    // 9: balance notices (docs/api.md "Balance notices"): an account's low_balance_threshold (NULL:
+    // no notices, as every account had before), and an account_updated event's setting of it.
+    {9, "balance notices: an account's low_balance_threshold",
+     /*sqlite_legacy=*/0, /*postgres_legacy=*/0,
+     // SQLite
+     R"sql(
+ALTER TABLE accounts ADD COLUMN low_balance_threshold INTEGER
+  CHECK (low_balance_threshold IS NULL OR low_balance_threshold >= 1);
+ALTER TABLE events ADD COLUMN low_balance_threshold INTEGER
+  CHECK (low_balance_threshold IS NULL OR (low_balance_threshold >= 1 AND type = 'account_updated'));
+)sql",
+     // PostgreSQL
+     R"sql(
+ALTER TABLE accounts ADD COLUMN low_balance_threshold bigint
+  CHECK (low_balance_threshold IS NULL OR low_balance_threshold >= 1);
+ALTER TABLE events ADD COLUMN low_balance_threshold bigint
+  CHECK (low_balance_threshold IS NULL OR (low_balance_threshold >= 1 AND type = 'account_updated'));
+)sql"},
 };
 
 constexpr int legacy_number(const Version& version, Dialect dialect) {

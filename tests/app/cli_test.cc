@@ -452,6 +452,31 @@ TEST_F(CliTest, AccountUpdateChangesTheGivenSettingsAndFrozenRefusesNewHolds) {
   EXPECT_EQ(one_document(r).at("frozen"), false) << "a refused update changed something";
 }
 
+// `account update --low-balance-threshold N|none` sets and clears the balance notices' threshold;
+// a debit across it is followed by its notice in `events`; 0 or a word is a usage error.
+TEST_F(CliTest, AccountUpdateSetsTheLowBalanceThresholdAndItsNoticesFollowTheMovement) {
+  ASSERT_EQ(cli({"account", "create", "nia"}).exit_code, 0);
+  ASSERT_EQ(cli({"account", "credit", "nia", "8", "--reference", "nia-1"}).exit_code, 0);
+  ProcessResult r = cli({"account", "update", "nia", "--low-balance-threshold", "5", "--json"});
+  ASSERT_EQ(r.exit_code, 0) << describe(r);
+  EXPECT_EQ(one_document(r).at("low_balance_threshold"), 5);
+  ASSERT_EQ(cli({"account", "debit", "nia", "4", "--reference", "nia-2", "--reason", "test"}).exit_code, 0);
+  r = cli({"events", "nia", "--json"});
+  ASSERT_EQ(r.exit_code, 0) << describe(r);
+  const json::value page = one_document(r);
+  const json::array& events = page.at("events").as_array();
+  ASSERT_FALSE(events.empty());
+  EXPECT_EQ(events.back().at("type"), "balance_low") << r.out;
+  for (const std::vector<std::string>& bad :
+       {std::vector<std::string>{"account", "update", "nia", "--low-balance-threshold", "0"},
+        {"account", "update", "nia", "--low-balance-threshold", "some"}}) {
+    EXPECT_EQ(cli(bad).exit_code, 2) << describe(cli(bad));
+  }
+  r = cli({"account", "update", "nia", "--low-balance-threshold", "none", "--json"});
+  ASSERT_EQ(r.exit_code, 0) << describe(r);
+  EXPECT_TRUE(one_document(r).at("low_balance_threshold").is_null()) << r.out;
+}
+
 // Without an account, `events` reads the change feed: every account's events in commit order, each
 // row naming its account; --follow long-polls it and prints events as they are committed.
 TEST_F(CliTest, EventsWithoutAnAccountFollowsTheChangeFeedOfEveryAccount) {

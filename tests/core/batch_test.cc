@@ -12,6 +12,7 @@
 #include <optional>
 #include <random>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "core/batch.h"
@@ -627,6 +628,198 @@ TEST(BatchDecisionProperties, RandomBatchesKeepEveryInvariantAndEveryRefusalWrit
   }
   EXPECT_GT(applied, 1000);
   EXPECT_GT(refused, 1000);
+}
+
+// --- balance notices (docs/api.md "Balance notices") ---------------------------------------------
+
+UpdateAccountCommand threshold(std::string account, std::optional<std::int64_t> n) {
+  UpdateAccountCommand c;
+  c.account_id = std::move(account);
+  c.low_balance_threshold = n;
+  return c;
+}
+
+TEST_F(BatchDecision, AFallFromTenToZeroUnderThresholdFiveWritesLowThenDepletedAfterTheDebit) {
+  ASSERT_TRUE(w.one(threshold("alice", 5)).ok());
+  const batch::Decision d = w.run({DebitCommand{"alice", 10, "all-of-it", ""}});
+  ASSERT_TRUE(d.results[0].ok());
+  ASSERT_THAT(types(d.effects.events), ElementsAre(EventType::debited, EventType::balance_low, EventType::balance_depleted));
+  for (std::size_t i = 1; i < 3; ++i) {
+    const Event& notice = d.effects.events[i];
+    EXPECT_EQ(notice.account_id, "alice");
+    EXPECT_EQ(notice.amount, 0);
+    EXPECT_EQ(notice.hold_id, std::nullopt);
+    EXPECT_EQ(notice.reference, std::nullopt);
+    EXPECT_EQ(notice.available_after, 0);  // the balances after the movement
+    EXPECT_EQ(notice.used_after, 0);
+  }
+  // The debit's outcome names its own event, not a notice.
+  EXPECT_EQ(outcome<TransferOutcome>(d.results[0]).event.type, EventType::debited);
+  EXPECT_THAT(w.violations(), IsEmpty());
+}
+
+TEST_F(BatchDecision, ACreditFromMinusThreeToSevenOverThresholdFiveWritesRecoveredOnly) {
+  ASSERT_TRUE(w.one(CreateAccountCommand{"bob", 5, std::nullopt}).ok());
+  ASSERT_TRUE(w.one(threshold("bob", 5)).ok());
+  // 0 → −3 in the overdraft: already under 5 and not above 0 before: no notice.
+  const batch::Decision into_overdraft = w.run({reserve("bob", 3, "bob-1")});
+  EXPECT_THAT(types(into_overdraft.effects.events), ElementsAre(EventType::reserved));
+  const batch::Decision d = w.run({CreditCommand{"bob", 10, "bob-pay"}});
+  EXPECT_THAT(types(d.effects.events), ElementsAre(EventType::credited, EventType::balance_recovered));
+  EXPECT_EQ(d.effects.events[1].available_after, 7);
+  EXPECT_THAT(w.violations(), IsEmpty());
+}
+
+TEST_F(BatchDecision, AnAccountWithoutAThresholdGetsNoNoticesAndAMovementThatCrossesNothingNone) {
+  EXPECT_THAT(types(w.run({DebitCommand{"alice", 10, "d-1", ""}}).effects.events), ElementsAre(EventType::debited));
+  ASSERT_TRUE(w.one(CreditCommand{"alice", 8, "c-1"}).ok());
+  ASSERT_TRUE(w.one(threshold("alice", 5)).ok());
+  EXPECT_THAT(types(w.run({DebitCommand{"alice", 2, "d-2", ""}}).effects.events), ElementsAre(EventType::debited));  // 8 → 6
+  ASSERT_TRUE(w.one(threshold("alice", std::nullopt)).ok());  // notices off again
+  EXPECT_THAT(types(w.run({DebitCommand{"alice", 6, "d-3", ""}}).effects.events), ElementsAre(EventType::debited));
+}
+
+TEST_F(BatchDecision, SettingTheThresholdWritesNoNoticeEvenUnderIt) {
+  ASSERT_TRUE(w.one(DebitCommand{"alice", 7, "d-1", ""}).ok());  // 3 left
+  const batch::Decision d = w.run({threshold("alice", 5)});
+  EXPECT_THAT(types(d.effects.events), ElementsAre(EventType::account_updated));
+  EXPECT_EQ(d.effects.events[0].settings->low_balance_threshold, 5);
+  EXPECT_EQ(outcome<AccountOutcome>(d.results[0]).account.low_balance_threshold, 5);
+  // The same threshold again changes nothing (a replay, no event).
+  EXPECT_TRUE(w.run({threshold("alice", 5)}).effects.events.empty());
+  // Still under 5: a further fall is no crossing; a rise past it is.
+  EXPECT_THAT(types(w.run({DebitCommand{"alice", 1, "d-2", ""}}).effects.events), ElementsAre(EventType::debited));
+  EXPECT_THAT(types(w.run({CreditCommand{"alice", 3, "c-1"}}).effects.events),
+              ElementsAre(EventType::credited, EventType::balance_recovered));
+}
+
+TEST_F(BatchDecision, EachMovementInOneBatchIsComparedWithTheOneBeforeIt) {
+  ASSERT_TRUE(w.one(threshold("alice", 5)).ok());
+  const batch::Decision d = w.run({reserve("alice", 6, "r-1"), CreditCommand{"alice", 2, "c-1"},
+                                   DebitCommand{"alice", 6, "d-1", ""}, CreditCommand{"alice", 1, "c-2"}});
+  // 10 → 4 (low), 4 → 6 (recovered), 6 → 0 (low, depleted), 0 → 1 (nothing).
+  EXPECT_THAT(types(d.effects.events),
+              ElementsAre(EventType::reserved, EventType::balance_low, EventType::credited, EventType::balance_recovered,
+                          EventType::debited, EventType::balance_low, EventType::balance_depleted, EventType::credited));
+}
+
+TEST_F(BatchDecision, TheReaperEndingSeveralHoldsWritesTheRecoveryOnceAfterTheExpiryThatCrossesIt) {
+  ASSERT_TRUE(w.one(threshold("alice", 5)).ok());
+  hold(4, "r-1", 100);
+  hold(4, "r-2", 100);  // 10 → 6 → 2: one balance_low
+  hold(2, "r-3", 200);  // 2 → 0: depleted
+  EXPECT_THAT(types(w.events_of("alice")),
+              ElementsAre(EventType::credited, EventType::account_updated, EventType::reserved, EventType::reserved,
+                          EventType::balance_low, EventType::reserved, EventType::balance_depleted));
+  w.now += 1'000;
+  const batch::Decision d = w.run({ExpireOverdueCommand{10}});
+  EXPECT_EQ(outcome<ExpireOutcome>(d.results[0]).expired, 3);
+  // 0 → 4 (nothing: still under 5), 4 → 8 (recovered), 8 → 10 (nothing).
+  EXPECT_THAT(types(d.effects.events), ElementsAre(EventType::expired, EventType::expired, EventType::balance_recovered,
+                                                   EventType::expired));
+  EXPECT_THAT(w.violations(), IsEmpty());
+}
+
+TEST_F(BatchDecision, CommitsReleasesAndLateChargesCrossLikeAnyMovement) {
+  ASSERT_TRUE(w.one(CreateAccountCommand{"carol", 10, std::nullopt}).ok());
+  ASSERT_TRUE(w.one(CreditCommand{"carol", 6, "carol-pay"}).ok());
+  ASSERT_TRUE(w.one(threshold("carol", 5)).ok());
+  const std::string h1 = outcome<HoldOutcome>(w.one(reserve("carol", 6, "c-1"))).hold.hold_id;  // 6 → 0: low, depleted
+  // Into the overdraft (0 → −2), then a partial commit gives 4 back (−2 → 2): neither crosses.
+  const std::string h2 = outcome<HoldOutcome>(w.one(reserve("carol", 2, "c-2", 100))).hold.hold_id;  // 0 → −2
+  EXPECT_THAT(types(w.run({commit(h1, 2)}).effects.events), ElementsAre(EventType::committed));  // −2 → 2
+  w.now += 1'000;  // h2 is overdue: a late charge of it takes 2 after its expiry gave them back
+  const batch::Decision late = w.run({commit(h2, std::nullopt, LateCommitPolicy::charge)});
+  // 2 → 4 (expired, nothing), 4 → 2 (late charge, nothing).
+  EXPECT_THAT(types(late.effects.events), ElementsAre(EventType::expired, EventType::late_charged));
+  ASSERT_TRUE(w.one(CreditCommand{"carol", 4, "carol-pay-2"}).ok());  // 2 → 6: recovered
+  const std::string h3 = outcome<HoldOutcome>(w.one(reserve("carol", 3, "c-3"))).hold.hold_id;  // 6 → 3: low
+  EXPECT_THAT(types(w.run({ReleaseCommand{h3}}).effects.events), ElementsAre(EventType::released, EventType::balance_recovered));
+  EXPECT_THAT(w.violations(), IsEmpty());
+}
+
+// The property: over random movements of every kind on one account, with its threshold changed now
+// and then, the log has a notice exactly where a movement crossed — once per crossing, none without
+// one, in order — read back from the log itself (the threshold from its account_updated events).
+TEST(BatchDecisionProperties, EveryCrossingOfTheThresholdWritesItsNoticeOnceAndNothingElseDoes) {
+  const char* env = std::getenv("TOLLGATE_BATCH_PROPERTY_SEEDS");
+  const int seeds = env ? std::atoi(env) : 40;
+  std::map<EventType, int> seen;
+  for (int seed = 1; seed <= seeds; ++seed) {
+    std::mt19937_64 rng(static_cast<std::uint64_t>(seed) * 7919);
+    const auto pick = [&](std::int64_t lo, std::int64_t hi) { return std::uniform_int_distribution<std::int64_t>(lo, hi)(rng); };
+    World w;
+    ASSERT_TRUE(w.one(CreateAccountCommand{"a", pick(0, 1) * 10, std::nullopt}).ok());
+    ASSERT_TRUE(w.one(threshold("a", pick(1, 12))).ok());
+    std::vector<std::string> holds{"junk"};
+    int n = 0;
+    for (int round = 0; round < 80; ++round) {
+      std::vector<Command> batch;
+      for (int i = 0, size = static_cast<int>(pick(1, 6)); i < size; ++i) {
+        const std::string& hold = holds[static_cast<std::size_t>(pick(0, static_cast<std::int64_t>(holds.size()) - 1))];
+        const std::string id = std::to_string(n++);
+        switch (pick(0, 8)) {
+          case 0: batch.push_back(CreditCommand{"a", pick(1, 15), "c" + id}); break;
+          case 1: batch.push_back(DebitCommand{"a", pick(1, 15), "d" + id, ""}); break;
+          case 2: case 3: batch.push_back(reserve("a", pick(1, 8), "r" + id, pick(1, 3'000))); break;
+          case 4: batch.push_back(commit(hold, pick(0, 1) ? std::optional<std::int64_t>(pick(1, 8)) : std::nullopt,
+                                         static_cast<LateCommitPolicy>(pick(0, 2)))); break;
+          case 5: batch.push_back(ReleaseCommand{hold}); break;
+          case 6: batch.push_back(ExpireOverdueCommand{pick(1, 4)}); break;
+          case 7: batch.push_back(threshold("a", pick(0, 4) == 0 ? std::nullopt : std::optional<std::int64_t>(pick(1, 12)))); break;
+          default: batch.push_back(CreditCommand{"a", pick(1, 4), "f" + id}); break;
+        }
+      }
+      const batch::Decision d = w.run(batch);
+      for (std::size_t i = 0; i < batch.size(); ++i) {
+        if (!d.results[i] || !std::holds_alternative<ReserveCommand>(batch[i])) continue;
+        holds.push_back(std::get<HoldOutcome>(d.results[i].value()).hold.hold_id);
+      }
+      w.now += pick(0, 1'500);
+    }
+    // Read the log back: after each movement, exactly the notices its crossing asks for.
+    const std::vector<Event> log = w.events_of("a");
+    std::optional<std::int64_t> n_now;
+    std::int64_t available = 0;
+    bool under = true;  // available < threshold, as the notices told so far (meaningful once one is set)
+    for (std::size_t i = 0; i < log.size();) {
+      const Event& movement = log[i++];
+      ASSERT_FALSE(is_balance_notice(movement.type)) << "seed " << seed << ": a notice after no movement, event " << i;
+      if (movement.type == EventType::account_updated) n_now = movement.settings->low_balance_threshold;
+      std::vector<EventType> notices;
+      for (; i < log.size() && is_balance_notice(log[i].type); ++i) {
+        notices.push_back(log[i].type);
+        EXPECT_EQ(log[i].amount, 0);
+        EXPECT_EQ(log[i].hold_id, std::nullopt);
+        EXPECT_EQ(log[i].available_after, movement.available_after);
+        EXPECT_EQ(log[i].reserved_after, movement.reserved_after);
+        ++seen[log[i].type];
+      }
+      const std::int64_t was = std::exchange(available, movement.available_after);
+      std::vector<EventType> want;
+      if (n_now) {
+        if (was >= *n_now && available < *n_now) want.push_back(EventType::balance_low);
+        if (was > 0 && available <= 0) want.push_back(EventType::balance_depleted);
+        if (was < *n_now && available >= *n_now) want.push_back(EventType::balance_recovered);
+        // Low and recovered alternate while the threshold stays: each one flips the side it told.
+        for (const EventType t : notices) {
+          if (t == EventType::balance_low) {
+            EXPECT_FALSE(std::exchange(under, true)) << "seed " << seed;
+          }
+          if (t == EventType::balance_recovered) {
+            EXPECT_TRUE(std::exchange(under, false)) << "seed " << seed;
+          }
+        }
+      }
+      if (movement.type == EventType::account_updated || !n_now) under = n_now && available < *n_now;
+      ASSERT_EQ(notices, want) << "seed " << seed << ": after " << movement;
+    }
+    ASSERT_THAT(w.violations(), IsEmpty()) << "seed " << seed;
+  }
+  // Each kind of notice happened many times, so the comparison above had something to compare.
+  EXPECT_GT(seen[EventType::balance_low], 100);
+  EXPECT_GT(seen[EventType::balance_depleted], 100);
+  EXPECT_GT(seen[EventType::balance_recovered], 100);
 }
 
 // --- the seam: feature slices in the same batch (src/slices.h) ----------------------------------

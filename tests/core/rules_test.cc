@@ -3,6 +3,7 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cstdint>
 #include <limits>
 #include <optional>
@@ -822,6 +823,59 @@ TEST(ModelNames, LateCommitPoliciesRoundTrip) {
   EXPECT_EQ(parse_late_commit_policy("refuse"), std::nullopt);
 }
 
+// --- balance notices (docs/api.md "Balance notices") ---------------------------------------------
+
+std::vector<EventType> notices(std::int64_t before, std::int64_t after, std::optional<std::int64_t> n) {
+  const auto found = rules::balance_notices(before, after, n);
+  return std::vector<EventType>(found.list().begin(), found.list().end());
+}
+
+TEST(BalanceNotices, EachCrossingAsTheDocsStateIt) {
+  using T = EventType;
+  EXPECT_EQ(notices(10, 0, 5), (std::vector<T>{T::balance_low, T::balance_depleted}));  // both, low first
+  EXPECT_EQ(notices(-3, 7, 5), (std::vector<T>{T::balance_recovered}));  // out of the overdraft: recovered only
+  EXPECT_EQ(notices(5, 4, 5), (std::vector<T>{T::balance_low}));          // from exactly N
+  EXPECT_EQ(notices(4, 5, 5), (std::vector<T>{T::balance_recovered}));    // to exactly N
+  EXPECT_EQ(notices(3, 0, 5), (std::vector<T>{T::balance_depleted}));     // already under N
+  EXPECT_EQ(notices(1, -4, 5), (std::vector<T>{T::balance_depleted}));    // into the overdraft
+  EXPECT_EQ(notices(1, 0, 1), (std::vector<T>{T::balance_low, T::balance_depleted}));
+  EXPECT_EQ(notices(0, 1, 1), (std::vector<T>{T::balance_recovered}));
+  EXPECT_EQ(notices(0, -1, 5), std::vector<T>{});  // not above 0 before: no second depletion
+  EXPECT_EQ(notices(6, 5, 5), std::vector<T>{});
+  EXPECT_EQ(notices(4, 1, 5), std::vector<T>{});
+  EXPECT_EQ(notices(limits::kBalanceMax, -limits::kBalanceMax, limits::kLowBalanceThresholdMax),
+            (std::vector<T>{T::balance_low, T::balance_depleted}));
+}
+
+TEST(BalanceNotices, NoThresholdNoNoticesAndNoCrossingNoNotice) {
+  for (std::int64_t before = -8; before <= 16; ++before) {
+    for (std::int64_t after = -8; after <= 16; ++after) {
+      EXPECT_TRUE(notices(before, after, std::nullopt).empty()) << before << " → " << after;
+      for (std::int64_t n = 1; n <= 12; ++n) {
+        const auto found = notices(before, after, n);
+        const bool side_changed = (before < n) != (after < n);
+        const bool emptied = before > 0 && after <= 0;
+        EXPECT_EQ(found.empty(), !side_changed && !emptied) << before << " → " << after << " N=" << n;
+        if (before == after) {
+          EXPECT_TRUE(found.empty());
+        }
+        // Low and recovered never together; depleted only ever after low; a rise never depletes.
+        const auto has = [&](EventType t) { return std::count(found.begin(), found.end(), t); };
+        EXPECT_LE(has(EventType::balance_low) + has(EventType::balance_recovered), 1);
+        if (found.size() == 2) {
+          EXPECT_EQ(found[0], EventType::balance_low);
+        }
+        if (after > before) {
+          EXPECT_EQ(has(EventType::balance_depleted) + has(EventType::balance_low), 0);
+        }
+        if (after < before) {
+          EXPECT_EQ(has(EventType::balance_recovered), 0);
+        }
+      }
+    }
+  }
+}
+
 TEST(ModelNames, EventTypesRoundTrip) {
   const std::vector<std::pair<EventType, std::string_view>> all = {
       {EventType::credited, "credited"},   {EventType::debited, "debited"},
@@ -829,6 +883,8 @@ TEST(ModelNames, EventTypesRoundTrip) {
       {EventType::released, "released"},   {EventType::expired, "expired"},
       {EventType::late_charged, "late_charged"}, {EventType::late_forgiven, "late_forgiven"},
       {EventType::account_updated, "account_updated"}, {EventType::extended, "extended"},
+      {EventType::balance_low, "balance_low"}, {EventType::balance_depleted, "balance_depleted"},
+      {EventType::balance_recovered, "balance_recovered"},
   };
   for (const auto& [type, name] : all) {
     EXPECT_EQ(event_type_name(type), name);

@@ -870,6 +870,8 @@ std::vector<BadInput> bad_inputs() {
                    "invalid_request"});
     out.push_back({"ExtendTtl" + name, "POST", "/v1/holds/{hold}/extend", R"({"ttl_ms":)" + v + "}", 400,
                    "invalid_request"});
+    out.push_back({"LowBalanceThreshold" + name, "PATCH", "/v1/accounts/{account}",
+                   R"({"low_balance_threshold":)" + v + "}", 400, "invalid_request"});
   }
   // null is "absent": for a required field that is a missing field.
   out.push_back({"CreditAmountNull", "POST", "/v1/accounts/{account}/credits", R"({"amount":null,"reference":"bad-ref"})",

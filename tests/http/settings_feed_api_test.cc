@@ -1,5 +1,6 @@
 // Over HTTP, against the real server process: PATCH /v1/accounts/{id} (overdraft_limit,
-// max_active_holds, frozen; account_updated events), 409 account_frozen, the release reason on
+// max_active_holds, frozen, low_balance_threshold; account_updated events), balance notices
+// (docs/api.md "Balance notices"), 409 account_frozen, the release reason on
 // the hold and its event, the kiosk's two insufficient_credits messages, and the change feed
 // GET /v1/events?after=&limit=&wait_ms=.
 //
@@ -9,7 +10,9 @@
 #include <gtest/gtest.h>
 
 #include <chrono>
+#include <string>
 #include <thread>
+#include <vector>
 
 #include "http/http_test_support.h"
 
@@ -57,7 +60,7 @@ TEST_F(HttpSettingsAndFeed, PatchChangesEachSettingAndRecordsAnAccountUpdatedEve
   EXPECT_EQ(jint(e, "amount"), 0);
   EXPECT_EQ(jint(e, "available_after"), 5);
   EXPECT_EQ(e.at("settings"), (json::value(json::object{{"overdraft_limit", 10}, {"max_active_holds", nullptr},
-                                                        {"frozen", false}})));
+                                                        {"frozen", false}, {"low_balance_threshold", nullptr}})));
 
   r = patch(id, {{"max_active_holds", 2}});
   ASSERT_EQ(r.status, 200u) << r;
@@ -72,7 +75,7 @@ TEST_F(HttpSettingsAndFeed, PatchChangesEachSettingAndRecordsAnAccountUpdatedEve
   EXPECT_EQ(get_account(id).at("frozen"), true);
   e = events_of(id).back();
   EXPECT_EQ(e.at("settings"), (json::value(json::object{{"overdraft_limit", 10}, {"max_active_holds", nullptr},
-                                                        {"frozen", true}})));
+                                                        {"frozen", true}, {"low_balance_threshold", nullptr}})));
   EXPECT_EQ(events_of(id).size(), 5u);  // the credit and four changes
 }
 
@@ -112,6 +115,79 @@ TEST_F(HttpSettingsAndFeed, BadPatchesAre400AndOnlyTheAdminMayPatch) {
   HttpClient kiosk(port(), jstr(key.object(), "secret"));
   EXPECT_TRUE(is_problem(kiosk.request("PATCH", "/v1/accounts/" + id, R"({"frozen":true})"), 403, "forbidden"));
   EXPECT_EQ(get_account(id).at("frozen"), false);
+}
+
+// --- balance notices --------------------------------------------------------------------------------
+
+std::vector<std::string> types_of(const std::vector<json::object>& events) {
+  std::vector<std::string> out;
+  for (const auto& e : events) out.push_back(std::string(jstr(e, "type")));
+  return out;
+}
+
+TEST_F(HttpSettingsAndFeed, ALowBalanceThresholdIsShownAndItsCrossingsAreEventsOfTheMovement) {
+  const std::string id = make_account(10);
+  EXPECT_TRUE(get_account(id).at("low_balance_threshold").is_null());  // none until set
+  HttpResponse r = patch(id, {{"low_balance_threshold", 5}});
+  ASSERT_EQ(r.status, 200u) << r;
+  EXPECT_EQ(jint(r.object(), "low_balance_threshold"), 5);
+  EXPECT_EQ(jint(get_account(id), "low_balance_threshold"), 5);
+  EXPECT_EQ(events_of(id).back().at("settings").as_object().at("low_balance_threshold"), 5);
+
+  // 10 → 0: the debit, then balance_low and balance_depleted with its balances and no amount.
+  ASSERT_EQ(admin().post("/v1/accounts/" + id + "/debits",
+                         json::object{{"amount", 10}, {"reference", unique("all")}, {"reason", "test"}}).status, 201u);
+  std::vector<json::object> events = events_of(id);
+  ASSERT_GE(events.size(), 3u);
+  EXPECT_EQ(types_of(std::vector<json::object>(events.end() - 3, events.end())),
+            (std::vector<std::string>{"debited", "balance_low", "balance_depleted"}));
+  for (auto e = events.end() - 2; e != events.end(); ++e) {
+    EXPECT_EQ(jint(*e, "amount"), 0);
+    EXPECT_EQ(jint(*e, "available_after"), 0);
+    EXPECT_FALSE(e->contains("hold_id"));
+    EXPECT_GT(jint(*e, "event_id"), jint(*(e - 1), "event_id"));
+  }
+  // A credit back to 7 (at least 5 again) recovers.
+  ASSERT_EQ(admin().post("/v1/accounts/" + id + "/credits", json::object{{"amount", 7}, {"reference", unique("back")}}).status,
+            201u);
+  events = events_of(id);
+  EXPECT_EQ(types_of(std::vector<json::object>(events.end() - 2, events.end())),
+            (std::vector<std::string>{"credited", "balance_recovered"}));
+  // The notices are in the change feed too, in commit order.
+  const HttpResponse feed = admin().get("/v1/events?limit=1000&after=" + std::to_string(jint(events.front(), "event_id") - 1));
+  ASSERT_EQ(feed.status, 200u) << feed;
+  std::vector<std::string> feed_types;
+  for (const auto& e : feed.object().at("events").as_array()) {
+    if (jstr(e.as_object(), "account_id") == id) feed_types.push_back(std::string(jstr(e.as_object(), "type")));
+  }
+  EXPECT_EQ(feed_types, types_of(events));
+}
+
+TEST_F(HttpSettingsAndFeed, SettingAThresholdAlreadyCrossedWritesNoNoticeAndNullTurnsNoticesOff) {
+  const std::string id = make_account(3);
+  ASSERT_EQ(patch(id, {{"low_balance_threshold", 5}}).status, 200u);
+  EXPECT_EQ(types_of(events_of(id)), (std::vector<std::string>{"credited", "account_updated"}));
+  const HttpResponse off = patch(id, {{"low_balance_threshold", nullptr}});
+  ASSERT_EQ(off.status, 200u) << off;
+  EXPECT_TRUE(off.object().at("low_balance_threshold").is_null());
+  make_hold(id, 3);  // 3 → 0: no threshold, no notice
+  EXPECT_EQ(types_of(events_of(id)), (std::vector<std::string>{"credited", "account_updated", "account_updated", "reserved"}));
+}
+
+TEST_F(HttpSettingsAndFeed, ABadThresholdIs400NamingItAndChangesNothing) {
+  const std::string id = make_account(10);
+  ASSERT_EQ(patch(id, {{"low_balance_threshold", 4}}).status, 200u);
+  const json::object before = account_state(id);
+  const std::size_t events = events_of(id).size();
+  for (const std::string value : {"0", "-3", "9007199254740992", "1e20", "2.5", "\"5\"", "true", "{}"}) {
+    const HttpResponse r =
+        admin().request("PATCH", "/v1/accounts/" + id, R"({"frozen":true,"low_balance_threshold":)" + value + "}");
+    EXPECT_TRUE(is_problem(r, 400, "invalid_request")) << value << ": " << r;
+    EXPECT_NE(r.body.find("low_balance_threshold"), std::string::npos) << value << ": " << r;
+  }
+  EXPECT_EQ(account_state(id), before);
+  EXPECT_EQ(jint(get_account(id), "low_balance_threshold"), 4);
+  EXPECT_EQ(events_of(id).size(), events);
 }
 
 TEST_F(HttpSettingsAndFeed, AFrozenAccountRefusesHoldsAndDebitsWith409WhileItsHoldsStillEnd) {

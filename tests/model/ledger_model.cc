@@ -199,10 +199,52 @@ CommandResult LedgerModel::apply(const Command& command, std::int64_t now_ms) {
 
 // --- helpers ---------------------------------------------------------------------------------------
 
-void LedgerModel::add_event(Event e) {
+namespace {
+
+// Balance notices, restated from docs/api.md ("Balance notices"): only an account with a threshold
+// N gets them; after a movement that takes `available` from `was` to `now`: balance_low when it
+// went from at least N to under N, then balance_depleted when it went from above 0 to 0 or below;
+// balance_recovered when it went from under N to at least N. Nothing else, nothing twice.
+std::vector<EventType> notices_for(std::int64_t was, std::int64_t now, std::optional<std::int64_t> threshold) {
+  std::vector<EventType> out;
+  if (!threshold.has_value()) return out;
+  const bool was_under = was < *threshold;
+  const bool is_under = now < *threshold;
+  if (!was_under && is_under) out.push_back(EventType::balance_low);
+  if (was > 0 && now <= 0) out.push_back(EventType::balance_depleted);
+  if (was_under && !is_under) out.push_back(EventType::balance_recovered);
+  return out;
+}
+
+}  // namespace
+
+std::size_t LedgerModel::add_event(Event e) {
   e.event_id = next_event_id_++;
   e.at_ms = now_;
-  events_.push_back(std::move(e));
+  // The movement is this event against the account's previous one (0: an account starts empty).
+  std::int64_t was = 0;
+  for (auto it = events_.rbegin(); it != events_.rend(); ++it) {
+    if (it->account_id == e.account_id) {
+      was = it->available_after;
+      break;
+    }
+  }
+  const auto threshold = accounts_.at(e.account_id).low_balance_threshold;
+  const std::vector<EventType> notices = notices_for(was, e.available_after, threshold);
+  events_.push_back(e);
+  const std::size_t index = events_.size() - 1;
+  for (const EventType type : notices) {
+    Event n;
+    n.event_id = next_event_id_++;
+    n.at_ms = now_;
+    n.account_id = e.account_id;
+    n.type = type;
+    n.available_after = e.available_after;
+    n.reserved_after = e.reserved_after;
+    n.used_after = e.used_after;
+    events_.push_back(n);
+  }
+  return index;
 }
 
 Event LedgerModel::hold_event(const Hold& h, EventType type, std::int64_t amount) const {
@@ -313,9 +355,9 @@ CommandResult LedgerModel::transfer(const std::string& account_id, std::int64_t 
   e.available_after = a.balances.available;
   e.reserved_after = a.balances.reserved;
   e.used_after = a.balances.used;
-  add_event(e);
-  transfers_[reference] = {Transfer{reference, account_id, kind, amount, reason, events_.back().event_id}, events_.back()};
-  return TransferOutcome{events_.back(), view(account_id), true};
+  const Event& written = events_.at(add_event(e));
+  transfers_[reference] = {Transfer{reference, account_id, kind, amount, reason, written.event_id}, written};
+  return TransferOutcome{written, view(account_id), true};
 }
 
 Result<HoldOutcome> LedgerModel::reserve(const ReserveCommand& c) {
@@ -459,6 +501,7 @@ CommandResult LedgerModel::update(const UpdateAccountCommand& c) {
   if (c.overdraft_limit) after.overdraft_limit = *c.overdraft_limit;
   if (c.max_active_holds) after.max_active_holds = *c.max_active_holds;
   if (c.frozen) after.frozen = *c.frozen;
+  if (c.low_balance_threshold) after.low_balance_threshold = *c.low_balance_threshold;
   // The overdraft may not be lowered below what is already overdrawn (after zombies gave back).
   if (a.balances.available < -after.overdraft_limit) expire_overdue_of(c.account_id);
   if (a.balances.available < -after.overdraft_limit) return err(Code::conflict);
@@ -466,6 +509,7 @@ CommandResult LedgerModel::update(const UpdateAccountCommand& c) {
   a.overdraft_limit = after.overdraft_limit;
   a.max_active_holds = after.max_active_holds;
   a.frozen = after.frozen;
+  a.low_balance_threshold = after.low_balance_threshold;
   Event e;
   e.account_id = c.account_id;
   e.type = EventType::account_updated;

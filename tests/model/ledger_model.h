@@ -83,7 +83,7 @@ class LedgerModel {
   bool expire_overdue_of(const std::string& account_id);  // true if any expired
   StoredHold* hold_for_change(const std::string& hold_id);  // expired first when overdue
   void end_active(Hold& h, HoldStatus status, std::int64_t committed);
-  void add_event(Event e);
+  std::size_t add_event(Event e);  // and the balance notices it writes: its index in events_
   Event hold_event(const Hold& h, EventType type, std::int64_t amount) const;
   void note(const jobs::Job& j, const std::string& kind, std::optional<int> attempt);
 

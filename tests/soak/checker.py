@@ -26,6 +26,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 ANOMALY_LINES_MAX = 50  # printed; all are counted
+# Balance notices (docs/api.md "Balance notices"): amount 0, no hold, the balances after the movement before it.
+NOTICES = ("balance_low", "balance_depleted", "balance_recovered")
 
 
 @dataclass
@@ -54,7 +56,7 @@ def fold_events(account_id: str, events: list[dict[str, Any]], r: Report) -> dic
         if amount < 0:
             r.bad(f"{where}: negative amount")
         life = None
-        if t not in ("credited", "debited", "account_updated"):
+        if t not in ("credited", "debited", "account_updated") + NOTICES:
             if not hid:
                 r.bad(f"{where}: a hold event without hold_id")
                 continue
@@ -107,6 +109,9 @@ def fold_events(account_id: str, events: list[dict[str, Any]], r: Report) -> dic
             assert life is not None
             if life["ended"]:
                 r.bad(f"{where}: hold {hid} extended after it ended")
+        elif t in NOTICES:
+            if amount != 0 or hid:
+                r.bad(f"{where}: a balance notice moves an amount or names a hold")
         elif t != "account_updated":
             r.bad(f"{where}: unknown event type")
         if (e["available_after"], e["reserved_after"], e["used_after"]) != (b["available"], b["reserved"], b["used"]):

@@ -113,7 +113,8 @@ std::string show(const Account& a) {
   std::ostringstream o;
   o << "account " << a.account_id << " " << a.balances.available << "/" << a.balances.reserved << "/"
     << a.balances.used << "/" << a.balances.purchased << " overdraft=" << a.overdraft_limit
-    << " max_holds=" << opt(a.max_active_holds) << " frozen=" << a.frozen << " active=" << a.active_holds
+    << " max_holds=" << opt(a.max_active_holds) << " frozen=" << a.frozen
+    << " low_balance_threshold=" << opt(a.low_balance_threshold) << " active=" << a.active_holds
     << " oldest_age=" << opt(a.oldest_active_hold_age_ms) << " created_at=" << a.created_at_ms;
   return o.str();
 }
@@ -137,7 +138,7 @@ std::string show(const Event& e, const Names& n) {  // without event_id: each si
     << " expires_at=" << opt(e.expires_at_ms);
   if (e.settings) {
     o << " settings=" << e.settings->overdraft_limit << "/" << opt(e.settings->max_active_holds) << "/"
-      << e.settings->frozen;
+      << e.settings->frozen << "/" << opt(e.settings->low_balance_threshold);
   }
   return o.str();
 }
@@ -397,6 +398,10 @@ class Generator {
       if (chance(40)) c.overdraft_limit = one_of(std::vector<std::int64_t>{0, 5, 100});
       if (chance(30)) c.max_active_holds = chance(50) ? std::optional<std::int64_t>(3) : std::nullopt;
       if (chance(40)) c.frozen = chance(30);
+      // Balance notices: thresholds around the small amounts the batches move, so crossings happen.
+      if (chance(50)) {
+        c.low_balance_threshold = one_of(std::vector<std::optional<std::int64_t>>{std::nullopt, 1, 5, 20, 40});
+      }
       return c;
     }
     if (kind < 60) return ExpireOverdueCommand{between(1, 4)};
@@ -780,6 +785,13 @@ bool run_rounds(const std::string& backend, const std::optional<std::string>& pg
       }
     }
   }
+  // Balance notices are events of the model's movements: counted by type, so the table shows (and
+  // the test requires) that each kind of notice happened and was compared.
+  for (const std::string& id : model.account_ids()) {
+    for (const Event& e : model.events_of(id)) {
+      if (is_balance_notice(e.type)) ++table["balance_notice"][std::string(event_type_name(e.type))];
+    }
+  }
   if (check) check(*store);
   // Refusals are results: a batch is never split into one transaction per command, nor re-run.
   EXPECT_EQ(opened.counters().isolated_batches, 0u) << who;
@@ -851,6 +863,8 @@ TEST_P(Differential, RandomBatchesOfEveryKindMatchTheModel) {
       {"lock", "acquired"},            {"lock", "lock_held"},          {"idempotency", "started"},
       {"idempotency", "in_progress"},  {"idempotency", "replayed"},    {"rate_limit", "allowed"},
       {"rate_limit", "limited"},
+      {"balance_notice", "balance_low"}, {"balance_notice", "balance_depleted"},
+      {"balance_notice", "balance_recovered"},
   };
   for (const auto& [kind, outcome] : wanted) {
     EXPECT_GT(table[kind][outcome], 0) << "no " << kind << " answered " << outcome << ": the generator no longer reaches it";

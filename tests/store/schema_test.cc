@@ -10,6 +10,7 @@
 
 #include <algorithm>
 #include <fstream>
+#include <iterator>
 #include <map>
 #include <memory>
 #include <sstream>
@@ -128,6 +129,8 @@ void expect_release_data(Store& store, const Clock& clock, std::int64_t events_i
 }
 
 // --- SQLite ---------------------------------------------------------------------------------------
+using Columns = std::map<std::string, std::vector<std::string>>;  // table → its columns
+
 class SqliteFile {
  public:
   explicit SqliteFile(const std::string& path) { EXPECT_EQ(sqlite3_open(path.c_str(), &db_), SQLITE_OK); }
@@ -162,12 +165,23 @@ class SqliteFile {
     return rows("SELECT type, name, tbl_name, sql FROM sqlite_master WHERE name NOT LIKE 'sqlite\\_%' ESCAPE '\\' "
                 "ORDER BY type, name");
   }
-  // Every row of every table but the record, sorted.
-  std::map<std::string, std::vector<std::string>> data() {
+  // Every table's columns (the record's aside), in their order.
+  Columns columns() {
+    Columns out;
+    for (const std::string& table : tables()) out[table] = rows("SELECT name FROM pragma_table_info('" + table + "')");
+    return out;
+  }
+  // Every row of every table but the record, sorted; with `only`, only those tables' columns (the
+  // release's, so that the columns added since — NULL in its rows — leave its rows as they were).
+  std::map<std::string, std::vector<std::string>> data(const Columns* only = nullptr) {
     std::map<std::string, std::vector<std::string>> out;
-    for (const std::string& table : rows("SELECT name FROM sqlite_master WHERE type = 'table' AND name NOT LIKE "
-                                         "'sqlite\\_%' ESCAPE '\\' AND name <> 'schema_migrations'")) {
-      auto r = rows("SELECT * FROM \"" + table + "\"");
+    for (const std::string& table : tables()) {
+      std::string list = "*";
+      if (only != nullptr && only->count(table) != 0) {
+        list.clear();
+        for (const std::string& c : only->at(table)) list += (list.empty() ? "\"" : ", \"") + c + "\"";
+      }
+      auto r = rows("SELECT " + list + " FROM \"" + table + "\"");
       std::sort(r.begin(), r.end());
       out[table] = r;
     }
@@ -176,6 +190,11 @@ class SqliteFile {
   std::vector<std::string> record() { return rows("SELECT * FROM schema_migrations ORDER BY version"); }
 
  private:
+  std::vector<std::string> tables() {
+    return rows("SELECT name FROM sqlite_master WHERE type = 'table' AND name NOT LIKE 'sqlite\\_%' ESCAPE '\\' "
+                "AND name <> 'schema_migrations'");
+  }
+
   sqlite3* db_ = nullptr;
 };
 
@@ -212,10 +231,12 @@ TEST_F(SqliteSchema, TheReleaseDatabaseMigratesOnceWithItsDataIntact) {
   make_release_file("release.db");
   std::vector<std::string> old_record;
   std::map<std::string, std::vector<std::string>> old_data;
+  Columns old_columns;
   {
     SqliteFile db(path("release.db"));
     old_record = db.record();
     old_data = db.data();
+    old_columns = db.columns();
     // The release numbered SQLite's migrations 1–7 (no description column).
     ASSERT_EQ(old_record.size(), 7u);
     EXPECT_EQ(db.rows("SELECT count(*) FROM pragma_table_info('schema_migrations')"), std::vector<std::string>{"2"});
@@ -233,7 +254,9 @@ TEST_F(SqliteSchema, TheReleaseDatabaseMigratesOnceWithItsDataIntact) {
   EXPECT_EQ(migrated.schema(), fresh.schema());
   // Old rows keep their times (SQLite's 1–2 stay, 3–7 become 4–8); version 3 was recorded now.
   std::map<int, std::int64_t> at;
-  const int old_number_of[] = {0, 1, 2, 0, 3, 4, 5, 6, 7};
+  // (Versions after the release, 9 on, were recorded now.)
+  const int old_number_of[] = {0, 1, 2, 0, 3, 4, 5, 6, 7, 0};
+  static_assert(std::size(old_number_of) == static_cast<std::size_t>(schema::kCurrentVersion) + 1);
   for (const schema::Version& v : schema::versions()) {
     const int old = old_number_of[v.number];
     at[v.number] = old == 0 ? clock_.now_ms() : std::stoll(old_record.at(old - 1).substr(old_record.at(old - 1).find('|') + 1));
@@ -249,12 +272,13 @@ TEST_F(SqliteSchema, TheReleaseDatabaseMigratesOnceWithItsDataIntact) {
   EXPECT_EQ(migrated.record(), record);
   EXPECT_EQ(migrated.schema(), schema_before);
   EXPECT_EQ(migrated.data(), data_before);
-  // And the data of the release is all there: every old row is still a row (holds and the account
-  // rows changed by the writes after the migration aside).
+  // And the data of the release is all there: every old row is still a row, in the release's columns
+  // (holds and the account rows changed by the writes after the migration aside).
+  const auto data_in_old_columns = migrated.data(&old_columns);
   for (const char* table : {"events", "transfers", "jobs", "job_history", "api_keys", "locks", "idempotency_keys",
                             "ratelimits"}) {
     const auto& old_rows = old_data.at(table);
-    const auto& now_rows = data_before.at(table);
+    const auto& now_rows = data_in_old_columns.at(table);
     for (const std::string& row : old_rows) {
       EXPECT_TRUE(std::find(now_rows.begin(), now_rows.end(), row) != now_rows.end()) << table << ": " << row;
     }
@@ -264,9 +288,20 @@ TEST_F(SqliteSchema, TheReleaseDatabaseMigratesOnceWithItsDataIntact) {
 TEST_F(SqliteSchema, OpeningChangesNoRowOfTheRelease) {
   make_release_file("release.db");
   std::map<std::string, std::vector<std::string>> old_data;
-  { old_data = SqliteFile(path("release.db")).data(); }
+  Columns old_columns;
+  {
+    SqliteFile release(path("release.db"));
+    old_data = release.data();
+    old_columns = release.columns();
+  }
   ASSERT_TRUE(open("release.db").ok());
-  EXPECT_EQ(SqliteFile(path("release.db")).data(), old_data);
+  SqliteFile migrated(path("release.db"));
+  EXPECT_EQ(migrated.data(&old_columns), old_data);
+  // The columns added since are NULL in the release's rows: no account has balance notices.
+  EXPECT_EQ(migrated.rows("SELECT count(*) FROM accounts WHERE low_balance_threshold IS NOT NULL"),
+            std::vector<std::string>{"0"});
+  EXPECT_EQ(migrated.rows("SELECT count(*) FROM events WHERE low_balance_threshold IS NOT NULL"),
+            std::vector<std::string>{"0"});
 }
 
 TEST_F(SqliteSchema, AFailedMigrationLeavesTheOldNumberingAsItWas) {
@@ -342,13 +377,34 @@ SELECT replace(line, current_schema() || '.', '') FROM (
 ) lines ORDER BY 1)sql");
 }
 
-// Every row of every table but the record, as text, sorted; and where each sequence stands.
-std::map<std::string, std::vector<std::string>> pg_data(pg::Conn& db) {
+std::vector<std::string> pg_tables(pg::Conn& db) {
+  return pg_rows(db, "SELECT tablename FROM pg_tables WHERE schemaname = current_schema() "
+                     "AND tablename <> 'schema_migrations'");
+}
+
+// Every table's columns (the record's aside), in their order.
+Columns pg_columns(pg::Conn& db) {
+  Columns out;
+  for (const std::string& table : pg_tables(db)) {
+    out[table] = pg_rows(db, "SELECT column_name FROM information_schema.columns WHERE table_schema = "
+                             "current_schema() AND table_name = '" + table + "' ORDER BY ordinal_position");
+  }
+  return out;
+}
+
+// Every row of every table but the record, as text, sorted; and where each sequence stands. With
+// `only`, only those tables' columns (the release's: the columns added since are NULL in its rows).
+std::map<std::string, std::vector<std::string>> pg_data(pg::Conn& db, const Columns* only = nullptr) {
   std::map<std::string, std::vector<std::string>> out;
-  for (const std::string& table : pg_rows(db, "SELECT tablename FROM pg_tables WHERE schemaname = current_schema() "
-                                              "AND tablename <> 'schema_migrations'")) {
+  for (const std::string& table : pg_tables(db)) {
     const std::string name = pg::quote_identifier(table);
-    out[table] = pg_rows(db, "SELECT t::text FROM " + name + " t ORDER BY 1");
+    std::string row = "t";
+    if (only != nullptr && only->count(table) != 0) {
+      std::string list;
+      for (const std::string& c : only->at(table)) list += (list.empty() ? "t." : ", t.") + pg::quote_identifier(c);
+      row = "ROW(" + list + ")";
+    }
+    out[table] = pg_rows(db, "SELECT " + row + "::text FROM " + name + " t ORDER BY 1");
   }
   out["(sequences)"] = pg_rows(db, "SELECT format('%s %s', sequencename, last_value) FROM pg_sequences "
                                    "WHERE schemaname = current_schema() ORDER BY 1");
@@ -410,11 +466,14 @@ TEST_F(PgSchemaTest, TheReleaseDatabaseMigratesOnceWithItsDataIntact) {
       pg_rows(*db, "SELECT concat_ws('|', version, applied_at_ms) FROM schema_migrations ORDER BY version");
   ASSERT_EQ(old_record.size(), 8u);  // the release numbered PostgreSQL's migrations 1–8
   const auto old_data = pg_data(*db);
+  const Columns old_columns = pg_columns(*db);
   ASSERT_FALSE(old_data.at("jobs").empty());
   {
     auto store = open(release);
     ASSERT_TRUE(store.ok()) << store.error().detail;
-    EXPECT_EQ(pg_data(*db), old_data);  // the open alone changes no row
+    EXPECT_EQ(pg_data(*db, &old_columns), old_data);  // the open alone changes no row
+    EXPECT_EQ(pg_rows(*db, "SELECT count(*) FROM accounts WHERE low_balance_threshold IS NOT NULL"),
+              std::vector<std::string>{"0"});
     expect_release_data(**store, clock_, static_cast<std::int64_t>(old_data.at("events").size()));
   }
   PgSchema fresh(server);
@@ -423,6 +482,7 @@ TEST_F(PgSchemaTest, TheReleaseDatabaseMigratesOnceWithItsDataIntact) {
   EXPECT_EQ(pg_schema(*db), pg_schema(*fresh_db));
   // PostgreSQL's old numbers are the logical ones: every row keeps its number and time.
   std::map<int, std::int64_t> at;
+  for (const schema::Version& v : schema::versions()) at[v.number] = clock_.now_ms();  // 9 on: recorded now
   for (const std::string& row : old_record) {
     at[std::stoi(row.substr(0, row.find('|')))] = std::stoll(row.substr(row.find('|') + 1));
   }

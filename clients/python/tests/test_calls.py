@@ -96,6 +96,7 @@ store = "shared"
         self.assertEqual(frozen.exception.code, "account_frozen")
         unfrozen = self.admin.update_account(a, frozen=False, max_active_holds=None)
         self.assertEqual((unfrozen.frozen, unfrozen.max_active_holds), (False, None))
+        self.assertIsNone(unfrozen.low_balance_threshold)
 
         events = self.admin.events(a)
         self.assertEqual([e.type for e in events.events],
@@ -107,6 +108,17 @@ store = "shared"
         self.assertIn(events.events[0].event_id, [e.event_id for e in feed.events])
         waited = self.admin.feed(after=feed.next_after, wait_ms=0)
         self.assertEqual(waited.events, [])
+
+        # Balance notices: 11 → 9 crosses a threshold of 10 down, 9 → 14 back up.
+        noticed = self.admin.update_account(a, low_balance_threshold=10)
+        self.assertEqual((noticed.low_balance_threshold, noticed.available), (10, 11))
+        self.admin.debit(a, 2, f"notice-{a}", "low")
+        self.admin.credit(a, 5, f"notice-back-{a}")
+        tail = self.admin.events(a, after=events.next_after)
+        self.assertEqual([e.type for e in tail.events],
+                         ["account_updated", "debited", "balance_low", "credited", "balance_recovered"])
+        self.assertEqual((tail.events[2].amount, tail.events[2].available_after), (0, 9))
+        self.assertIsNone(self.admin.update_account(a, low_balance_threshold=None).low_balance_threshold)
 
         first = self.admin.list_accounts(limit=1)
         self.assertEqual(len(first.accounts), 1)

@@ -209,20 +209,25 @@ export class TollgateClient {
 
   /**
    * Changes only the settings given (admin); maxActiveHolds null removes the limit; a frozen account
-   * refuses new holds, jobs and debits (409 account_frozen). Absolute values: safe to resend.
+   * refuses new holds, jobs and debits (409 account_frozen); lowBalanceThreshold turns on balance
+   * notices (null turns them off). Absolute values: safe to resend.
    */
   async updateAccount(
     accountId: string,
-    settings: { overdraftLimit?: number; maxActiveHolds?: number | null; frozen?: boolean },
+    settings: { overdraftLimit?: number; maxActiveHolds?: number | null; frozen?: boolean; lowBalanceThreshold?: number | null },
   ): Promise<Account> {
     const path = accountPath(accountId);
-    const o = checkOptions(settings, "settings", ["overdraftLimit", "maxActiveHolds", "frozen"]);
+    const o = checkOptions(settings, "settings", ["overdraftLimit", "maxActiveHolds", "frozen", "lowBalanceThreshold"]);
     const body: Record<string, unknown> = {};
     if (o.overdraftLimit !== undefined) body["overdraft_limit"] = checkInteger(o.overdraftLimit, "overdraftLimit", 0, Number.MAX_SAFE_INTEGER);
     if (o.maxActiveHolds !== undefined) {
       body["max_active_holds"] = o.maxActiveHolds === null ? null : checkInteger(o.maxActiveHolds, "maxActiveHolds", 1, 1_000_000_000);
     }
     if (o.frozen !== undefined) body["frozen"] = checkBoolean(o.frozen, "frozen");
+    if (o.lowBalanceThreshold !== undefined) {
+      body["low_balance_threshold"] =
+        o.lowBalanceThreshold === null ? null : checkInteger(o.lowBalanceThreshold, "lowBalanceThreshold", 1, Number.MAX_SAFE_INTEGER);
+    }
     return this.json<Account>({ method: "PATCH", path, body, resend: "safe" });
   }
 

@@ -15,7 +15,11 @@ export type EventType =
   | "late_charged"
   | "late_forgiven"
   | "account_updated"
-  | "extended";
+  | "extended"
+  /** Balance notices (api.md "Balance notices"): amount 0, after the movement that crossed. */
+  | "balance_low"
+  | "balance_depleted"
+  | "balance_recovered";
 
 /** available + reserved + used == purchased, always. */
 export interface Account {
@@ -27,6 +31,8 @@ export interface Account {
   overdraft_limit: number;
   max_active_holds: number | null;
   frozen: boolean;
+  /** Balance notices when available crosses it; null: none. */
+  low_balance_threshold: number | null;
   active_holds: number;
   oldest_active_hold_age_ms: number | null;
   created_at: string;
@@ -52,6 +58,8 @@ export interface AccountSettings {
   overdraft_limit: number;
   max_active_holds: number | null;
   frozen: boolean;
+  /** Absent on events written before balance notices existed. */
+  low_balance_threshold?: number | null;
 }
 
 /** An entry of the append-only log; event_id increases strictly with commit order. */

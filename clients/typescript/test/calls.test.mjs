@@ -91,6 +91,13 @@ store = "shared"
     const feed = await client.feed({ after: 0, limit: 1000, waitMs: 0 });
     assert.ok(feed.events.some((e) => e.reference === "buy-1"));
     assert.ok(feed.next_after >= events.next_after);
+    // Balance notices: 18 → 14 crosses a threshold of 15 down; setting it wrote no notice.
+    const noticed = await client.updateAccount("calls", { lowBalanceThreshold: 15 });
+    assert.equal(noticed.low_balance_threshold, 15);
+    await client.debit("calls", 4, "notice-1", "low");
+    const tail = await client.events("calls", { after: events.next_after });
+    assert.deepEqual(tail.events.map((e) => e.type), ["account_updated", "debited", "balance_low"]);
+    assert.equal((await client.updateAccount("calls", { lowBalanceThreshold: null })).low_balance_threshold, null);
     const missing = await client.getAccount("nobody").catch((e) => e);
     assert.ok(missing instanceof ProblemError);
     assert.deepEqual([missing.code, missing.status], ["not_found", 404]);

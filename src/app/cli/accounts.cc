@@ -8,6 +8,7 @@
 #include <csignal>
 #include <cstdint>
 #include <cstdio>
+#include <functional>
 #include <limits>
 #include <memory>
 #include <optional>
@@ -24,6 +25,28 @@
 #include "app/cli/common.h"
 
 namespace tollgate::app::cli {
+namespace {
+
+// An option's check: "none", or an integer from min to max.
+std::function<std::string(const std::string&)> none_or_integer(std::int64_t min, std::int64_t max) {
+  return [min, max](const std::string& v) -> std::string {
+    if (v == "none") return "";
+    std::string number = v;
+    return integer_range(min, max)(number).empty()
+               ? ""
+               : "must be none or from " + std::to_string(min) + " to " + std::to_string(max);
+  };
+}
+
+// The value of an option checked by none_or_integer(min, max): nullopt for "none".
+std::optional<std::int64_t> none_or_int(const std::string& text, std::int64_t min, std::int64_t max) {
+  if (text == "none") return std::nullopt;
+  const auto n = parse_int(text, min, max);
+  TG_ASSERT(n.has_value());  // the option's check read it
+  return n;
+}
+
+}  // namespace
 
 void add_account_commands(CLI::App& app, int& exit_code) {
   std::shared_ptr<Args> a;
@@ -74,28 +97,27 @@ void add_account_commands(CLI::App& app, int& exit_code) {
                             ->transform(integer_range(0, limits::kOverdraftLimitMax));
   auto* new_max_holds =
       update->add_option("--max-active-holds", a->max_active_holds_text, "at most this many active holds, or none")
-          ->check([](const std::string& v) -> std::string {
-            if (v == "none") return "";
-            std::string number = v;
-            return integer_range(1, limits::kMaxActiveHoldsMax)(number).empty()
-                       ? ""
-                       : "must be none or from 1 to " + std::to_string(limits::kMaxActiveHoldsMax);
-          });
+          ->check(none_or_integer(1, limits::kMaxActiveHoldsMax));
+  auto* new_threshold = update
+                            ->add_option("--low-balance-threshold", a->low_balance_threshold_text,
+                                         "write balance notices when `available` crosses this many credits, or none")
+                            ->check(none_or_integer(1, limits::kLowBalanceThresholdMax));
   auto* new_frozen = update->add_option("--frozen", a->frozen_text, "true: refuse new holds and debits; false: allow")
                          ->check(CLI::IsMember({"true", "false"}));
   add_connection_options(update, a->connection);
-  update->callback([a, &exit_code, new_overdraft, new_max_holds, new_frozen] {
+  update->callback([a, &exit_code, new_overdraft, new_max_holds, new_frozen, new_threshold] {
     client::UpdateAccountRequest request;
     if (new_overdraft->count() > 0) request.overdraft_limit = a->overdraft_limit;
     if (new_max_holds->count() > 0) {
-      request.max_active_holds = a->max_active_holds_text == "none"
-                                     ? std::optional<std::int64_t>()
-                                     : parse_int(a->max_active_holds_text, 1, limits::kMaxActiveHoldsMax);
-      TG_ASSERT(a->max_active_holds_text == "none" || *request.max_active_holds);  // the option's check read it
+      request.max_active_holds = none_or_int(a->max_active_holds_text, 1, limits::kMaxActiveHoldsMax);
     }
     if (new_frozen->count() > 0) request.frozen = a->frozen_text == "true";
-    if (!request.overdraft_limit && !request.max_active_holds && !request.frozen) {
-      throw CLI::ValidationError("account update", "give at least one of --overdraft-limit, --max-active-holds, --frozen");
+    if (new_threshold->count() > 0) {
+      request.low_balance_threshold = none_or_int(a->low_balance_threshold_text, 1, limits::kLowBalanceThresholdMax);
+    }
+    if (!request.overdraft_limit && !request.max_active_holds && !request.frozen && !request.low_balance_threshold) {
+      throw CLI::ValidationError("account update", "give at least one of --overdraft-limit, --max-active-holds, "
+                                                   "--frozen, --low-balance-threshold");
     }
     exit_code = run(
         "account update", a->connection, [&](Client& c) { return c.update_account(a->account_id, request); },

@@ -76,6 +76,7 @@ struct Args {
   bool from_start = false;  // events --follow: from the first event, not from the head
   std::string max_active_holds_text;  // account update: a number, or "none"
   std::string frozen_text;            // account update: true | false
+  std::string low_balance_threshold_text;  // account update: a number, or "none"
   std::string lock_key;               // lock, idem: the key; ratelimit: the limited key
   std::string owner;                  // lock
   std::int64_t fence = 0;             // lock renew, release

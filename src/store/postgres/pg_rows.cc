@@ -37,10 +37,11 @@ Hold read_hold(const Rows& r, int row, int first) {
 
 const char* const kEventColumns =
     "event_id, account_id, type, amount, hold_id, job_id, reference, at_ms, available_after, reserved_after, "
-    "used_after, reason, overdraft_limit, max_active_holds, frozen, expires_at_ms";
+    "used_after, reason, overdraft_limit, max_active_holds, frozen, expires_at_ms, low_balance_threshold";
 #define TG_EVENT_COLUMNS_OF_E                                                                             \
   "e.event_id, e.account_id, e.type, e.amount, e.hold_id, e.job_id, e.reference, e.at_ms, e.available_after, " \
-  "e.reserved_after, e.used_after, e.reason, e.overdraft_limit, e.max_active_holds, e.frozen, e.expires_at_ms"
+  "e.reserved_after, e.used_after, e.reason, e.overdraft_limit, e.max_active_holds, e.frozen, e.expires_at_ms, " \
+  "e.low_balance_threshold"
 const char* const kEventColumnsOfE = TG_EVENT_COLUMNS_OF_E;
 
 Event read_event(const Rows& r, int row, int first) {
@@ -62,7 +63,8 @@ Event read_event(const Rows& r, int row, int first) {
   if (const auto frozen = r.optional_text(row, first + 14)) {  // account_updated: the settings after it
     const auto overdraft_limit = r.optional_int64(row, first + 12);
     if (!overdraft_limit) throw PgError("XX000", false, "event " + std::to_string(e.event_id) + " has no overdraft_limit");
-    e.settings = AccountSettings{*overdraft_limit, r.optional_int64(row, first + 13), *frozen == "t"};
+    e.settings = AccountSettings{*overdraft_limit, r.optional_int64(row, first + 13), *frozen == "t",
+                                 r.optional_int64(row, first + 16)};
   }
   e.expires_at_ms = r.optional_int64(row, first + 15);  // extended: the hold's new deadline
   return e;
@@ -70,8 +72,8 @@ Event read_event(const Rows& r, int row, int first) {
 
 const char* const kAccountColumns =
     "account_id, available, reserved, used, purchased, overdraft_limit, max_active_holds, active_holds, created_at_ms, "
-    "frozen";
-constexpr int kAccountColumnCount = 10;  // read_account() reads columns 0..9; a view's own follow
+    "frozen, low_balance_threshold";
+constexpr int kAccountColumnCount = 11;  // read_account() reads columns 0..10; a view's own follow
 
 Account read_account(const Rows& r, int row) {
   Account a;
@@ -82,6 +84,7 @@ Account read_account(const Rows& r, int row) {
   a.active_holds = r.int64(row, 7);
   a.created_at_ms = r.int64(row, 8);
   a.frozen = r.text(row, 9) == "t";
+  a.low_balance_threshold = r.optional_int64(row, 10);
   return a;
 }
 

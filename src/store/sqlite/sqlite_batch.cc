@@ -36,10 +36,12 @@ void bind_event_details(Stmt& s, int first, const Event& e) {
     s.bind(first + 1, e.settings->overdraft_limit);
     s.bind(first + 2, e.settings->max_active_holds);
     s.bind(first + 3, std::int64_t{e.settings->frozen});
+    s.bind(first + 5, e.settings->low_balance_threshold);
   } else {
     s.bind_null(first + 1);
     s.bind_null(first + 2);
     s.bind_null(first + 3);
+    s.bind_null(first + 5);
   }
   s.bind(first + 4, e.expires_at_ms);
 }
@@ -148,22 +150,24 @@ batch::Snapshot SqliteBatchIo::begin_and_load(const batch::Keys& keys) {
 std::vector<std::int64_t> SqliteBatchIo::write_and_commit(const batch::Effects& e) {
   for (const Account& a : e.new_accounts) {
     Query q(db_.stmt("INSERT INTO accounts (account_id, available, reserved, used, purchased, overdraft_limit, "
-                     "max_active_holds, active_holds, created_at_ms, frozen) "
-                     "VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10)"),
+                     "max_active_holds, active_holds, created_at_ms, frozen, low_balance_threshold) "
+                     "VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11)"),
             a.account_id, a.balances.available, a.balances.reserved, a.balances.used, a.balances.purchased,
-            a.overdraft_limit, a.max_active_holds, a.active_holds, a.created_at_ms, std::int64_t{a.frozen});
+            a.overdraft_limit, a.max_active_holds, a.active_holds, a.created_at_ms, std::int64_t{a.frozen},
+            a.low_balance_threshold);
     q.step();
   }
   for (const auto& [before, after] : e.changed_accounts) {
     const Balances& b = before.balances;
     const Balances& n = after.balances;
     Query q(db_.stmt("UPDATE accounts SET available = ?2, reserved = ?3, used = ?4, purchased = ?5, "
-                     "active_holds = ?6, overdraft_limit = ?7, max_active_holds = ?8, frozen = ?14 "
+                     "active_holds = ?6, overdraft_limit = ?7, max_active_holds = ?8, frozen = ?14, "
+                     "low_balance_threshold = ?15 "
                      "WHERE account_id = ?1 AND available = ?9 AND reserved = ?10 AND used = ?11 AND purchased = ?12 "
                      "AND active_holds = ?13"),
             after.account_id, n.available, n.reserved, n.used, n.purchased, after.active_holds,
             after.overdraft_limit, after.max_active_holds, b.available, b.reserved, b.used, b.purchased,
-            before.active_holds, std::int64_t{after.frozen});
+            before.active_holds, std::int64_t{after.frozen}, after.low_balance_threshold);
     q.step();
     expect_one_change(db_, "account " + after.account_id);
   }
@@ -216,8 +220,8 @@ std::vector<std::int64_t> SqliteBatchIo::write_and_commit(const batch::Effects& 
     insert_rows(db_,
                 "INSERT INTO events (event_id, account_id, type, amount, hold_id, job_id, reference, at_ms, "
                 "available_after, reserved_after, used_after, reason, overdraft_limit, max_active_holds, frozen, "
-                "expires_at_ms)",
-                16, e.events, [&, index = std::size_t{0}](Stmt& s, int i, const Event& ev) mutable {
+                "expires_at_ms, low_balance_threshold)",
+                17, e.events, [&, index = std::size_t{0}](Stmt& s, int i, const Event& ev) mutable {
                   s.bind(i, ids[index++]);
                   s.bind(i + 1, ev.account_id);
                   s.bind(i + 2, event_type_name(ev.type));

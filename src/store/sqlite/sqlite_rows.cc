@@ -36,10 +36,11 @@ Hold read_hold(Stmt& s, int first) {
 
 const char* const kEventColumns =
     "event_id, account_id, type, amount, hold_id, job_id, reference, at_ms, available_after, reserved_after, "
-    "used_after, reason, overdraft_limit, max_active_holds, frozen, expires_at_ms";
+    "used_after, reason, overdraft_limit, max_active_holds, frozen, expires_at_ms, low_balance_threshold";
 #define TG_EVENT_COLUMNS_OF_E                                                                             \
   "e.event_id, e.account_id, e.type, e.amount, e.hold_id, e.job_id, e.reference, e.at_ms, e.available_after, " \
-  "e.reserved_after, e.used_after, e.reason, e.overdraft_limit, e.max_active_holds, e.frozen, e.expires_at_ms"
+  "e.reserved_after, e.used_after, e.reason, e.overdraft_limit, e.max_active_holds, e.frozen, e.expires_at_ms, " \
+  "e.low_balance_threshold"
 const char* const kEventColumnsOfE = TG_EVENT_COLUMNS_OF_E;
 
 Event read_event(Stmt& s, int first) {
@@ -61,7 +62,8 @@ Event read_event(Stmt& s, int first) {
   if (const auto frozen = s.optional_int64(first + 14)) {  // account_updated: the settings after it
     const auto overdraft_limit = s.optional_int64(first + 12);
     if (!overdraft_limit) throw SqlError(SQLITE_CORRUPT, "event " + std::to_string(e.event_id) + " has no overdraft_limit");
-    e.settings = AccountSettings{*overdraft_limit, s.optional_int64(first + 13), *frozen != 0};
+    e.settings = AccountSettings{*overdraft_limit, s.optional_int64(first + 13), *frozen != 0,
+                                 s.optional_int64(first + 16)};
   }
   e.expires_at_ms = s.optional_int64(first + 15);  // extended: the hold's new deadline
   return e;
@@ -113,7 +115,7 @@ std::optional<jobs::Job> job_row(Conn& db, std::string_view client_request_id) {
 
 std::optional<Account> account_row(Conn& db, std::string_view account_id) {
   Query q(db.stmt("SELECT account_id, available, reserved, used, purchased, overdraft_limit, max_active_holds, "
-                  "active_holds, created_at_ms, frozen FROM accounts WHERE account_id = ?"),
+                  "active_holds, created_at_ms, frozen, low_balance_threshold FROM accounts WHERE account_id = ?"),
           account_id);
   if (!q.step()) return std::nullopt;
   Stmt& s = q.row();
@@ -125,6 +127,7 @@ std::optional<Account> account_row(Conn& db, std::string_view account_id) {
   a.active_holds = s.int64(7);
   a.created_at_ms = s.int64(8);
   a.frozen = s.int64(9) != 0;
+  a.low_balance_threshold = s.optional_int64(10);
   return a;
 }
 

@@ -50,7 +50,8 @@ class SqliteBatchIo final : public BatchIo {
 // writer's lock, which cannot happen while it holds the database: an SqlError (SQLITE_CORRUPT).
 void expect_one_change(Conn& db, const std::string& what);
 
-// Binds an event's reason, overdraft_limit, max_active_holds, frozen and expires_at_ms (NULL where
+// Binds an event's reason, overdraft_limit, max_active_holds, frozen, expires_at_ms and
+// low_balance_threshold (NULL where
 // unset) from parameter `first` on, in that order (the column order of kEventColumns after used_after).
 void bind_event_details(Stmt& s, int first, const Event& e);
 

@@ -156,10 +156,13 @@ class Client:
 
     def update_account(self, account_id: str, *, overdraft_limit: int | None = None,
                        max_active_holds: int | None | Unchanged = UNCHANGED,
-                       frozen: bool | None = None) -> Account:
+                       frozen: bool | None = None,
+                       low_balance_threshold: int | None | Unchanged = UNCHANGED) -> Account:
         """PATCH /v1/accounts/{account_id} (admin): only the settings given change (absolute values,
         so a resend changes nothing more). ``max_active_holds=None`` removes the limit; a frozen
-        account refuses new holds, jobs and debits (409 account_frozen)."""
+        account refuses new holds, jobs and debits (409 account_frozen). ``low_balance_threshold``
+        turns on balance notices (balance_low, balance_depleted, balance_recovered events); None
+        turns them off."""
         body: dict[str, Any] = {}
         if overdraft_limit is not None:
             body["overdraft_limit"] = v.integer("overdraft_limit", overdraft_limit, 0, v.AMOUNT_MAX)
@@ -169,6 +172,10 @@ class Client:
             body["max_active_holds"] = v.integer("max_active_holds", max_active_holds, 1, v.MAX_ACTIVE_HOLDS_MAX)
         if frozen is not None:
             body["frozen"] = v.boolean("frozen", frozen)
+        if low_balance_threshold is None:
+            body["low_balance_threshold"] = None
+        elif not isinstance(low_balance_threshold, Unchanged):
+            body["low_balance_threshold"] = v.integer("low_balance_threshold", low_balance_threshold, 1, v.AMOUNT_MAX)
         path = "/v1/accounts/" + encode_component(v.identifier("account_id", account_id))
         return Account.from_json(self._transport.call("PATCH", path, body, has_body=True, retry=self._retry))
 

@@ -56,6 +56,7 @@ class Account(Model):
     created_at: str
     max_active_holds: int | None = None
     oldest_active_hold_age_ms: int | None = None
+    low_balance_threshold: int | None = None  # balance notices when available crosses it; None: none
 
 
 @dataclass(frozen=True)
