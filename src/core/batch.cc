@@ -193,10 +193,7 @@ class LedgerBatch::State {
     TG_ASSERT(row != nullptr);
     auto v = views_.find(std::string(id));
     TG_ASSERT(v != views_.end());  // keys_of() asked for it; a new account has an empty one
-    Account a = *row;
-    a.balances.available += v->second.overdue_sum;
-    a.balances.reserved -= v->second.overdue_sum;
-    a.active_holds -= v->second.overdue_count;
+    Account a = rules::account_view(*row, v->second.overdue_count, v->second.overdue_sum);
     if (!v->second.oldest_live.empty()) {
       a.oldest_active_hold_age_ms = std::max<std::int64_t>(0, now_ - v->second.oldest_live.front().first);
     }

@@ -124,6 +124,15 @@ Balances commit(const Balances& before, std::int64_t held, std::int64_t committe
 
 Balances release(const Balances& before, std::int64_t held) { return commit(before, held, 0); }
 
+Account account_view(Account row, std::int64_t overdue_count, std::int64_t overdue_sum) {
+  TG_ASSERT(overdue_count >= 0 && overdue_count <= row.active_holds);
+  TG_ASSERT(overdue_sum >= 0 && overdue_sum <= row.balances.reserved);
+  TG_ASSERT((overdue_count == 0) == (overdue_sum == 0));  // a hold holds at least 1
+  if (overdue_sum > 0) row.balances = release(row.balances, overdue_sum);
+  row.active_holds -= overdue_count;
+  return row;
+}
+
 Result<Balances> late_charge(const Account& before, std::int64_t amount) {
   TG_ASSERT(amount_is_valid(amount));
   const auto available_after = checked_sub(before.balances.available, amount);

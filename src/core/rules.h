@@ -84,6 +84,11 @@ inline Hold hold_view(Hold hold, std::int64_t now_ms) {
   }
   return hold;
 }
+// The account as a reader sees it at some instant: its `overdue_count` active holds past their
+// deadline, holding `overdue_sum` credits, already count as released (the reaper writes it later).
+// Both figures come from the account's own holds (asserted: 0 ≤ count ≤ active_holds, 0 ≤ sum ≤
+// reserved), so nothing can overflow while the identity holds.
+Account account_view(Account row, std::int64_t overdue_count, std::int64_t overdue_sum);
 
 enum class CommitAction : std::uint8_t {
   commit,       // active: move `amount` to used, the rest back to available

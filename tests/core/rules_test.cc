@@ -438,6 +438,23 @@ TEST(RulesRelease, ReturnsTheWholeHoldToAvailable) {
   EXPECT_EQ(rules::release(Balances{-5, 8, 2, 5}, 5), (Balances{0, 3, 2, 5}));
 }
 
+TEST(RulesAccountView, OverdueHoldsCountAsReleasedBeforeTheReaperRuns) {
+  Account row = account_with({2, 9, 1, 12});
+  row.active_holds = 3;
+  const Account view = rules::account_view(row, 2, 7);
+  EXPECT_EQ(view.balances, (Balances{9, 2, 1, 12}));
+  EXPECT_EQ(view.active_holds, 1);
+  EXPECT_EQ(rules::account_view(row, 0, 0).balances, row.balances);
+}
+
+TEST(RulesAccountViewDeathTest, OverdueFiguresBeyondTheAccountsOwnAreABug) {
+  GTEST_FLAG_SET(death_test_style, "threadsafe");
+  Account row = account_with({2, 9, 1, 12});
+  row.active_holds = 3;
+  EXPECT_DEATH((void)rules::account_view(row, 2, 10), "assertion failed");  // more than reserved
+  EXPECT_DEATH((void)rules::account_view(row, 4, 7), "assertion failed");   // more than active
+}
+
 TEST(RulesCommitDeathTest, CommittingMoreThanHeldIsABug) {
   GTEST_FLAG_SET(death_test_style, "threadsafe");
   EXPECT_DEATH((void)rules::commit(Balances{0, 10, 0, 10}, 10, 11), "assertion failed");

@@ -5,6 +5,7 @@
 
 #include "core/hold_id.h"
 #include "core/result.h"
+#include "core/rules.h"
 
 namespace tollgate::pg {
 
@@ -105,12 +106,8 @@ const std::string kAccountViewSql = std::string("SELECT ") + kAccountColumns +
                                     "FROM holds h WHERE h.account_id = a.account_id AND h.status = 'active') o ";
 
 Account read_account_view(const Rows& r, int row, std::int64_t now_ms) {
-  Account a = read_account(r, row);
-  const std::int64_t overdue_count = r.int64(row, kAccountColumnCount);
-  const std::int64_t overdue_sum = r.int64(row, kAccountColumnCount + 1);
-  a.balances.available += overdue_sum;
-  a.balances.reserved -= overdue_sum;
-  a.active_holds -= overdue_count;
+  Account a = rules::account_view(read_account(r, row), r.int64(row, kAccountColumnCount),
+                                  r.int64(row, kAccountColumnCount + 1));
   if (auto oldest = r.optional_int64(row, kAccountColumnCount + 2)) a.oldest_active_hold_age_ms = std::max<std::int64_t>(0, now_ms - *oldest);
   return a;
 }

@@ -6,6 +6,7 @@
 
 #include "core/hold_id.h"
 #include "core/result.h"
+#include "core/rules.h"
 
 namespace tollgate::sqlite {
 
@@ -135,20 +136,14 @@ std::optional<Account> account_row(Conn& db, std::string_view account_id) {
 std::optional<Account> account_view(Conn& db, std::string_view account_id, std::int64_t now_ms) {
   auto a = account_row(db, account_id);
   if (!a) return a;
-  Query q(db.stmt("SELECT count(*), coalesce(sum(amount), 0), "
-                  "min(CASE WHEN expires_at_ms > ?2 THEN created_at_ms END) "
+  // One pass over the account's active holds: the overdue ones' count and sum, the oldest live one.
+  Query q(db.stmt("SELECT count(*) FILTER (WHERE expires_at_ms <= ?2), "
+                  "coalesce(sum(amount) FILTER (WHERE expires_at_ms <= ?2), 0), "
+                  "min(created_at_ms) FILTER (WHERE expires_at_ms > ?2) "
                   "FROM holds WHERE account_id = ?1 AND status = 'active'"),
           account_id, now_ms);
   TG_ASSERT(q.step());
-  Query overdue(db.stmt("SELECT count(*), coalesce(sum(amount), 0) FROM holds "
-                        "WHERE account_id = ?1 AND status = 'active' AND expires_at_ms <= ?2"),
-                account_id, now_ms);
-  TG_ASSERT(overdue.step());
-  const std::int64_t overdue_count = overdue->int64(0);
-  const std::int64_t overdue_sum = overdue->int64(1);
-  a->balances.available += overdue_sum;
-  a->balances.reserved -= overdue_sum;
-  a->active_holds -= overdue_count;
+  a = rules::account_view(*a, q->int64(0), q->int64(1));
   if (auto oldest = q->optional_int64(2)) a->oldest_active_hold_age_ms = std::max<std::int64_t>(0, now_ms - *oldest);
   return a;
 }
