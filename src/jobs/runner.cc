@@ -12,12 +12,6 @@
 
 namespace tollgate::jobs {
 
-struct JobRunner::Counters {
-  std::atomic<std::uint64_t> sends{0}, resends{0}, status_questions{0}, recovered{0}, completed{0}, failed{0},
-      cancelled{0}, lease_renewals{0}, renewals_refused{0}, handed_back{0}, answers_2xx{0}, answers_4xx{0}, answers_5xx{0}, timeouts{0}, connection_lost{0},
-      not_connected{0};
-};
-
 struct JobRunner::PerProvider {
   std::atomic<std::uint64_t> answers_2xx{0}, answers_4xx{0}, answers_5xx{0}, timeouts{0}, connection_lost{0},
       not_connected{0}, status_questions{0}, requests{0};
@@ -85,8 +79,7 @@ JobRunner::JobRunner(Ledger& ledger, Provider& provider, JobRunnerOptions option
       provider_(provider),
       options_(std::move(options)),
       timers_work_(boost::asio::make_work_guard(timers_)),
-      rng_(seed_or_random(options_.seed)),
-      counters_(std::make_unique<Counters>()) {
+      rng_(seed_or_random(options_.seed)) {
   TG_ASSERT(!options_.instance_id.empty() && options_.in_flight_max >= 1);
   for (const auto& [name, config] : options_.providers) per_provider_.emplace(name, std::make_unique<PerProvider>());
   timer_thread_ = std::thread([this] { timers_.run(); });
@@ -149,7 +142,7 @@ void JobRunner::admit(std::shared_ptr<Run> run) {
     }
     running_.emplace(run->job.client_request_id, run);
   }
-  if (run->mode == Mode::recover) counters_->recovered.fetch_add(1, std::memory_order_relaxed);
+  if (run->mode == Mode::recover) counters_.add<&JobRunnerStats::recovered>();
   const bool fresh = run->mode == Mode::fresh;
   claim(std::move(run), fresh, "");
 }
@@ -198,7 +191,7 @@ void JobRunner::after_claim(const std::shared_ptr<Run>& run, const Job& job, boo
     return ask_status(run);
   }
   if (run->job.attempts < run->provider->max_attempts) {
-    counters_->resends.fetch_add(1, std::memory_order_relaxed);
+    counters_.add<&JobRunnerStats::resends>();
     return claim(run, true, "recovered: the outcome of attempt " + std::to_string(run->job.attempts) +
                                 " is unknown and there is no status URL: sending again with the same key");
   }
@@ -209,7 +202,7 @@ void JobRunner::after_claim(const std::shared_ptr<Run>& run, const Job& job, boo
 }
 
 void JobRunner::send(std::shared_ptr<Run> run) {
-  counters_->sends.fetch_add(1, std::memory_order_relaxed);
+  counters_.add<&JobRunnerStats::sends>();
   MutexLock lock(run->mu);
   if (run->cancelled) {
     lock.unlock();
@@ -232,7 +225,7 @@ void JobRunner::send(std::shared_ptr<Run> run) {
 
 void JobRunner::ask_status(std::shared_ptr<Run> run) {
   ++run->questions;
-  counters_->status_questions.fetch_add(1, std::memory_order_relaxed);
+  counters_.add<&JobRunnerStats::status_questions>();
   run->figures->status_questions.fetch_add(1, std::memory_order_relaxed);
   MutexLock lock(run->mu);
   if (run->cancelled) {
@@ -281,7 +274,7 @@ void JobRunner::act(std::shared_ptr<Run> run, const Decision& d, const Exchange&
       });
     }
     case Next::send_again:
-      counters_->resends.fetch_add(1, std::memory_order_relaxed);
+      counters_.add<&JobRunnerStats::resends>();
       run->questions = 0;
       return after(std::min<std::int64_t>(100LL * run->job.attempts, 2'000), run,
                    [this, run, seen_text] { claim(run, true, seen_text); });
@@ -319,10 +312,10 @@ void JobRunner::end(std::shared_ptr<Run> run, JobStatus status, std::optional<st
 void JobRunner::finish(const std::shared_ptr<Run>& run, JobStatus outcome, bool ended_here) {
   if (ended_here && options_.on_end) options_.on_end(run->job);
   if (ended_here) {
-    if (outcome == JobStatus::completed) counters_->completed.fetch_add(1, std::memory_order_relaxed);
-    if (outcome == JobStatus::failed) counters_->failed.fetch_add(1, std::memory_order_relaxed);
+    if (outcome == JobStatus::completed) counters_.add<&JobRunnerStats::completed>();
+    if (outcome == JobStatus::failed) counters_.add<&JobRunnerStats::failed>();
   }
-  if (outcome == JobStatus::cancelled && !ended_here) counters_->cancelled.fetch_add(1, std::memory_order_relaxed);
+  if (outcome == JobStatus::cancelled && !ended_here) counters_.add<&JobRunnerStats::cancelled>();
   std::shared_ptr<Run> next;
   {
     MutexLock lock(mu_);
@@ -465,8 +458,8 @@ void JobRunner::renew_leases() {
         run->renewing = false;
         if (refused) run->leased = false;
       }
-      if (r.ok()) counters_->lease_renewals.fetch_add(1, std::memory_order_relaxed);
-      if (refused) counters_->renewals_refused.fetch_add(1, std::memory_order_relaxed);
+      if (r.ok()) counters_.add<&JobRunnerStats::lease_renewals>();
+      if (refused) counters_.add<&JobRunnerStats::renewals_refused>();
     });
   }
 }
@@ -501,7 +494,7 @@ void JobRunner::hand_back(const std::vector<std::shared_ptr<Run>>& runs) {
   MutexLock lock(waiting->mu);
   waiting->done.wait_for(waiting->mu, std::chrono::milliseconds(limits::kJobHandBackWaitMs),
                          [&]() REQUIRES(waiting->mu) { return waiting->left == 0; });
-  counters_->handed_back.fetch_add(waiting->handed_back, std::memory_order_relaxed);
+  counters_.add<&JobRunnerStats::handed_back>(waiting->handed_back);
   if (!claimed.empty()) {
     tollgate::log("info", "stopping: handed back " + std::to_string(waiting->handed_back) + " of " +
                               std::to_string(claimed.size()) + " jobs in flight (their lease ends now" +
@@ -511,21 +504,32 @@ void JobRunner::hand_back(const std::vector<std::shared_ptr<Run>>& runs) {
 }
 
 void JobRunner::count_answer(const Exchange& seen, PerProvider& p, std::chrono::steady_clock::duration took) {
-  auto& c = *counters_;
   constexpr auto relaxed = std::memory_order_relaxed;
-  const auto count = [&](std::atomic<std::uint64_t>& total, std::atomic<std::uint64_t>& of_provider) {
-    total.fetch_add(1, relaxed);
-    of_provider.fetch_add(1, relaxed);
-  };
   switch (seen.kind) {
     case Exchange::Kind::answered:
-      if (seen.status >= 200 && seen.status < 300) count(c.answers_2xx, p.answers_2xx);
-      else if (seen.status >= 400 && seen.status < 500) count(c.answers_4xx, p.answers_4xx);
-      else if (seen.status >= 500) count(c.answers_5xx, p.answers_5xx);
+      if (seen.status >= 200 && seen.status < 300) {
+        counters_.add<&JobRunnerStats::answers_2xx>();
+        p.answers_2xx.fetch_add(1, relaxed);
+      } else if (seen.status >= 400 && seen.status < 500) {
+        counters_.add<&JobRunnerStats::answers_4xx>();
+        p.answers_4xx.fetch_add(1, relaxed);
+      } else if (seen.status >= 500) {
+        counters_.add<&JobRunnerStats::answers_5xx>();
+        p.answers_5xx.fetch_add(1, relaxed);
+      }
       break;
-    case Exchange::Kind::timed_out: count(c.timeouts, p.timeouts); break;
-    case Exchange::Kind::connection_lost: count(c.connection_lost, p.connection_lost); break;
-    case Exchange::Kind::not_connected: count(c.not_connected, p.not_connected); break;
+    case Exchange::Kind::timed_out:
+      counters_.add<&JobRunnerStats::timeouts>();
+      p.timeouts.fetch_add(1, relaxed);
+      break;
+    case Exchange::Kind::connection_lost:
+      counters_.add<&JobRunnerStats::connection_lost>();
+      p.connection_lost.fetch_add(1, relaxed);
+      break;
+    case Exchange::Kind::not_connected:
+      counters_.add<&JobRunnerStats::not_connected>();
+      p.not_connected.fetch_add(1, relaxed);
+      break;
   }
   const double seconds = std::chrono::duration<double>(took).count();
   p.requests.fetch_add(1, relaxed);
@@ -611,29 +615,10 @@ void JobRunner::stop() {
 }
 
 JobRunnerStats JobRunner::stats() const {
-  JobRunnerStats s;
-  {
-    MutexLock lock(mu_);
-    s.in_flight = running_.size();
-    s.queued = queue_.size();
-  }
-  const auto& c = *counters_;
-  s.sends = c.sends.load();
-  s.resends = c.resends.load();
-  s.status_questions = c.status_questions.load();
-  s.recovered = c.recovered.load();
-  s.lease_renewals = c.lease_renewals.load();
-  s.renewals_refused = c.renewals_refused.load();
-  s.handed_back = c.handed_back.load();
-  s.completed = c.completed.load();
-  s.failed = c.failed.load();
-  s.cancelled = c.cancelled.load();
-  s.answers_2xx = c.answers_2xx.load();
-  s.answers_4xx = c.answers_4xx.load();
-  s.answers_5xx = c.answers_5xx.load();
-  s.timeouts = c.timeouts.load();
-  s.connection_lost = c.connection_lost.load();
-  s.not_connected = c.not_connected.load();
+  JobRunnerStats s = counters_.snapshot();
+  MutexLock lock(mu_);
+  s.in_flight = running_.size();
+  s.queued = queue_.size();
   return s;
 }
 

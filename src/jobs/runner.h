@@ -99,7 +99,9 @@ struct JobRunnerStats {
                 not_connected = 0;
 };
 
-// Where each figure of JobRunnerStats is shown (core/counters.h); the rest are not on /metrics.
+// Each figure of JobRunnerStats and where it is shown (core/counters.h): a row with an empty family is
+// counted (stats(), the CLI, tests) but not on /metrics. in_flight and queued are gauges of the
+// runner's state, filled in by stats(); the rest are counted in the table's atomics.
 inline constexpr metrics::Family kJobsEndedFamily{"tollgate_jobs_ended_total", metrics::Type::counter,
                                                   "Jobs this instance ended, by status."};
 inline constexpr metrics::Family kJobLeaseRenewalsFamily{
@@ -129,6 +131,13 @@ inline constexpr auto kJobRunnerFields = std::to_array<metrics::Field<JobRunnerS
      ""},
     {&JobRunnerStats::lease_renewals, kJobLeaseRenewalsFamily, "outcome=\"renewed\""},
     {&JobRunnerStats::renewals_refused, kJobLeaseRenewalsFamily, "outcome=\"refused\""},
+    {&JobRunnerStats::handed_back, {}, ""},
+    {&JobRunnerStats::answers_2xx, {}, ""},
+    {&JobRunnerStats::answers_4xx, {}, ""},
+    {&JobRunnerStats::answers_5xx, {}, ""},
+    {&JobRunnerStats::timeouts, {}, ""},
+    {&JobRunnerStats::connection_lost, {}, ""},
+    {&JobRunnerStats::not_connected, {}, ""},
 });
 
 // One provider's figures since start (metrics): what its requests saw and how long they took.
@@ -227,8 +236,7 @@ class JobRunner {
   bool recovery_stopping_ GUARDED_BY(recovery_mu_) = false;
   std::thread recovery_thread_;
 
-  struct Counters;
-  std::unique_ptr<Counters> counters_;
+  metrics::Counters<JobRunnerStats, kJobRunnerFields> counters_;
   // One per configured provider, made at construction (the map never changes afterwards).
   std::map<std::string, std::unique_ptr<PerProvider>, std::less<>> per_provider_;
 };
