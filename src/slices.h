@@ -19,12 +19,14 @@
 #include "core/commands.h"
 #include "core/validate.h"
 #include "jobs/job_batch.h"
+#include "webhooks/webhook_batch.h"
 
 namespace tollgate {
 
 // The registration: one line per feature slice.
-using Slices = batch::Registry<jobs::JobSlice,      // jobs and their history (jobs/job_batch.h)
-                               coord::CoordSlice>;  // locks, idempotency keys, rate limits (coord/coord_batch.h)
+using Slices = batch::Registry<jobs::JobSlice,           // jobs and their history (jobs/job_batch.h)
+                               coord::CoordSlice,        // locks, idempotency keys, rate limits (coord/coord_batch.h)
+                               webhooks::WebhookSlice>;  // webhook endpoints (webhooks/webhook_batch.h)
 
 // The command kinds of the slices, by their short names (as the ledger's own).
 using jobs::ClaimJobCommand;
@@ -39,6 +41,11 @@ using coord::PruneCoordCommand;
 using coord::PruneOutcome;
 using coord::RateLimitCommand;
 using coord::RateLimitOutcome;
+using webhooks::CreateEndpointCommand;
+using webhooks::DeleteEndpointCommand;
+using webhooks::EndpointOutcome;
+using webhooks::RotateEndpointSecretCommand;
+using webhooks::UpdateEndpointCommand;
 
 // What a caller asks for (validated at the service boundary), and what each one answers.
 using Command = Slices::Command;

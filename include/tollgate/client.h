@@ -74,6 +74,7 @@
 #include <string>
 #include <string_view>
 #include <variant>
+#include <vector>
 
 namespace tollgate::client {
 
@@ -207,6 +208,23 @@ struct UpdateAccountRequest {
   std::optional<std::optional<std::int64_t>> low_balance_threshold;
 };
 
+// A webhook endpoint to register (api.md, Webhooks). Empty event_types, no account_id: every event.
+struct CreateWebhookEndpointRequest {
+  std::string url;  // http or https
+  std::vector<std::string> event_types;
+  std::optional<std::string> account_id;
+  std::optional<std::string> description;
+};
+
+// What to change of a webhook endpoint; unset: unchanged.
+struct UpdateWebhookEndpointRequest {
+  std::optional<std::string> url;
+  // Set to nullopt: every event type again (sent as null).
+  std::optional<std::optional<std::vector<std::string>>> event_types;
+  std::optional<std::string> description;
+  std::optional<std::string> status;  // "enabled" | "disabled"
+};
+
 struct ReserveRequest {
   std::string account_id;
   std::int64_t amount = 0;
@@ -310,6 +328,23 @@ class Client {
   Response revoke_key(std::string_view key_id);
   // GET /v1/keys?account_id=&limit=&starting_after= — {keys, has_more}, newest first, never secrets.
   Response list_keys(std::optional<std::string> account_id = {}, const PageRequest& page = {});
+
+  // --- webhook endpoints (api.md, Webhooks; admin key). The secret (whsec_…) is in the answers of
+  // create and rotate only; no read shows it.
+  // POST /v1/webhook-endpoints — 201 the endpoint and its secret. Not resent once it may have
+  // reached the server (a second one would be a second endpoint): list, and delete the extra one.
+  Response create_webhook_endpoint(const CreateWebhookEndpointRequest& request);
+  // GET /v1/webhook-endpoints?limit=&starting_after= — {endpoints, has_more}, in creation order.
+  Response list_webhook_endpoints(const PageRequest& page = {});
+  Response get_webhook_endpoint(std::string_view endpoint_id);
+  // PATCH /v1/webhook-endpoints/{id} — 200 the endpoint (absolute values: safe to resend).
+  Response update_webhook_endpoint(std::string_view endpoint_id, const UpdateWebhookEndpointRequest& request);
+  // DELETE /v1/webhook-endpoints/{id} — 200 {endpoint_id, deleted: true} (a resend after a lost
+  // answer is 404: it was deleted).
+  Response delete_webhook_endpoint(std::string_view endpoint_id);
+  // POST /v1/webhook-endpoints/{id}/rotate-secret — 200 the endpoint and its new secret; the old
+  // one signs beside it for 24 h. Not resent once it may have reached the server.
+  Response rotate_webhook_secret(std::string_view endpoint_id);
 
   // --- holds
   Response reserve(const ReserveRequest& request);

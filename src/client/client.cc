@@ -834,6 +834,60 @@ Response Client::list_keys(std::optional<std::string> account_id, const PageRequ
   return impl_->perform(bhttp::verb::get, target.str(), nullptr, Resend::safe, false);
 }
 
+Response Client::create_webhook_endpoint(const CreateWebhookEndpointRequest& r) {
+  json::object body{{"url", r.url}};
+  if (!r.event_types.empty()) {
+    json::array types;
+    for (const std::string& t : r.event_types) types.emplace_back(t);
+    body["event_types"] = std::move(types);
+  }
+  if (r.account_id) body["account_id"] = *r.account_id;
+  if (r.description) body["description"] = *r.description;
+  const json::value value(std::move(body));
+  return impl_->perform(bhttp::verb::post, "/v1/webhook-endpoints", &value, Resend::only_if_unsent, false);
+}
+
+Response Client::list_webhook_endpoints(const PageRequest& page) {
+  Target target("/v1/webhook-endpoints");
+  target.add("limit", page.limit).add("starting_after", page.starting_after);
+  return impl_->perform(bhttp::verb::get, target.str(), nullptr, Resend::safe, false);
+}
+
+Response Client::get_webhook_endpoint(std::string_view endpoint_id) {
+  return impl_->perform(bhttp::verb::get, "/v1/webhook-endpoints/" + encode_component(endpoint_id), nullptr,
+                        Resend::safe, false);
+}
+
+Response Client::update_webhook_endpoint(std::string_view endpoint_id, const UpdateWebhookEndpointRequest& r) {
+  json::object body;
+  if (r.url) body["url"] = *r.url;
+  if (r.event_types) {
+    if (*r.event_types) {
+      json::array types;
+      for (const std::string& t : **r.event_types) types.emplace_back(t);
+      body["event_types"] = std::move(types);
+    } else {
+      body["event_types"] = nullptr;
+    }
+  }
+  if (r.description) body["description"] = *r.description;
+  if (r.status) body["status"] = *r.status;
+  const json::value value(std::move(body));
+  return impl_->perform(bhttp::verb::patch, "/v1/webhook-endpoints/" + encode_component(endpoint_id), &value,
+                        Resend::safe, false);
+}
+
+Response Client::delete_webhook_endpoint(std::string_view endpoint_id) {
+  return impl_->perform(bhttp::verb::delete_, "/v1/webhook-endpoints/" + encode_component(endpoint_id), nullptr,
+                        Resend::safe, false);
+}
+
+Response Client::rotate_webhook_secret(std::string_view endpoint_id) {
+  json::value body = json::object{};
+  return impl_->perform(bhttp::verb::post, "/v1/webhook-endpoints/" + encode_component(endpoint_id) + "/rotate-secret",
+                        &body, Resend::only_if_unsent, false);
+}
+
 Response Client::audit(std::optional<std::string> account_id) {
   std::string target = "/v1/audit";
   if (account_id) target += "?account_id=" + encode_component(*account_id);

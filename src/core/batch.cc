@@ -724,6 +724,7 @@ TG_LEDGER_DECIDE(UpdateAccountCommand, AccountOutcome)
 #undef TG_LEDGER_DECIDE
 
 const Hold* LedgerBatch::hold_by_request(std::string_view request_id) { return state_->hold_by_request(request_id); }
+bool LedgerBatch::account_exists(std::string_view account_id) { return state_->account(account_id) != nullptr; }
 
 const Hold* LedgerBatch::hold_for_change(std::string_view hold_id) { return batch::hold_for_change(*state_, hold_id); }
 

@@ -86,6 +86,9 @@ struct Completion {
   std::int64_t hold_ttl_ms_default = 0;  // a new hold's TTL when the command names none
   LateCommitPolicy late_commit = LateCommitPolicy::charge;
   std::function<std::string()> hold_id_random;  // the random part of a new hold's id, fresh per call
+  // n bytes from the operating system's CSPRNG, fresh per call: the random parts that must not be
+  // guessed (a webhook endpoint's id and signing secret).
+  std::function<std::string(std::size_t)> random_bytes;
 };
 
 // Every ledger key a batch reads (slices add theirs here too: the holds and accounts they change).
@@ -230,6 +233,9 @@ class LedgerBatch {
   // --- for slices: holds they own (core/hold_id.h), changed with the same rules as the holds API's ---
   // The hold as the batch left it (nullptr: none loaded by that request_id).
   const Hold* hold_by_request(std::string_view request_id);
+  // Whether the account exists as the batch left it (one made earlier in the batch too). The slice
+  // names it in LedgerKeys::accounts (so it is loaded, and locked).
+  bool account_exists(std::string_view account_id);
   // A hold about to change (named in LedgerKeys by add_hold_key): expired first when overdue, so
   // that the rules see stored states. nullptr: no such hold.
   const Hold* hold_for_change(std::string_view hold_id);

@@ -193,6 +193,16 @@ inline constexpr std::int64_t kIdempotencyRetentionMsMax = 366LL * 24 * 3600 * 1
 inline constexpr std::int64_t kIdempotencyPruneBatchMax = 1'000;              // rows per prune pass
 inline constexpr int kCoordPrunePassesMax = 20;                               // passes per prune interval
 
+// Webhook endpoints (webhooks/webhook.h): at most this many registered (a create past it is refused
+// with invalid_request — delete one first); a URL, a description, a secret as stored.
+inline constexpr std::int64_t kWebhookEndpointsMax = 100;
+inline constexpr std::size_t kWebhookUrlBytesMax = 2'048;
+inline constexpr std::size_t kWebhookDescriptionBytesMax = 1'024;
+inline constexpr std::size_t kWebhookSecretBytes = 32;  // random bytes of a signing secret (whsec_ + base64)
+// A rotated secret keeps signing beside the new one this long (api.md, Webhooks).
+inline constexpr std::int64_t kWebhookPreviousSecretMs = kDayMs;
+static_assert(kWebhookEndpointsMax >= 1 && kWebhookEndpointsMax <= kListPageMax);
+
 // --- Moved here from the files that used them (every limit lives here) --------------------------
 
 // The group committer: committed batches waiting for the syncer, at most (a slow disk or a slow

@@ -90,6 +90,28 @@ Result<std::optional<std::optional<std::int64_t>>> FieldReader::nullable_integer
   return Nullable(*v);
 }
 
+Result<std::optional<std::optional<std::vector<std::string>>>> FieldReader::nullable_strings(std::string_view key,
+                                                                                             std::size_t max_items,
+                                                                                             std::size_t max_bytes) {
+  using Nullable = std::optional<std::optional<std::vector<std::string>>>;
+  const json::value* raw = object_.if_contains(key);
+  read_.emplace(key);
+  if (!raw) return Nullable();
+  if (raw->is_null()) return Nullable(std::optional<std::vector<std::string>>());
+  const auto wrong = [&] {
+    return failed(invalid(std::string(key) + " must be an array of at most " + std::to_string(max_items) +
+                          " strings (or null)"),
+                  Nullable());
+  };
+  if (!raw->is_array() || raw->get_array().size() > max_items) return wrong();
+  std::vector<std::string> out;
+  for (const json::value& item : raw->get_array()) {
+    if (!item.is_string() || item.get_string().size() > max_bytes) return wrong();
+    out.emplace_back(item.get_string());
+  }
+  return Nullable(std::move(out));
+}
+
 Result<std::optional<bool>> FieldReader::boolean(std::string_view key) {
   const json::value* v = find(key);
   if (!v) return std::optional<bool>();
@@ -234,6 +256,33 @@ void append_json(std::string& out, const Account& a) {
     o.null("oldest_active_hold_age_ms");
   }
   o.time("created_at", a.created_at_ms);
+}
+
+void append_json(std::string& out, const webhooks::Endpoint& e) {
+  ObjectWriter o(out);
+  o.str("endpoint_id", e.endpoint_id);
+  o.str("url", e.url);
+  if (e.event_types.empty()) {
+    o.null("event_types");
+  } else {
+    o.key("event_types");
+    out += '[';
+    for (std::size_t i = 0; i < e.event_types.size(); ++i) {
+      if (i > 0) out += ',';
+      append_json_string(out, e.event_types[i]);
+    }
+    out += ']';
+  }
+  if (e.account_id) o.str("account_id", *e.account_id); else o.null("account_id");
+  o.str("description", e.description);
+  o.str("status", webhooks::endpoint_status_name(e.status));
+  if (e.previous_secret_until_ms) {
+    o.time("previous_secret_expires_at", *e.previous_secret_until_ms);
+  } else {
+    o.null("previous_secret_expires_at");
+  }
+  o.time("created_at", e.created_at_ms);
+  o.time("updated_at", e.updated_at_ms);
 }
 
 // A key as listed: never its secret nor its hash. Times that never happened are null.

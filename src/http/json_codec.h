@@ -15,6 +15,7 @@
 #include <set>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "core/log.h"  // append_json_string
 #include "core/model.h"
@@ -49,6 +50,11 @@ class FieldReader {
   Result<std::optional<std::optional<std::int64_t>>> nullable_integer(std::string_view key, std::int64_t min,
                                                                       std::int64_t max);
   Result<std::optional<bool>> boolean(std::string_view key);
+  // An array of at most `max_items` strings of at most `max_bytes` each, or null: unset when absent,
+  // set to nullopt for null (PATCH: "back to the default").
+  Result<std::optional<std::optional<std::vector<std::string>>>> nullable_strings(std::string_view key,
+                                                                                  std::size_t max_items,
+                                                                                  std::size_t max_bytes);
   // An amount of credits: an integer from 1 to 2^53 − 1.
   Result<std::int64_t> amount(std::string_view key);
   Result<std::optional<std::int64_t>> optional_amount(std::string_view key);
@@ -88,6 +94,9 @@ void append_json(std::string& out, const jobs::JobEntry& entry);
 void append_json(std::string& out, const KeySummary& key);
 void append_json(std::string& out, const TransferRecord& transfer);
 void append_json(std::string& out, const AuditReport& report);
+// A webhook endpoint as read: never its secret (nor the previous one), only until when the previous
+// one still signs. event_types and account_id are null when the endpoint takes every one.
+void append_json(std::string& out, const webhooks::Endpoint& endpoint);
 void append_json_int(std::string& out, std::int64_t value);
 void append_json_time(std::string& out, std::int64_t t_ms);  // "2026-01-01T00:00:00.000Z"
 

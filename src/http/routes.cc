@@ -57,6 +57,12 @@ constexpr std::array kRoutes{
     Route{"GET", "/v1/ratelimits", Access::admin, Runs::io, &list_ratelimits},
     Route{"POST", "/v1/ratelimits/{policy}/check", Access::admin, Runs::io, &check_ratelimit},
     Route{"POST", "/v1/ratelimits/{policy}/reset", Access::admin, Runs::io, &reset_ratelimit},
+    Route{"POST", "/v1/webhook-endpoints", Access::admin, Runs::io, &create_webhook_endpoint},
+    Route{"GET", "/v1/webhook-endpoints", Access::admin, Runs::reader, &list_webhook_endpoints},
+    Route{"GET", "/v1/webhook-endpoints/{endpoint_id}", Access::admin, Runs::reader, &get_webhook_endpoint},
+    Route{"PATCH", "/v1/webhook-endpoints/{endpoint_id}", Access::admin, Runs::io, &update_webhook_endpoint},
+    Route{"DELETE", "/v1/webhook-endpoints/{endpoint_id}", Access::admin, Runs::io, &delete_webhook_endpoint},
+    Route{"POST", "/v1/webhook-endpoints/{endpoint_id}/rotate-secret", Access::admin, Runs::io, &rotate_webhook_secret},
     Route{"GET", "/v1/audit", Access::admin, Runs::reader, &audit},
 };
 

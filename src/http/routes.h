@@ -130,6 +130,13 @@ void finish_idempotency(Context&, Call&);
 void abandon_idempotency(Context&, Call&);
 void check_ratelimit(Context&, Call&);
 void reset_ratelimit(Context&, Call&);
+// routes_webhooks.cc
+void create_webhook_endpoint(Context&, Call&);
+void list_webhook_endpoints(Context&, Call&);
+void get_webhook_endpoint(Context&, Call&);
+void update_webhook_endpoint(Context&, Call&);
+void delete_webhook_endpoint(Context&, Call&);
+void rotate_webhook_secret(Context&, Call&);
 
 // --- what handlers share ------------------------------------------------------------------------
 // An answer whose body `write(out)` appends (no intermediate JSON tree).

@@ -4,6 +4,8 @@
 #include "core/limits.h"
 #include "core/log.h"
 
+#include <openssl/rand.h>
+
 #include <cstdio>
 
 namespace tollgate {
@@ -15,6 +17,13 @@ Result<T> as(CommandResult r) {
   auto* v = std::get_if<T>(&r.value());
   TG_ASSERT(v != nullptr);  // each command answers its own outcome type
   return std::move(*v);
+}
+
+// The random parts that must not be guessed (batch::Completion::random_bytes): the OS CSPRNG.
+std::string secure_random_bytes(std::size_t n) {
+  std::string out(n, '\0');
+  TG_ASSERT(RAND_bytes(reinterpret_cast<unsigned char*>(out.data()), static_cast<int>(n)) == 1);
+  return out;
 }
 
 std::uint64_t seed_from(std::uint64_t seed) {
@@ -65,7 +74,8 @@ Ledger::Ledger(Store& store, const Clock& clock, LedgerOptions options)
       committer_(store, options.group_commit, [this] { waiters_.notify_committed(); }),
       key_uses_(*this, clock, options.key_use_flush_interval_ms),
       ids_(seed_from(options.id_seed)),
-      completion_{options.hold_ttl_ms_default, options.late_commit, [this] { return next_hold_id_random(); }} {
+      completion_{options.hold_ttl_ms_default, options.late_commit, [this] { return next_hold_id_random(); },
+                  &secure_random_bytes} {
   TG_ASSERT(validate(options_).ok());
   if (options_.reaper_interval_ms > 0) reaper_ = std::thread([this] { reaper_loop(); });
   if (options_.audit_sample_interval_ms > 0) sampler_ = std::thread([this] { sampler_loop(); });
@@ -351,6 +361,15 @@ Result<coord::RowRead<coord::Lock>> Ledger::get_lock(std::string_view key) {
 
 Result<coord::LockPage> Ledger::list_locks(const PageRequest& page, bool held_only) {
   return store_.coord().list_locks(page, held_only);
+}
+
+Result<webhooks::Endpoint> Ledger::get_webhook_endpoint(std::string_view endpoint_id) {
+  if (auto s = check_id(endpoint_id, "endpoint_id"); !s) return s.error();
+  return store_.webhooks().get_endpoint(endpoint_id);
+}
+
+Result<Page<webhooks::Endpoint>> Ledger::list_webhook_endpoints(const PageRequest& page) {
+  return store_.webhooks().list_endpoints(page);
 }
 
 Result<coord::RowRead<coord::IdempotencyKey>> Ledger::get_idempotency_key(std::string_view key) {

@@ -144,6 +144,12 @@ class Ledger {
   // One prune pass (at most limits::kIdempotencyPruneBatchMax rows of each kind).
   Result<coord::PruneOutcome> prune_once();
 
+  // Webhook endpoints (webhooks/webhook_batch.h): created, changed, deleted and re-keyed through the
+  // same batches (submit() the slice's commands); their reads (webhooks/webhook_reads.h), ids
+  // checked here. The endpoints read carry their secrets: the edge never shows them.
+  Result<webhooks::Endpoint> get_webhook_endpoint(std::string_view endpoint_id);
+  Result<Page<webhooks::Endpoint>> list_webhook_endpoints(const PageRequest& page);
+
   // The reads of jobs (jobs/job_store.h); ids are checked here.
   Result<jobs::Job> get_job(std::string_view client_request_id);
   Result<Page<jobs::Job>> list_jobs(const jobs::JobQuery& query, const PageRequest& page);

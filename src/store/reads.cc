@@ -376,4 +376,59 @@ Result<coord::LockPage> CoordReads::list_locks(const PageRequest& page, bool hel
   });
 }
 
+// --- webhook endpoints ----------------------------------------------------------------------------
+namespace {
+
+// A row of the endpoint columns (reads_sql.cc: webhook_endpoint); nullopt when its status no longer
+// parses (the table's CHECK keeps that from happening).
+std::optional<webhooks::Endpoint> endpoint_of(const ReadRow& r) {
+  const auto status = webhooks::parse_endpoint_status(r.text(5));
+  if (!status) return std::nullopt;
+  return webhooks::Endpoint{r.text(0),          r.text(1),          webhooks::split_event_types(r.text(2)),
+                            r.optional_text(3), r.text(4),          *status,
+                            r.text(6),          r.optional_text(7), r.optional_int64(8),
+                            r.int64(9),         r.int64(10)};
+}
+
+Error corrupt_endpoint() {
+  return Error::make(Code::internal, "a webhook endpoint row has a status that is neither enabled nor disabled");
+}
+
+}  // namespace
+
+Result<webhooks::Endpoint> WebhookReads::get_endpoint(std::string_view endpoint_id) {
+  const ReadSql& sql = source_.sql();
+  return read<webhooks::Endpoint>(source_, [&](ReadConn& db, std::int64_t) -> Result<webhooks::Endpoint> {
+    auto row = first_of(db, sql.webhook_endpoint, {endpoint_id}, endpoint_of);
+    if (!row) return Error::make(Code::not_found, "webhook endpoint " + std::string(endpoint_id) + " does not exist");
+    if (!*row) return corrupt_endpoint();
+    return std::move(**row);
+  });
+}
+
+Result<Page<webhooks::Endpoint>> WebhookReads::list_endpoints(const PageRequest& page) {
+  if (auto valid = validate_page(page); !valid) return valid.error();
+  const ReadSql& sql = source_.sql();
+  using Answer = Page<webhooks::Endpoint>;
+  return read<Answer>(source_, [&](ReadConn& db, std::int64_t) -> Result<Answer> {
+    std::int64_t cursor_created = std::numeric_limits<std::int64_t>::min();
+    std::string cursor_id;
+    if (page.starting_after) {
+      const auto cursor = first_of(db, sql.webhook_endpoint, {*page.starting_after}, endpoint_of);
+      if (!cursor || !*cursor) return unknown_cursor("webhook endpoint", *page.starting_after);
+      cursor_created = (*cursor)->created_at_ms;
+      cursor_id = *page.starting_after;
+    }
+    std::vector<webhooks::Endpoint> rows;
+    bool corrupt = false;
+    db.each(sql.webhook_endpoints, {cursor_created, cursor_id, page.limit + 1}, [&](const ReadRow& r) {
+      auto e = endpoint_of(r);
+      if (e) rows.push_back(std::move(*e));
+      corrupt |= !e.has_value();
+    });
+    if (corrupt) return corrupt_endpoint();
+    return page_of(std::move(rows), page);
+  });
+}
+
 }  // namespace tollgate::reads

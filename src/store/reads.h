@@ -1,6 +1,7 @@
 // tollgate store: the reads of every backend, written once — the ledger's reads (accounts, holds,
 // events, the feed, the audit, keys, stats), the lists and their paging (store/lists.h), the jobs'
-// reads (jobs/job_store.h) and the coordination reads (coord/coord_reads.h).
+// reads (jobs/job_store.h), the coordination reads (coord/coord_reads.h) and the webhook endpoints'
+// (webhooks/webhook_reads.h).
 //
 // A backend gives a small set of read primitives (ReadSource, ReadConn, ReadRow below): run one
 // read in one snapshot with the store's clock; run one statement with bound values and hand each
@@ -37,6 +38,7 @@
 #include "store/lists.h"
 #include "store/schema.h"
 #include "store/store.h"
+#include "webhooks/webhook_reads.h"
 
 namespace tollgate::reads {
 
@@ -86,6 +88,8 @@ struct ReadSql {
   std::string lock;                 // 1 key
   std::string idempotency_key;      // 1 key
   std::string locks_after;          // 1 after, 2 held_only (0/1), 3 now_ms, 4 limit
+  std::string webhook_endpoint;     // 1 endpoint_id (the columns endpoint_of() decodes)
+  std::string webhook_endpoints;    // 1 created_at_ms, 2 endpoint_id (after them), 3 limit
 };
 const ReadSql& read_sql(Dialect dialect);
 
@@ -188,6 +192,16 @@ class CoordReads final : public coord::CoordReads {
   Result<coord::RowRead<coord::Lock>> get_lock(std::string_view key) override;
   Result<coord::RowRead<coord::IdempotencyKey>> get_idempotency_key(std::string_view key) override;
   Result<coord::LockPage> list_locks(const PageRequest& page, bool held_only) override;
+
+ private:
+  ReadSource& source_;
+};
+
+class WebhookReads final : public webhooks::WebhookReads {
+ public:
+  explicit WebhookReads(ReadSource& source) : source_(source) {}
+  Result<webhooks::Endpoint> get_endpoint(std::string_view endpoint_id) override;
+  Result<Page<webhooks::Endpoint>> list_endpoints(const PageRequest& page) override;
 
  private:
   ReadSource& source_;

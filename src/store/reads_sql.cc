@@ -11,9 +11,11 @@
 
 #include "store/postgres/pg_coord.h"
 #include "store/postgres/pg_rows.h"
+#include "store/postgres/pg_webhooks.h"
 #include "store/reads.h"
 #include "store/sqlite/sqlite_coord.h"
 #include "store/sqlite/sqlite_rows.h"
+#include "store/sqlite/sqlite_webhooks.h"
 
 namespace tollgate::reads {
 namespace {
@@ -28,6 +30,7 @@ struct Columns {
   const char* job_entry;
   const char* lock;
   const char* idempotency_key;
+  const char* endpoint;
 };
 
 class Writer {
@@ -129,6 +132,11 @@ void list_statements(const Writer& w, const Columns& c, ReadSql& s) {
   s.locks_after = std::string("SELECT ") + c.lock + " FROM locks WHERE key > " + w.p(1) + " AND (" +
                   w.p(2, "bigint") + " = 0 OR (owner IS NOT NULL AND expires_at_ms > " + w.p(3, "bigint") +
                   ")) ORDER BY key LIMIT " + w.p(4, "bigint");
+  // Endpoints in the order they were made (at most limits::kWebhookEndpointsMax: a sort is cheap).
+  s.webhook_endpoint = std::string("SELECT ") + c.endpoint + " FROM webhook_endpoints WHERE endpoint_id = " + w.p(1);
+  s.webhook_endpoints = std::string("SELECT ") + c.endpoint + " FROM webhook_endpoints WHERE (created_at_ms, endpoint_id) > (" +
+                        w.p(1, "bigint") + ", " + w.p(2, "text") + ") ORDER BY created_at_ms, endpoint_id LIMIT " +
+                        w.p(3, "bigint");
 }
 
 ReadSql build(Dialect dialect, const Columns& columns) {
@@ -145,11 +153,12 @@ const ReadSql& read_sql(Dialect dialect) {
   static const ReadSql sqlite_sql =
       build(Dialect::sqlite, Columns{sqlite::kHoldColumns, sqlite::kEventColumns, sqlite::kKeyColumns,
                                      sqlite::kTransferColumns, sqlite::kJobColumns, sqlite::kJobEntryColumns,
-                                     sqlite::kLockColumns, sqlite::kIdempotencyColumns});
+                                     sqlite::kLockColumns, sqlite::kIdempotencyColumns,
+                                     sqlite::kEndpointColumns});
   static const ReadSql pg_sql = build(Dialect::postgres, Columns{pg::kHoldColumns, pg::kEventColumns, pg::kKeyColumns,
                                                                  pg::kTransferColumns, pg::kJobColumns,
                                                                  pg::kJobEntryColumns, pg::kLockColumns,
-                                                                 pg::kIdempotencyColumns});
+                                                                 pg::kIdempotencyColumns, pg::kEndpointColumns});
   return dialect == Dialect::sqlite ? sqlite_sql : pg_sql;
 }
 

@@ -436,6 +436,46 @@ ALTER TABLE accounts ADD COLUMN low_balance_threshold bigint
 ALTER TABLE events ADD COLUMN low_balance_threshold bigint
   CHECK (low_balance_threshold IS NULL OR (low_balance_threshold >= 1 AND type = 'account_updated'));
 )sql"},
+    // 10: webhook endpoints (webhooks/webhook.h; docs/api.md "Webhooks"). The secret is stored as it
+    // signs (whsec_…): protected as the ledger itself is, by the file's mode and the role's grants.
+    {10, "webhook endpoints",
+     /*sqlite_legacy=*/0, /*postgres_legacy=*/0,
+     // SQLite
+     R"sql(
+CREATE TABLE webhook_endpoints (
+  endpoint_id              TEXT    PRIMARY KEY,
+  url                      TEXT    NOT NULL CHECK (url <> ''),
+  event_types              TEXT    NOT NULL,            -- comma-separated; '' = every type
+  account_id               TEXT    REFERENCES accounts(account_id),
+  description              TEXT    NOT NULL,
+  status                   TEXT    NOT NULL CHECK (status IN ('enabled', 'disabled')),
+  secret                   TEXT    NOT NULL CHECK (secret LIKE 'whsec\_%' ESCAPE '\'),
+  previous_secret          TEXT,
+  previous_secret_until_ms INTEGER,
+  created_at_ms            INTEGER NOT NULL,
+  updated_at_ms            INTEGER NOT NULL CHECK (updated_at_ms >= created_at_ms),
+  CHECK ((previous_secret IS NULL) = (previous_secret_until_ms IS NULL))
+) WITHOUT ROWID;
+CREATE INDEX webhook_endpoints_by_creation ON webhook_endpoints(created_at_ms, endpoint_id);
+)sql",
+     // PostgreSQL
+     R"sql(
+CREATE TABLE webhook_endpoints (
+  endpoint_id              text COLLATE "C" PRIMARY KEY,
+  url                      text   NOT NULL CHECK (url <> ''),
+  event_types              text   NOT NULL,
+  account_id               text   COLLATE "C" REFERENCES accounts(account_id),
+  description              text   NOT NULL,
+  status                   text   NOT NULL CHECK (status IN ('enabled', 'disabled')),
+  secret                   text   NOT NULL CHECK (secret LIKE 'whsec\_%' ESCAPE '\'),
+  previous_secret          text,
+  previous_secret_until_ms bigint,
+  created_at_ms            bigint NOT NULL,
+  updated_at_ms            bigint NOT NULL CHECK (updated_at_ms >= created_at_ms),
+  CHECK ((previous_secret IS NULL) = (previous_secret_until_ms IS NULL))
+);
+CREATE INDEX webhook_endpoints_by_creation ON webhook_endpoints(created_at_ms, endpoint_id);
+)sql"},
 };
 
 constexpr int legacy_number(const Version& version, Dialect dialect) {

@@ -224,6 +224,50 @@ TEST_F(CliTest, KeysAreCreatedShownOnceAndRevoked) {
   EXPECT_NE(r.err.find("unauthorized"), std::string::npos) << r.err;
 }
 
+TEST_F(CliTest, WebhookEndpointsAreAddedListedDisabledRotatedAndDeleted) {
+  ASSERT_EQ(cli({"account", "create", "kiosk-owner"}).exit_code, 0);
+  ProcessResult r = cli({"webhook", "add", "https://hooks.example/tollgate", "--event-type", "balance_low",
+                         "--event-type", "balance_depleted", "--account", "kiosk-owner", "--description", "owner",
+                         "--json"});
+  ASSERT_EQ(r.exit_code, 0) << describe(r);
+  const json::value made = one_document(r);
+  const std::string id(made.at("endpoint_id").as_string());
+  const std::string secret(made.at("secret").as_string());
+  EXPECT_EQ(secret.substr(0, 6), "whsec_");
+  EXPECT_EQ(made.at("event_types"), (json::array{"balance_low", "balance_depleted"}));
+
+  r = cli({"webhook", "list"});
+  ASSERT_EQ(r.exit_code, 0) << describe(r);
+  EXPECT_NE(r.out.find(id), std::string::npos) << r.out;
+  EXPECT_EQ(r.out.find("whsec_"), std::string::npos) << r.out;
+  r = cli({"webhook", "disable", id, "--json"});
+  ASSERT_EQ(r.exit_code, 0) << describe(r);
+  EXPECT_EQ(one_document(r).at("status"), "disabled");
+  r = cli({"webhook", "show", id});
+  ASSERT_EQ(r.exit_code, 0) << describe(r);
+  EXPECT_NE(r.out.find("disabled"), std::string::npos) << r.out;
+  EXPECT_EQ(r.out.find("whsec_"), std::string::npos) << r.out;
+  r = cli({"webhook", "enable", id, "--json"});
+  ASSERT_EQ(r.exit_code, 0) << describe(r);
+  EXPECT_EQ(one_document(r).at("status"), "enabled");
+  r = cli({"webhook", "rotate", id, "--json"});
+  ASSERT_EQ(r.exit_code, 0) << describe(r);
+  const std::string rotated(one_document(r).at("secret").as_string());
+  EXPECT_NE(rotated, secret);
+  r = cli({"webhook", "delete", id});
+  ASSERT_EQ(r.exit_code, 0) << describe(r);
+  EXPECT_NE(r.out.find("webhook endpoint " + id + " deleted"), std::string::npos) << r.out;
+  r = cli({"webhook", "show", id});
+  EXPECT_EQ(r.exit_code, 1) << describe(r);
+  EXPECT_NE(r.err.find("not_found"), std::string::npos) << r.err;
+  r = cli({"webhook", "add", "ftp://hooks.example/"});
+  EXPECT_EQ(r.exit_code, 1) << describe(r);
+  EXPECT_NE(r.err.find("url"), std::string::npos) << r.err;
+  r = cli({"webhook", "add", "https://hooks.example/", "--event-type", "balance_lo"});
+  EXPECT_EQ(r.exit_code, 1) << describe(r);
+  EXPECT_NE(r.err.find("did you mean balance_low"), std::string::npos) << r.err;
+}
+
 TEST_F(CliTest, JsonOutputIsOneServerDocumentPerLine) {
   const std::vector<std::vector<std::string>> commands = {
       {"account", "create", "erin", "--overdraft-limit", "0", "--max-active-holds", "3", "--json"},
@@ -804,9 +848,9 @@ TEST(CliUsage, AnUnknownOrMissingCommandNamesTheCommandsThatExistAndTheClosest) 
   const std::vector<Case> cases{
       {{"acount", "create", "a"},
        "tollgate: unknown command 'acount' (did you mean account?); the commands are: account, audit, config, demo, events, "
-       "fake-provider, hold, idem, job, key, lock, ratelimit, serve, transfer, version\n"},
+       "fake-provider, hold, idem, job, key, lock, ratelimit, serve, transfer, version, webhook\n"},
       {{"frobnicate"}, "tollgate: unknown command 'frobnicate'; the commands are: account, audit, config, demo, events, "
-                       "fake-provider, hold, idem, job, key, lock, ratelimit, serve, transfer, version\n"},
+                       "fake-provider, hold, idem, job, key, lock, ratelimit, serve, transfer, version, webhook\n"},
       {{"account", "crate", "a", "--url", "http://127.0.0.1:1"},
        "tollgate: unknown command 'account crate' (did you mean create?); the account commands are: create, credit, "
        "debit, list, show, update\n"},
@@ -834,7 +878,7 @@ TEST(CliUsage, AnUnknownOrMissingCommandNamesTheCommandsThatExistAndTheClosest) 
   r = run_tollgate({});
   EXPECT_EQ(r.exit_code, 2);
   EXPECT_EQ(r.err, "tollgate: a command is missing; the commands are: account, audit, config, demo, events, fake-provider, hold, idem, "
-                   "job, key, lock, ratelimit, serve, transfer, version\n");
+                   "job, key, lock, ratelimit, serve, transfer, version, webhook\n");
   r = run_tollgate({"ratelimit"});
   EXPECT_EQ(r.exit_code, 2);
   EXPECT_EQ(r.err, "tollgate: a command is missing after 'ratelimit'; the ratelimit commands are: check, reset\n");

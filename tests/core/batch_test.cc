@@ -612,8 +612,9 @@ TEST(BatchDecisionProperties, RandomBatchesKeepEveryInvariantAndEveryRefusalWrit
           if constexpr (std::is_same_v<T, ExpireOutcome>) return o.expired == 0;
           else if constexpr (std::is_same_v<T, KeyUseOutcome>) return true;  // writes no event
           else if constexpr (std::is_same_v<T, LockOutcome> || std::is_same_v<T, IdempotencyOutcome> ||
-                             std::is_same_v<T, RateLimitOutcome> || std::is_same_v<T, PruneOutcome>) {
-            return true;  // coordination rows write no event
+                             std::is_same_v<T, RateLimitOutcome> || std::is_same_v<T, PruneOutcome> ||
+                             std::is_same_v<T, EndpointOutcome>) {
+            return true;  // coordination rows and webhook endpoints write no event
           } else return !o.created;
         }, r.value());
       });

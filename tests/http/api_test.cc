@@ -948,6 +948,7 @@ std::vector<BadInput> bad_inputs() {
       {"Commit", "/v1/holds/{hold}/commit", R"({"amount":1)"},
       {"Release", "/v1/holds/{hold}/release", R"({"reason":"r")"},
       {"Extend", "/v1/holds/{hold}/extend", R"({"ttl_ms":1000)"},
+      {"WebhookCreate", "/v1/webhook-endpoints", R"({"url":"https://h.example/")"},
   };
   for (const Route& r : routes) {
     const std::string sep = r.good_body == "{" ? "" : ",";
@@ -963,6 +964,47 @@ std::vector<BadInput> bad_inputs() {
                    R"({"x":")" + std::string(100 * 1024, 'x') + R"("})", 413, "payload_too_large", true, true});
   }
   out.push_back({"RevokeKeyArrayBody", "DELETE", "/v1/keys/key_0000000000000000", "[]", 400, "invalid_request"});
+
+  // Webhook endpoints: refused by name before anything is stored (the snapshot lists them). A PATCH
+  // of an endpoint that does not exist is checked first (400 before 404).
+  const std::string hooks = "/v1/webhook-endpoints";
+  const std::string no_hook = hooks + "/we_0000000000000000";
+  const std::vector<std::pair<std::string, std::string>> hook_bodies{
+      {"SchemeFtp", R"({"url":"ftp://h.example/"})"},
+      {"SchemeJavascript", R"({"url":"javascript:alert"})"},
+      {"NoScheme", R"({"url":"h.example/hook"})"},
+      {"NoHost", R"({"url":"https:///hook"})"},
+      {"Unparsable", R"({"url":"http://exa mple.com/"})"},
+      {"UserInfo", R"({"url":"https://user:pw@h.example/"})"},
+      {"PortZero", R"({"url":"https://h.example:0/"})"},
+      {"UrlOf3000Bytes", R"({"url":"https://h.example/)" + std::string(3000, 'a') + R"("})"},
+      {"UrlNotAString", R"({"url":["https://h.example/"]})"},
+      {"UrlMissing", R"({"description":"no url"})"},
+      {"UnknownEventType", R"({"url":"https://h.example/","event_types":["balance_lo"]})"},
+      {"EmptyEventTypes", R"({"url":"https://h.example/","event_types":[]})"},
+      {"EmptyEventType", R"({"url":"https://h.example/","event_types":[""]})"},
+      {"DuplicateEventTypes", R"({"url":"https://h.example/","event_types":["debited","debited"]})"},
+      {"EventTypesNotAnArray", R"({"url":"https://h.example/","event_types":"debited"})"},
+      {"EventTypeNotAString", R"({"url":"https://h.example/","event_types":[true]})"},
+      {"HugeDescription", R"({"url":"https://h.example/","description":")" + std::string(2000, 'd') + R"("})"},
+      {"DescriptionNotAString", R"({"url":"https://h.example/","description":5})"},
+      {"AccountIdBad", R"({"url":"https://h.example/","account_id":"a/b"})"},
+      {"SecretGiven", R"({"url":"https://h.example/","secret":"whsec_AAAA"})"},
+  };
+  for (const auto& [name, body] : hook_bodies) {
+    out.push_back({"WebhookCreate" + name, "POST", hooks, body, 400, "invalid_request"});
+  }
+  out.push_back({"WebhookCreateUnknownAccount", "POST", hooks, R"({"url":"https://h.example/","account_id":"bad-new"})",
+                 404, "not_found"});
+  out.push_back({"WebhookUpdateStatus", "PATCH", no_hook, R"({"status":"off"})", 400, "invalid_request"});
+  out.push_back({"WebhookUpdateUrl", "PATCH", no_hook, R"({"url":"file:///etc/passwd"})", 400, "invalid_request"});
+  out.push_back({"WebhookUpdateEventType", "PATCH", no_hook, R"({"event_types":["reserve"]})", 400, "invalid_request"});
+  out.push_back({"WebhookUpdateAccount", "PATCH", no_hook, R"({"account_id":"x"})", 400, "invalid_request"});
+  out.push_back({"WebhookUpdateMissing", "PATCH", no_hook, R"({"status":"disabled"})", 404, "not_found"});
+  out.push_back({"WebhookDeleteMissing", "DELETE", no_hook, "", 404, "not_found"});
+  out.push_back({"WebhookRotateMissing", "POST", no_hook + "/rotate-secret", "", 404, "not_found"});
+  out.push_back({"WebhookGetPathSpace", "GET", hooks + "/a%20b", "", 400, "invalid_request"});
+  out.push_back({"WebhookListLimit", "GET", hooks + "?limit=1001", "", 400, "invalid_request"});
   return out;
 }
 
@@ -980,6 +1022,8 @@ TEST_P(HttpBadInput, AnswersItsPreciseStatusAndCodeAndChangesNothing) {
     const HttpResponse e = admin().get("/v1/accounts/" + account + "/events?limit=1000");
     const HttpResponse h = admin().get("/v1/holds/" + hold);
     const HttpResponse all = admin().get("/v1/holds?limit=1000");
+    const HttpResponse hooks = admin().get("/v1/webhook-endpoints?limit=1000");
+    EXPECT_EQ(hooks.status, 200u);
     EXPECT_EQ(a.status, 200u);
     EXPECT_EQ(e.status, 200u);
     EXPECT_EQ(h.status, 200u);
@@ -987,7 +1031,7 @@ TEST_P(HttpBadInput, AnswersItsPreciseStatusAndCodeAndChangesNothing) {
     json::object account = a.object();
     account.erase("oldest_active_hold_age_ms");  // time passes; everything else must stay
     return std::vector<std::string>{json::serialize(account), e.body, h.body,
-                                    std::to_string(all.object().at("holds").as_array().size())};
+                                    std::to_string(all.object().at("holds").as_array().size()), hooks.body};
   };
   const auto before = snapshot();
 

@@ -2,8 +2,9 @@
 // - failed authentications are throttled per client address (429 too_many_failed_auth with
 //   Retry-After once an address is over its budget; counted in /metrics; another address and a
 //   valid key are not affected; behind trusted proxies, the forwarded client address is counted);
-// - no secret (the admin key, account keys, wrong keys that were tried) ever reaches the server's
-//   output, stdout or stderr — except the generated admin key's one deliberate print at first start.
+// - no secret (the admin key, account keys, wrong keys that were tried, webhook signing secrets) ever
+//   reaches the server's output, stdout or stderr — except the generated admin key's one deliberate
+//   print at first start.
 #include <gtest/gtest.h>
 
 #include "http/http_test_support.h"
@@ -275,6 +276,16 @@ TEST(HttpSecrets, NoKeyEverAppearsInTheServersOutput) {
     admin.post("/v1/accounts", json::object{{"account_id", secrets[3]}});  // not a valid id: 400
     admin.post("/v1/accounts/secret-a/credits", "{\"amount\":\"" + secrets[3] + "\"}");
     admin.get("/v1/holds?request_id=" + secrets[3]);
+    // Webhook signing secrets: made, rotated, read, refused in a body.
+    const HttpResponse hook = admin.post("/v1/webhook-endpoints", json::object{{"url", "https://hooks.example/s"}});
+    ASSERT_EQ(hook.status, 201u) << hook;
+    secrets.push_back(jstr(hook.object(), "secret"));
+    const std::string hook_path = "/v1/webhook-endpoints/" + jstr(hook.object(), "endpoint_id");
+    const HttpResponse rotated = admin.post(hook_path + "/rotate-secret", "");
+    ASSERT_EQ(rotated.status, 200u) << rotated;
+    secrets.push_back(jstr(rotated.object(), "secret"));
+    EXPECT_EQ(admin.get(hook_path).status, 200u);
+    admin.post("/v1/webhook-endpoints", json::object{{"url", "https://hooks.example/s"}, {"secret", secrets.back()}});
     ASSERT_EQ(server.stop(SIGTERM), 0) << server.log();
 
     const std::string out = server.output();

@@ -78,6 +78,7 @@ class RecordingStore final : public Store {
   ListReads& lists() override { return no_lists_; }
   jobs::JobReads& jobs() override { return no_jobs_; }
   coord::CoordReads& coord() override { return no_coord_; }
+  webhooks::WebhookReads& webhooks() override { return no_webhooks_; }
   Result<EventPage> read_events(std::string_view, std::int64_t, std::int64_t) override { return unsupported(); }
   Result<EventPage> read_feed(std::int64_t, std::int64_t) override { return unsupported(); }
   Result<std::int64_t> last_event_id() override { return unsupported(); }
@@ -114,6 +115,10 @@ class RecordingStore final : public Store {
     }
     Result<coord::LockPage> list_locks(const PageRequest&, bool) override { return unsupported(); }
   } no_coord_;
+  struct NoWebhooks final : webhooks::WebhookReads {
+    Result<webhooks::Endpoint> get_endpoint(std::string_view) override { return unsupported(); }
+    Result<Page<webhooks::Endpoint>> list_endpoints(const PageRequest&) override { return unsupported(); }
+  } no_webhooks_;
   std::mutex mu_;
   std::uint64_t seq_ = 0;
   std::vector<Batch> batches_;

@@ -190,6 +190,14 @@ CommandResult LedgerModel::apply(const Command& command, std::int64_t now_ms) {
           return rate(c);
         } else if constexpr (std::is_same_v<T, coord::PruneCoordCommand>) {
           return prune(c);
+        } else if constexpr (std::is_same_v<T, webhooks::CreateEndpointCommand>) {
+          return create_endpoint(c);
+        } else if constexpr (std::is_same_v<T, webhooks::UpdateEndpointCommand>) {
+          return update_endpoint(c);
+        } else if constexpr (std::is_same_v<T, webhooks::DeleteEndpointCommand>) {
+          return delete_endpoint(c);
+        } else if constexpr (std::is_same_v<T, webhooks::RotateEndpointSecretCommand>) {
+          return rotate_endpoint(c);
         } else {
           static_assert(!sizeof(T*), "a command kind the model does not know: add its rules here");
         }
@@ -866,6 +874,65 @@ CommandResult LedgerModel::prune(const coord::PruneCoordCommand& c) {
     ++out.pruned_rates;
   }
   return out;
+}
+
+// --- webhook endpoints -------------------------------------------------------------------------------
+// The rules of webhooks/webhook_batch.h stated again: an account filter names an existing account;
+// at most limits::kWebhookEndpointsMax endpoints; a taken id is a conflict; a rotation keeps the
+// secret it replaces for limits::kWebhookPreviousSecretMs; every change stamps updated_at.
+
+std::optional<webhooks::Endpoint> LedgerModel::endpoint(const std::string& endpoint_id) const {
+  auto it = endpoints_.find(endpoint_id);
+  if (it == endpoints_.end()) return std::nullopt;
+  return it->second;
+}
+
+CommandResult LedgerModel::create_endpoint(const webhooks::CreateEndpointCommand& c) {
+  if (c.account_id && !accounts_.count(*c.account_id)) return err(Code::not_found);
+  if (static_cast<std::int64_t>(endpoints_.size()) >= limits::kWebhookEndpointsMax) return err(Code::invalid_request);
+  if (endpoints_.count(c.endpoint_id)) return err(Code::conflict);
+  webhooks::Endpoint e;
+  e.endpoint_id = c.endpoint_id;
+  e.url = c.url;
+  e.event_types = c.event_types;
+  e.account_id = c.account_id;
+  e.description = c.description;
+  e.secret = c.secret;
+  e.created_at_ms = now_;
+  e.updated_at_ms = now_;
+  endpoints_[e.endpoint_id] = e;
+  return EndpointOutcome{e, false};
+}
+
+CommandResult LedgerModel::update_endpoint(const webhooks::UpdateEndpointCommand& c) {
+  auto it = endpoints_.find(c.endpoint_id);
+  if (it == endpoints_.end()) return err(Code::not_found);
+  webhooks::Endpoint& e = it->second;
+  if (c.url) e.url = *c.url;
+  if (c.event_types) e.event_types = *c.event_types;
+  if (c.description) e.description = *c.description;
+  if (c.status) e.status = *c.status;
+  e.updated_at_ms = now_;
+  return EndpointOutcome{e, false};
+}
+
+CommandResult LedgerModel::delete_endpoint(const webhooks::DeleteEndpointCommand& c) {
+  auto it = endpoints_.find(c.endpoint_id);
+  if (it == endpoints_.end()) return err(Code::not_found);
+  EndpointOutcome out{it->second, true};
+  endpoints_.erase(it);
+  return out;
+}
+
+CommandResult LedgerModel::rotate_endpoint(const webhooks::RotateEndpointSecretCommand& c) {
+  auto it = endpoints_.find(c.endpoint_id);
+  if (it == endpoints_.end()) return err(Code::not_found);
+  webhooks::Endpoint& e = it->second;
+  e.previous_secret = e.secret;
+  e.previous_secret_until_ms = now_ + limits::kWebhookPreviousSecretMs;
+  e.secret = c.secret;
+  e.updated_at_ms = now_;
+  return EndpointOutcome{e, false};
 }
 
 }  // namespace tollgate::testing

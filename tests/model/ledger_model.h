@@ -46,6 +46,7 @@ class LedgerModel {
   std::optional<coord::IdempotencyKey> idempotency_key(const std::string& key) const;
   std::optional<ApiKey> key(const std::string& key_id) const;
   std::size_t rate_rows() const { return rates_.size(); }
+  std::optional<webhooks::Endpoint> endpoint(const std::string& endpoint_id) const;
 
  private:
   struct StoredHold {
@@ -75,6 +76,11 @@ class LedgerModel {
   CommandResult idempotency(const coord::IdempotencyCommand& c);
   CommandResult rate(const coord::RateLimitCommand& c);
   CommandResult prune(const coord::PruneCoordCommand& c);
+  // webhook endpoints
+  CommandResult create_endpoint(const webhooks::CreateEndpointCommand& c);
+  CommandResult update_endpoint(const webhooks::UpdateEndpointCommand& c);
+  CommandResult delete_endpoint(const webhooks::DeleteEndpointCommand& c);
+  CommandResult rotate_endpoint(const webhooks::RotateEndpointSecretCommand& c);
 
   // helpers
   bool overdue(const Hold& h) const { return h.status == HoldStatus::active && now_ >= h.expires_at_ms; }
@@ -101,6 +107,7 @@ class LedgerModel {
   std::map<std::string, coord::Lock> locks_;
   std::map<std::string, coord::IdempotencyKey> idem_;
   std::map<std::pair<std::string, std::string>, std::int64_t> rates_;  // (policy, key) → tat_ns
+  std::map<std::string, webhooks::Endpoint> endpoints_;
 };
 
 }  // namespace tollgate::testing

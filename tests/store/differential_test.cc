@@ -174,6 +174,15 @@ std::string show(const coord::IdempotencyKey& k) {
   return o.str();
 }
 
+std::string show(const webhooks::Endpoint& e) {
+  std::ostringstream o;
+  o << "endpoint " << e.endpoint_id << " url=" << e.url << " types=" << webhooks::join_event_types(e.event_types)
+    << " account=" << opt(e.account_id) << " description=" << e.description << " "
+    << webhooks::endpoint_status_name(e.status) << " secret=" << e.secret << " previous=" << opt(e.previous_secret)
+    << "/" << opt(e.previous_secret_until_ms) << " created_at=" << e.created_at_ms << " updated_at=" << e.updated_at_ms;
+  return o.str();
+}
+
 std::string show(const Error& e) {
   return std::string("error ") + std::string(code_name(e.code)) + " available=" + opt(e.available) +
          " requested=" + opt(e.requested) + " reserved=" + opt(e.reserved) + " expires_at=" + opt(e.expires_at_ms) +
@@ -213,6 +222,8 @@ std::string show(const CommandResult& r, const Names& n) {
                  " tat=" + opt(d.new_tat_ns);
         } else if constexpr (std::is_same_v<T, coord::PruneOutcome>) {
           return "ok pruned keys=" + std::to_string(o.pruned_keys) + " rates=" + std::to_string(o.pruned_rates);
+        } else if constexpr (std::is_same_v<T, EndpointOutcome>) {
+          return std::string(o.deleted ? "ok deleted " : "ok ") + show(o.endpoint);
         } else {
           static_assert(!sizeof(T*), "an outcome this test does not show");
         }
@@ -244,6 +255,10 @@ std::string kind_of(const Command& c) {
         else if constexpr (std::is_same_v<T, coord::IdempotencyCommand>) return "idempotency";
         else if constexpr (std::is_same_v<T, coord::RateLimitCommand>) return "rate_limit";
         else if constexpr (std::is_same_v<T, coord::PruneCoordCommand>) return "prune_coord";
+        else if constexpr (std::is_same_v<T, webhooks::CreateEndpointCommand>) return "create_endpoint";
+        else if constexpr (std::is_same_v<T, webhooks::UpdateEndpointCommand>) return "update_endpoint";
+        else if constexpr (std::is_same_v<T, webhooks::DeleteEndpointCommand>) return "delete_endpoint";
+        else if constexpr (std::is_same_v<T, webhooks::RotateEndpointSecretCommand>) return "rotate_endpoint";
         else static_assert(!sizeof(T*), "a command kind this test does not generate: add it");
       },
       c);
@@ -258,6 +273,7 @@ std::string outcome_of(const CommandResult& r) {
         if constexpr (std::is_same_v<T, coord::LockOutcome>) return std::string(coord::lock_decision_name(o.decision));
         else if constexpr (std::is_same_v<T, coord::IdempotencyOutcome>) return std::string(coord::idem_decision_name(o.decision));
         else if constexpr (std::is_same_v<T, coord::RateLimitOutcome>) return o.decision.allowed ? "allowed" : "limited";
+        else if constexpr (std::is_same_v<T, EndpointOutcome>) return o.deleted ? "deleted" : "ok";
         else if constexpr (std::is_same_v<T, HoldOutcome>) {
           if (o.hold.late_outcome == LateOutcome::charged && o.created) return "late_charged";
           if (o.hold.late_outcome == LateOutcome::forgiven && o.created) return "late_forgiven";
@@ -297,13 +313,18 @@ std::string describe(const Command& c) {
 
 class Generator {
  public:
-  explicit Generator(std::uint64_t seed) : rng_(seed) {}
+  // Webhook endpoint commands come from a stream of their own, added between the others: they touch no
+  // ledger row, so the ledger's commands and outcomes stay what the seed made them before they existed.
+  explicit Generator(std::uint64_t seed) : rng_(seed), endpoint_rng_(seed ^ 0x77656268'6f6f6b73ULL) {}
 
   // One batch; hold references are "@<request_id>". `model` tells which holds and jobs exist.
   std::vector<Command> batch(const LedgerModel& model, std::int64_t now_ms) {
     std::vector<Command> out;
     const int size = pick(4) == 0 ? 1 : 1 + pick(16);
-    for (int i = 0; i < size; ++i) out.push_back(command(model, now_ms));
+    for (int i = 0; i < size; ++i) {
+      out.push_back(command(model, now_ms));
+      if (endpoint_pick(100) < 5) out.push_back(endpoint_command(model, endpoint_pick(4)));
+    }
     return out;
   }
 
@@ -499,12 +520,64 @@ class Generator {
     return coord::PruneCoordCommand{kRetentionMs, 1'000};
   }
 
+  // Webhook endpoints: a pool of four ids (a create of a taken one: conflict), accounts that exist
+  // or not, every field changed now and then; ids and secrets made here as the ledger would.
+  int endpoint_pick(int n) { return static_cast<int>(std::uniform_int_distribution<int>(0, n - 1)(endpoint_rng_)); }
+  bool endpoint_chance(int percent) { return endpoint_pick(100) < percent; }
+  std::string endpoint_id() { return "we_000000000000000" + std::to_string(endpoint_pick(4)); }
+  // Mostly one that exists (so that changes are compared, not only refused), now and then any.
+  std::string existing_endpoint_id(const LedgerModel& model) {
+    std::vector<std::string> ids;
+    for (int i = 0; i < 4; ++i) {
+      if (model.endpoint("we_000000000000000" + std::to_string(i))) ids.push_back("we_000000000000000" + std::to_string(i));
+    }
+    return ids.empty() || endpoint_chance(20) ? endpoint_id() : ids.at(static_cast<std::size_t>(endpoint_pick(static_cast<int>(ids.size()))));
+  }
+  std::string endpoint_secret() {
+    std::string bytes;
+    for (std::size_t i = 0; i < limits::kWebhookSecretBytes; ++i) bytes.push_back(static_cast<char>(endpoint_pick(256)));
+    return webhooks::secret_from_random(bytes);
+  }
+  std::vector<std::string> event_types() {
+    if (endpoint_chance(40)) return {};
+    if (endpoint_chance(50)) return {"credited"};
+    return {"balance_low", "balance_recovered"};
+  }
+  Command endpoint_command(const LedgerModel& model, int which) {
+    switch (which) {
+      case 0: {
+        webhooks::CreateEndpointCommand c;
+        c.url = "https://hooks.example/" + std::to_string(endpoint_pick(3));
+        c.event_types = event_types();
+        if (endpoint_chance(40)) c.account_id = endpoint_chance(80) ? "a" + std::to_string(endpoint_pick(4)) : "ghost";
+        if (endpoint_chance(50)) c.description = "d" + std::to_string(endpoint_pick(3));
+        c.endpoint_id = endpoint_id();
+        c.secret = endpoint_secret();
+        return c;
+      }
+      case 1: {
+        webhooks::UpdateEndpointCommand c;
+        c.endpoint_id = existing_endpoint_id(model);
+        if (endpoint_chance(40)) c.url = "http://other.example:8080/x";
+        if (endpoint_chance(30)) c.event_types = event_types();
+        if (endpoint_chance(30)) c.description = "changed";
+        if (endpoint_chance(50)) {
+          c.status = endpoint_chance(50) ? webhooks::EndpointStatus::disabled : webhooks::EndpointStatus::enabled;
+        }
+        return c;
+      }
+      case 2: return webhooks::DeleteEndpointCommand{existing_endpoint_id(model)};
+      default: return webhooks::RotateEndpointSecretCommand{existing_endpoint_id(model), endpoint_secret()};
+    }
+  }
+
   Command remember(Command c) {
     if (made_.size() < 200) made_.push_back(c);
     return c;
   }
 
   std::mt19937_64 rng_;
+  std::mt19937_64 endpoint_rng_;
   std::vector<Command> made_;  // transfers, reservations, jobs: sent again as they were
   std::map<std::string, std::pair<std::int64_t, bool>> settings_;  // account → (overdraft, max 3 holds)
   std::vector<std::string> references_;
@@ -585,6 +658,11 @@ std::vector<std::string> store_state(Store& store, const Names& n, const std::ve
     auto k = store.coord().get_idempotency_key("I" + std::to_string(i));
     out.push_back(!k.ok() ? "idem error" : k->row ? show(*k->row) : "no idem I" + std::to_string(i));
   }
+  for (int i = 0; i < 4; ++i) {
+    const std::string id = "we_000000000000000" + std::to_string(i);
+    auto e = store.webhooks().get_endpoint(id);
+    out.push_back(e.ok() ? show(*e) : id + ": " + std::string(code_name(e.code())));
+  }
   for (const std::string& s : secrets) {
     auto k = store.find_key(s);
     out.push_back(!k.ok() ? "key error" : *k ? show(**k) : "no key " + s.substr(0, 4));
@@ -621,6 +699,11 @@ std::vector<std::string> model_state(const LedgerModel& m, const Names& n, std::
   for (int i = 0; i < 4; ++i) {
     auto k = m.idempotency_key("I" + std::to_string(i));
     out.push_back(k ? show(*k) : "no idem I" + std::to_string(i));
+  }
+  for (int i = 0; i < 4; ++i) {
+    const std::string id = "we_000000000000000" + std::to_string(i);
+    auto e = m.endpoint(id);
+    out.push_back(e ? show(*e) : id + ": not_found");
   }
   for (const std::string& s : secrets) {
     std::optional<ApiKey> found;
@@ -846,7 +929,8 @@ TEST_P(Differential, RandomBatchesOfEveryKindMatchTheModel) {
   // Every kind ran, and the refusals and paths worth comparing happened (else the generator rotted).
   for (const char* kind : {"create_account", "credit", "debit", "reserve", "commit", "release", "extend",
                            "update_account", "expire_overdue", "create_key", "revoke_key", "record_key_use",
-                           "submit_job", "claim_job", "end_job", "lock", "idempotency", "rate_limit", "prune_coord"}) {
+                           "submit_job", "claim_job", "end_job", "lock", "idempotency", "rate_limit", "prune_coord",
+                           "create_endpoint", "update_endpoint", "delete_endpoint", "rotate_endpoint"}) {
     EXPECT_GT(table[kind].size(), 0u) << "no " << kind << " ran";
   }
   const std::vector<std::pair<const char*, const char*>> wanted = {
@@ -863,6 +947,9 @@ TEST_P(Differential, RandomBatchesOfEveryKindMatchTheModel) {
       {"lock", "acquired"},            {"lock", "lock_held"},          {"idempotency", "started"},
       {"idempotency", "in_progress"},  {"idempotency", "replayed"},    {"rate_limit", "allowed"},
       {"rate_limit", "limited"},
+      {"create_endpoint", "ok"},       {"create_endpoint", "conflict"}, {"create_endpoint", "not_found"},
+      {"update_endpoint", "ok"},       {"update_endpoint", "not_found"}, {"delete_endpoint", "deleted"},
+      {"rotate_endpoint", "ok"},
       {"balance_notice", "balance_low"}, {"balance_notice", "balance_depleted"},
       {"balance_notice", "balance_recovered"},
   };

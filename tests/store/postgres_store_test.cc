@@ -174,6 +174,38 @@ TEST(PostgresStore, TwoInstancesRacingForTenCreditsMakeExactlyTenHolds) {
   expect_audit_clean(*a.ledger);
 }
 
+// The webhook endpoints' limit holds across instances: a create counts the endpoints under the
+// endpoints' advisory lock (store/postgres/pg_webhooks.h), so two instances cannot both find room.
+TEST(PostgresStore, TwoInstancesRacingForTheLastWebhookEndpointsMakeExactlyTheLimit) {
+  REQUIRE_POSTGRES(server);
+  PgSchema schema(server);
+  ManualClock clock;
+  Instance a(schema.uri(), &clock, clock);
+  Instance b(schema.uri(), &clock, clock);
+  constexpr int kThreads = static_cast<int>(limits::kWebhookEndpointsMax) + 20;
+  std::latch start(kThreads);
+  std::atomic<int> created{0}, refused{0}, other{0};
+  std::vector<std::thread> threads;
+  for (int i = 0; i < kThreads; ++i) {
+    threads.emplace_back([&, i] {
+      Ledger& ledger = i % 2 == 0 ? *a.ledger : *b.ledger;
+      CreateEndpointCommand c;
+      c.url = "https://hooks.example/" + std::to_string(i);
+      start.arrive_and_wait();
+      const CommandResult r = ledger.run(std::move(c));
+      if (r.ok()) ++created;
+      else if (r.error().code == Code::invalid_request) ++refused;
+      else ++other;
+    });
+  }
+  for (auto& t : threads) t.join();
+  EXPECT_EQ(created.load(), limits::kWebhookEndpointsMax);
+  EXPECT_EQ(refused.load(), kThreads - limits::kWebhookEndpointsMax);
+  EXPECT_EQ(other.load(), 0);
+  auto db = pg::Conn::connect(schema.uri(), pg::ConnectOptions{});
+  EXPECT_EQ(db->exec("SELECT count(*) FROM webhook_endpoints").int64(0, 0), limits::kWebhookEndpointsMax);
+}
+
 TEST(PostgresStore, TheSameRequestIdOnTwoInstancesAtOnceMakesOneHold) {
   REQUIRE_POSTGRES(server);
   PgSchema schema(server);

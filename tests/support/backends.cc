@@ -39,6 +39,7 @@ class OwningStore final : public Store {
   ListReads& lists() override { return store_->lists(); }
   jobs::JobReads& jobs() override { return store_->jobs(); }
   coord::CoordReads& coord() override { return store_->coord(); }
+  webhooks::WebhookReads& webhooks() override { return store_->webhooks(); }
   Result<EventPage> read_events(std::string_view id, std::int64_t after, std::int64_t limit) override {
     return store_->read_events(id, after, limit);
   }

@@ -152,6 +152,28 @@ store = "shared"
                 kiosk.get_account(a)
             self.assertEqual((unauthorized.exception.status, unauthorized.exception.code), (401, "unauthorized"))
 
+    def test_webhook_endpoints(self) -> None:
+        made = self.admin.create_webhook_endpoint("https://hooks.example/py", event_types=["balance_low"],
+                                                  account_id=self.account, description="py")
+        self.assertTrue(made.secret and made.secret.startswith("whsec_"))
+        self.assertNotIn(made.secret, repr(made))
+        self.assertEqual((made.event_types, made.account_id, made.status), (["balance_low"], self.account, "enabled"))
+        read = self.admin.get_webhook_endpoint(made.endpoint_id)
+        self.assertIsNone(read.secret)
+        self.assertIn(made.endpoint_id, [e.endpoint_id for e in self.admin.list_webhook_endpoints().endpoints])
+        changed = self.admin.update_webhook_endpoint(made.endpoint_id, status="disabled", event_types=None)
+        self.assertEqual((changed.status, changed.event_types), ("disabled", None))
+        rotated = self.admin.rotate_webhook_secret(made.endpoint_id)
+        self.assertNotEqual(rotated.secret, made.secret)
+        self.assertIsNotNone(rotated.previous_secret_expires_at)
+        with self.assertRaises(ProblemError) as bad:
+            self.admin.create_webhook_endpoint("ftp://hooks.example/")
+        self.assertEqual((bad.exception.status, bad.exception.code), (400, "invalid_request"))
+        deleted = self.admin.delete_webhook_endpoint(made.endpoint_id)
+        self.assertEqual((deleted.endpoint_id, deleted.deleted), (made.endpoint_id, True))
+        with self.assertRaises(NotFoundError):
+            self.admin.get_webhook_endpoint(made.endpoint_id)
+
     def other_account(self) -> str:
         other = f"{self.account}-other"
         self.admin.create_account(other)

@@ -42,6 +42,9 @@ import type {
   RevokedKey,
   Transfer,
   TransferRecord,
+  DeletedWebhookEndpoint,
+  WebhookEndpoint,
+  WebhookEndpointPage,
 } from "./types.js";
 import {
   FINGERPRINT_BYTES_MAX,
@@ -283,6 +286,59 @@ export class TollgateClient {
   async getTransfer(reference: string): Promise<TransferRecord> {
     const path = `/v1/transfers/${encodeComponent(checkPathId(reference, "reference"))}`;
     return this.json<TransferRecord>({ method: "GET", path, resend: "safe" });
+  }
+
+  // --- webhook endpoints (admin key)
+
+  /**
+   * Registers an endpoint, enabled; its secret is shown only here. eventTypes / accountId left out:
+   * every type, every account. Not resent once it may have arrived (each call makes one).
+   */
+  async createWebhookEndpoint(
+    url: string,
+    options?: { eventTypes?: string[]; accountId?: string; description?: string },
+  ): Promise<WebhookEndpoint> {
+    const o = checkOptions(options, "options", ["eventTypes", "accountId", "description"]);
+    const body: Record<string, unknown> = { url: checkText(url, "url", WEBHOOK_URL_BYTES_MAX, 1) };
+    if (o.eventTypes !== undefined) body["event_types"] = checkEventTypes(o.eventTypes);
+    if (o.accountId !== undefined) body["account_id"] = checkId(o.accountId, "accountId");
+    if (o.description !== undefined) body["description"] = checkText(o.description, "description", REASON_BYTES_MAX);
+    return this.json<WebhookEndpoint>({ method: "POST", path: "/v1/webhook-endpoints", body, resend: "only_if_unsent" });
+  }
+
+  /** In the order they were made, never secrets. */
+  async listWebhookEndpoints(options?: PageOptions): Promise<WebhookEndpointPage> {
+    const query = page(options, "options");
+    return this.json<WebhookEndpointPage>({ method: "GET", path: withQuery("/v1/webhook-endpoints", query), resend: "safe" });
+  }
+
+  async getWebhookEndpoint(endpointId: string): Promise<WebhookEndpoint> {
+    return this.json<WebhookEndpoint>({ method: "GET", path: endpointPath(endpointId), resend: "safe" });
+  }
+
+  /** Changes only what is given (absolute values: safe to resend); eventTypes null: every type again. */
+  async updateWebhookEndpoint(
+    endpointId: string,
+    changes: { url?: string; eventTypes?: string[] | null; description?: string; status?: "enabled" | "disabled" },
+  ): Promise<WebhookEndpoint> {
+    const o = checkOptions(changes, "changes", ["url", "eventTypes", "description", "status"]);
+    const body: Record<string, unknown> = {};
+    if (o.url !== undefined) body["url"] = checkText(o.url, "url", WEBHOOK_URL_BYTES_MAX, 1);
+    if (o.eventTypes !== undefined) body["event_types"] = o.eventTypes === null ? null : checkEventTypes(o.eventTypes);
+    if (o.description !== undefined) body["description"] = checkText(o.description, "description", REASON_BYTES_MAX);
+    if (o.status !== undefined) body["status"] = checkOneOf(o.status, "status", ["enabled", "disabled"] as const);
+    return this.json<WebhookEndpoint>({ method: "PATCH", path: endpointPath(endpointId), body, resend: "safe" });
+  }
+
+  /** A resend after a lost answer is 404: it was deleted. */
+  async deleteWebhookEndpoint(endpointId: string): Promise<DeletedWebhookEndpoint> {
+    return this.json<DeletedWebhookEndpoint>({ method: "DELETE", path: endpointPath(endpointId), resend: "safe" });
+  }
+
+  /** A new secret (shown only here); the old one signs beside it for 24 h. Not resent once it may have arrived. */
+  async rotateWebhookSecret(endpointId: string): Promise<WebhookEndpoint> {
+    const path = `${endpointPath(endpointId)}/rotate-secret`;
+    return this.json<WebhookEndpoint>({ method: "POST", path, body: {}, resend: "only_if_unsent" });
   }
 
   // --- keys (admin key)
@@ -613,4 +669,18 @@ function holderBody(holder: LockHolder): Record<string, unknown> {
 
 function checkFingerprint(fingerprint: string): string {
   return checkText(fingerprint, "fingerprint", FINGERPRINT_BYTES_MAX, 1);
+}
+
+const WEBHOOK_URL_BYTES_MAX = 2048;
+
+function endpointPath(endpointId: string): string {
+  return `/v1/webhook-endpoints/${encodeComponent(checkServerId(endpointId, "endpointId"))}`;
+}
+
+/** A list of event type names (the server checks them: unknown, empty or repeated ones are 400). */
+function checkEventTypes(value: unknown): string[] {
+  if (!Array.isArray(value) || !value.every((t) => typeof t === "string")) {
+    throw new ArgumentError("eventTypes", "eventTypes must be an array of event type names");
+  }
+  return [...(value as string[])];
 }

@@ -138,6 +138,34 @@ export interface KeyPage {
   has_more: boolean;
 }
 
+/**
+ * A webhook endpoint (api.md, Webhooks). `secret` (whsec_ + base64) is only in the answer of the
+ * create and of a rotation; reads never carry it. event_types / account_id null: every type, every
+ * account.
+ */
+export interface WebhookEndpoint {
+  endpoint_id: string;
+  url: string;
+  event_types: string[] | null;
+  account_id: string | null;
+  description: string;
+  status: "enabled" | "disabled";
+  previous_secret_expires_at: string | null;
+  created_at: string;
+  updated_at: string;
+  secret?: string;
+}
+
+export interface WebhookEndpointPage {
+  endpoints: WebhookEndpoint[];
+  has_more: boolean;
+}
+
+export interface DeletedWebhookEndpoint {
+  endpoint_id: string;
+  deleted: boolean;
+}
+
 /** The key as it is now (revoked), never its secret. */
 export interface RevokedKey {
   key_id: string;

@@ -152,6 +152,24 @@ store = "shared"
     assert.equal((await kiosk.getAccount("kiosk-1").catch((e) => e)).code, "unauthorized");
   });
 
+  test("webhook endpoints: create, read, change, rotate, delete", async () => {
+    await seedAccount(client, "hooked");
+    const made = await client.createWebhookEndpoint("https://hooks.example/ts", { eventTypes: ["balance_low"], accountId: "hooked", description: "ts" });
+    assert.match(made.secret, /^whsec_/);
+    assert.deepEqual([made.event_types, made.account_id, made.status], [["balance_low"], "hooked", "enabled"]);
+    const read = await client.getWebhookEndpoint(made.endpoint_id);
+    assert.ok(!("secret" in read));
+    assert.ok((await client.listWebhookEndpoints({ limit: 100 })).endpoints.some((e) => e.endpoint_id === made.endpoint_id));
+    const changed = await client.updateWebhookEndpoint(made.endpoint_id, { status: "disabled", eventTypes: null });
+    assert.deepEqual([changed.status, changed.event_types], ["disabled", null]);
+    const rotated = await client.rotateWebhookSecret(made.endpoint_id);
+    assert.notEqual(rotated.secret, made.secret);
+    assert.equal((await client.createWebhookEndpoint("ftp://hooks.example/").catch((e) => e)).code, "invalid_request");
+    const deleted = await client.deleteWebhookEndpoint(made.endpoint_id);
+    assert.deepEqual([deleted.endpoint_id, deleted.deleted], [made.endpoint_id, true]);
+    assert.equal((await client.getWebhookEndpoint(made.endpoint_id).catch((e) => e)).status, 404);
+  });
+
   test("jobs: submit (and again), wait, list, history, cancel", async () => {
     await seedAccount(client, "painter");
     const job = await client.submitJob({ clientRequestId: "job-1", accountId: "painter", cost: 2, provider: "imagegen", input: { prompt: "a cat" } });

@@ -84,6 +84,10 @@ struct Args {
   std::string response;               // idem finish: JSON text
   std::string policy;                 // ratelimit
   std::int64_t cost = 0;              // ratelimit check
+  std::string url;                    // webhook add
+  std::vector<std::string> event_types;  // webhook add --event-type (repeated)
+  std::string description;            // webhook add
+  std::string endpoint_id;            // webhook show, enable, disable, rotate, delete
 };
 
 
@@ -162,6 +166,7 @@ void add_lock_commands(CLI::App& app, int& exit_code);      // coord.cc
 void add_idempotency_commands(CLI::App& app, int& exit_code);  // coord.cc
 void add_ratelimit_commands(CLI::App& app, int& exit_code);    // coord.cc
 void add_events_command(CLI::App& app, int& exit_code);     // events.cc
-void add_audit_command(CLI::App& app, int& exit_code);      // operations.cc
+void add_audit_command(CLI::App& app, int& exit_code);
+void add_webhook_commands(CLI::App& app, int& exit_code);   // webhooks.cc      // operations.cc
 
 }  // namespace tollgate::app::cli

@@ -71,7 +71,8 @@ PgStore::PgStore(PgOptions options)
       ledger_(source_),
       lists_(source_),
       jobs_(source_),
-      coord_(source_) {}
+      coord_(source_),
+      webhooks_(source_) {}
 PgStore::~PgStore() = default;
 
 Result<std::unique_ptr<PgStore>> PgStore::open(const PgOptions& options) {

@@ -96,6 +96,7 @@ class PgStore final : public Store {
   ListReads& lists() override { return lists_; }
   jobs::JobReads& jobs() override { return jobs_; }
   coord::CoordReads& coord() override { return coord_; }
+  webhooks::WebhookReads& webhooks() override { return webhooks_; }
   Result<LedgerStats> stats() override;
   Result<std::vector<std::string>> list_account_ids(std::string_view after, std::int64_t limit) override;
   Result<std::optional<ApiKey>> find_key(std::string_view secret_sha256) override;
@@ -120,6 +121,7 @@ class PgStore final : public Store {
   reads::Lists lists_;
   reads::JobReads jobs_;
   reads::CoordReads coord_;
+  reads::WebhookReads webhooks_;
   BatchRunCounters counters_;
 };
 

@@ -10,3 +10,4 @@
 
 #include "store/sqlite/sqlite_coord.h"  // coord::CoordSlice
 #include "store/sqlite/sqlite_jobs.h"   // jobs::JobSlice
+#include "store/sqlite/sqlite_webhooks.h"  // webhooks::WebhookSlice

@@ -102,7 +102,8 @@ SqliteStore::SqliteStore(SqliteOptions options, const Clock& clock, FileLock loc
       ledger_(source_),
       lists_(source_),
       jobs_(source_),
-      coord_(source_) {
+      coord_(source_),
+      webhooks_(source_) {
   if (options_.checkpoint_interval_ms > 0) checkpointer_ = std::thread([this] { checkpoint_loop(); });
 }
 

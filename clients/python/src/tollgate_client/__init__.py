@@ -18,7 +18,8 @@ from .errors import (InsufficientCreditsError, InvalidArgumentError, NotFoundErr
 from .hold import HoldContext
 from .models import (Account, AccountPage, Audit, AuditViolation, Event, EventPage, Hold, HoldPage, IdempotencyKey,
                      Job, JobHistory, JobHistoryEntry, JobPage, KeyPage, KeySummary, Lock, NewKey, RateLimitDecision,
-                     RateLimitReset, Readiness, RevokedKey, Transfer, TransferRecord)
+                     RateLimitReset, Readiness, RevokedKey, Transfer, TransferRecord, DeletedWebhookEndpoint,
+                     WebhookEndpoint, WebhookEndpointPage)
 from .transport import CallInfo, RetryPolicy
 from .version import __version__
 
@@ -28,5 +29,5 @@ __all__ = [
     "JobHistory", "JobHistoryEntry", "JobPage", "KeyPage", "KeySummary", "Lock", "NewKey", "NotFoundError",
     "ProblemError", "RateLimitDecision", "RateLimitReset", "RateLimitedError", "Readiness", "RetryPolicy",
     "RevokedKey", "TollgateError", "Transfer", "TransferRecord", "TransportError", "UNCHANGED",
-    "UnavailableError", "__version__",
+    "UnavailableError", "DeletedWebhookEndpoint", "WebhookEndpoint", "WebhookEndpointPage", "__version__",
 ]

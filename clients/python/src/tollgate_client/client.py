@@ -26,7 +26,7 @@ from .errors import InvalidArgumentError, ProblemError, TransportError
 from .hold import HoldContext
 from .models import (Account, AccountPage, Audit, EventPage, Hold, HoldPage, IdempotencyKey, Job, JobHistory,
                      JobPage, KeyPage, Lock, NewKey, RateLimitDecision, RateLimitReset, Readiness, RevokedKey,
-                     Transfer, TransferRecord)
+                     Transfer, TransferRecord, DeletedWebhookEndpoint, WebhookEndpoint, WebhookEndpointPage)
 from .transport import CallInfo, Resend, RetryPolicy, Transport, encode_component, new_request_id
 
 REQUEST_ID_PREFIX_PATTERN = re.compile(r"[A-Za-z0-9._:@-]{0,100}")
@@ -232,6 +232,65 @@ class Client:
         path = target("/v1/keys", account_id=optional_id("account_id", account_id), limit=optional_limit(limit),
                       starting_after=after)
         return KeyPage.from_json(self._get(path))
+
+    # --- webhook endpoints (admin) -----------------------------------------------------------------
+
+    def create_webhook_endpoint(self, url: str, *, event_types: list[str] | None = None,
+                                account_id: str | None = None, description: str | None = None) -> WebhookEndpoint:
+        """POST /v1/webhook-endpoints: an endpoint, enabled; its ``secret`` is shown this once. None
+        event_types / account_id: every type, every account. Not idempotent (each call makes one):
+        sent again only if it certainly never arrived."""
+        body: dict[str, Any] = {"url": v.text("url", url, 2048)}
+        if event_types is not None:
+            body["event_types"] = _event_types(event_types)
+        if account_id is not None:
+            body["account_id"] = v.identifier("account_id", account_id)
+        if description is not None:
+            body["description"] = v.text("description", description)
+        return WebhookEndpoint.from_json(self._post("/v1/webhook-endpoints", body, resend=Resend.ONLY_IF_UNSENT))
+
+    def list_webhook_endpoints(self, *, limit: int | None = None,
+                               starting_after: str | None = None) -> WebhookEndpointPage:
+        """GET /v1/webhook-endpoints: in the order they were made, never secrets."""
+        after = None if starting_after is None else v.server_id("starting_after", starting_after)
+        path = target("/v1/webhook-endpoints", limit=optional_limit(limit), starting_after=after)
+        return WebhookEndpointPage.from_json(self._get(path))
+
+    def get_webhook_endpoint(self, endpoint_id: str) -> WebhookEndpoint:
+        """GET /v1/webhook-endpoints/{endpoint_id} (never its secret)."""
+        return WebhookEndpoint.from_json(self._get(_endpoint_path(endpoint_id)))
+
+    def update_webhook_endpoint(self, endpoint_id: str, *, url: str | None = None,
+                                event_types: list[str] | None | Unchanged = UNCHANGED,
+                                description: str | None = None, status: str | None = None) -> WebhookEndpoint:
+        """PATCH /v1/webhook-endpoints/{endpoint_id}: only what is given changes (absolute values: a
+        resend changes nothing more). ``event_types=None``: every type again; ``status``: enabled,
+        disabled."""
+        body: dict[str, Any] = {}
+        if url is not None:
+            body["url"] = v.text("url", url, 2048)
+        if event_types is None:
+            body["event_types"] = None
+        elif not isinstance(event_types, Unchanged):
+            body["event_types"] = _event_types(event_types)
+        if description is not None:
+            body["description"] = v.text("description", description)
+        if status is not None:
+            body["status"] = v.one_of("status", status, ("enabled", "disabled"))
+        return WebhookEndpoint.from_json(self._transport.call("PATCH", _endpoint_path(endpoint_id), body, has_body=True,
+                                                              retry=self._retry))
+
+    def delete_webhook_endpoint(self, endpoint_id: str) -> DeletedWebhookEndpoint:
+        """DELETE /v1/webhook-endpoints/{endpoint_id} (a resend after a lost answer: 404, it is gone)."""
+        return DeletedWebhookEndpoint.from_json(self._transport.call("DELETE", _endpoint_path(endpoint_id),
+                                                                     retry=self._retry))
+
+    def rotate_webhook_secret(self, endpoint_id: str) -> WebhookEndpoint:
+        """POST /v1/webhook-endpoints/{endpoint_id}/rotate-secret: the endpoint with its new ``secret``
+        (shown this once); the old one signs beside it for 24 h. Sent again only if it certainly never
+        arrived."""
+        return WebhookEndpoint.from_json(self._post(_endpoint_path(endpoint_id) + "/rotate-secret", {},
+                                                    resend=Resend.ONLY_IF_UNSENT))
 
     # --- holds ----------------------------------------------------------------------------------
 
@@ -469,3 +528,14 @@ class Client:
         if not isinstance(answer, dict):
             raise TransportError("bad_response", "/openapi.json is not a JSON object", 1)
         return answer
+
+
+def _endpoint_path(endpoint_id: str) -> str:
+    return "/v1/webhook-endpoints/" + encode_component(v.server_id("endpoint_id", endpoint_id))
+
+
+def _event_types(event_types: object) -> list[str]:
+    """A list of event type names (the server checks them: unknown, empty or repeated ones: 400)."""
+    if not isinstance(event_types, list) or not all(isinstance(t, str) for t in event_types):
+        raise InvalidArgumentError("event_types", f"must be a list of event type names, not {event_types!r:.100}")
+    return list(event_types)

@@ -182,6 +182,38 @@ class RevokedKey(Model):
 
 
 @dataclass(frozen=True)
+class WebhookEndpoint(Model):
+    """A webhook endpoint (api.md, Webhooks). ``secret`` is set only in the answer of the create and
+    of a rotation (``whsec_`` + base64); reads never carry it. ``event_types`` / ``account_id`` None:
+    every type, every account. ``status``: enabled, disabled."""
+
+    endpoint_id: str
+    url: str
+    status: str
+    created_at: str
+    updated_at: str
+    description: str = ""
+    event_types: list[str] | None = None
+    account_id: str | None = None
+    previous_secret_expires_at: str | None = None
+    secret: str | None = field(default=None, repr=False)
+
+
+@dataclass(frozen=True)
+class WebhookEndpointPage(Model):
+    NESTED = {"endpoints": WebhookEndpoint}
+
+    endpoints: list[WebhookEndpoint]
+    has_more: bool
+
+
+@dataclass(frozen=True)
+class DeletedWebhookEndpoint(Model):
+    endpoint_id: str
+    deleted: bool
+
+
+@dataclass(frozen=True)
 class Job(Model):
     """A paid call tollgate makes; ``status``: pending, running, completed, failed, cancelled."""
 
