@@ -738,6 +738,7 @@ class TimedStore final : public tollgate::Store {
   tollgate::ListReads& lists() override { return inner_->lists(); }
   tollgate::jobs::JobReads& jobs() override { return inner_->jobs(); }
   tollgate::coord::CoordReads& coord() override { return inner_->coord(); }
+  tollgate::webhooks::WebhookReads& webhooks() override { return inner_->webhooks(); }
   tollgate::Result<tollgate::EventPage> read_events(std::string_view id, std::int64_t after,
                                                     std::int64_t limit) override {
     return inner_->read_events(id, after, limit);

@@ -20,7 +20,6 @@
 namespace tollgate {
 namespace {
 
-using Clock = std::chrono::steady_clock;
 
 // A store that only writes: apply() answers every command ok after `apply_time`, sync() after
 // `sync_time`; both record when they started and ended, in one sequence (the order of events).
