@@ -398,11 +398,11 @@ Error corrupt_endpoint() {
 
 Result<webhooks::Endpoint> WebhookReads::get_endpoint(std::string_view endpoint_id) {
   const ReadSql& sql = source_.sql();
-  return read<webhooks::Endpoint>(source_, [&](ReadConn& db, std::int64_t) -> Result<webhooks::Endpoint> {
+  return read<webhooks::Endpoint>(source_, [&](ReadConn& db, std::int64_t now) -> Result<webhooks::Endpoint> {
     auto row = first_of(db, sql.webhook_endpoint, {endpoint_id}, endpoint_of);
     if (!row) return Error::make(Code::not_found, "webhook endpoint " + std::string(endpoint_id) + " does not exist");
     if (!*row) return corrupt_endpoint();
-    return std::move(**row);
+    return webhooks::endpoint_view(std::move(**row), now);
   });
 }
 
@@ -410,7 +410,7 @@ Result<Page<webhooks::Endpoint>> WebhookReads::list_endpoints(const PageRequest&
   if (auto valid = validate_page(page); !valid) return valid.error();
   const ReadSql& sql = source_.sql();
   using Answer = Page<webhooks::Endpoint>;
-  return read<Answer>(source_, [&](ReadConn& db, std::int64_t) -> Result<Answer> {
+  return read<Answer>(source_, [&](ReadConn& db, std::int64_t now) -> Result<Answer> {
     std::int64_t cursor_created = std::numeric_limits<std::int64_t>::min();
     std::string cursor_id;
     if (page.starting_after) {
@@ -423,7 +423,7 @@ Result<Page<webhooks::Endpoint>> WebhookReads::list_endpoints(const PageRequest&
     bool corrupt = false;
     db.each(sql.webhook_endpoints, {cursor_created, cursor_id, page.limit + 1}, [&](const ReadRow& r) {
       auto e = endpoint_of(r);
-      if (e) rows.push_back(std::move(*e));
+      if (e) rows.push_back(webhooks::endpoint_view(std::move(*e), now));
       corrupt |= !e.has_value();
     });
     if (corrupt) return corrupt_endpoint();

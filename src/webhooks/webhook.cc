@@ -124,6 +124,15 @@ std::vector<std::string> signing_secrets(const Endpoint& e, std::int64_t now_ms)
   return out;
 }
 
+Endpoint endpoint_view(Endpoint e, std::int64_t now_ms) {
+  TG_ASSERT(e.previous_secret.has_value() == e.previous_secret_until_ms.has_value());
+  if (e.previous_secret_until_ms && *e.previous_secret_until_ms <= now_ms) {
+    e.previous_secret.reset();
+    e.previous_secret_until_ms.reset();
+  }
+  return e;
+}
+
 bool wants_event_type(const Endpoint& e, std::string_view event_type) {
   return e.event_types.empty() ||
          std::find(e.event_types.begin(), e.event_types.end(), event_type) != e.event_types.end();

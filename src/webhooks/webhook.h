@@ -50,6 +50,10 @@ std::string secret_from_random(std::string_view random_bytes);
 // window lasts (previous_secret_until_ms > now_ms). The current one first.
 std::vector<std::string> signing_secrets(const Endpoint& endpoint, std::int64_t now_ms);
 
+// The endpoint as a reader sees it at now_ms: a previous secret whose window has ended is gone (as
+// it no longer signs), so reads never show an expiry in the past.
+Endpoint endpoint_view(Endpoint endpoint, std::int64_t now_ms);
+
 // Whether `event_type` passes the endpoint's filter (an empty filter passes every type).
 bool wants_event_type(const Endpoint& endpoint, std::string_view event_type);
 

@@ -171,6 +171,9 @@ TEST_P(WebhookStoreConformance, ARotatedSecretSignsBesideTheNewOneFor24HoursThen
   header = header_at(clock_.now_ms());
   EXPECT_FALSE(webhooks::verify(header, old_secret, "evt_1", clock_.now_ms() / 1000, body));
   EXPECT_TRUE(webhooks::verify(header, new_secret, "evt_1", clock_.now_ms() / 1000, body));
+  // And a read no longer shows the old secret or its window's end (which has passed).
+  EXPECT_EQ(stored(id).previous_secret, std::nullopt);
+  EXPECT_EQ(stored(id).previous_secret_until_ms, std::nullopt);
 
   // Two rotations in a row: the first secret is gone at once (at most two sign).
   ASSERT_OK(run(webhooks::RotateEndpointSecretCommand{id, ""}));
