@@ -198,6 +198,11 @@ inline constexpr int kCoordPrunePassesMax = 20;                               //
 inline constexpr std::int64_t kWebhookEndpointsMax = 100;
 inline constexpr std::size_t kWebhookUrlBytesMax = 2'048;
 inline constexpr std::size_t kWebhookDescriptionBytesMax = 1'024;
+// An endpoint's event_types filter as a body may carry it: at most this many names (there are fewer
+// event types; a longer list is refused before its names are checked), each read up to this many bytes
+// (an unknown name is then refused with the nearest one suggested).
+inline constexpr std::size_t kWebhookEventTypesMax = 64;
+inline constexpr std::size_t kWebhookEventTypeBytesMax = 2 * kSuggestNameBytesMax;
 inline constexpr std::size_t kWebhookSecretBytes = 32;  // random bytes of a signing secret (whsec_ + base64)
 // A rotated secret keeps signing beside the new one this long (api.md, Webhooks).
 inline constexpr std::int64_t kWebhookPreviousSecretMs = kDayMs;

@@ -35,7 +35,7 @@ void create_webhook_endpoint(Context& ctx, Call& call) {
   FieldReader f(*body);
   auto url = f.required_string("url", limits::kBodyBytesMax);
   TG_REPLY_IF_ERROR(url);
-  auto types = f.nullable_strings("event_types", 64, limits::kSuggestNameBytesMax * 2);
+  auto types = f.nullable_strings("event_types", limits::kWebhookEventTypesMax, limits::kWebhookEventTypeBytesMax);
   TG_REPLY_IF_ERROR(types);
   auto account_id = f.optional_id("account_id");
   TG_REPLY_IF_ERROR(account_id);
@@ -74,7 +74,7 @@ void update_webhook_endpoint(Context& ctx, Call& call) {
   FieldReader f(*body);
   auto url = f.string("url", limits::kBodyBytesMax);
   TG_REPLY_IF_ERROR(url);
-  auto types = f.nullable_strings("event_types", 64, limits::kSuggestNameBytesMax * 2);
+  auto types = f.nullable_strings("event_types", limits::kWebhookEventTypesMax, limits::kWebhookEventTypeBytesMax);
   TG_REPLY_IF_ERROR(types);
   auto description = f.string("description", limits::kBodyBytesMax);
   TG_REPLY_IF_ERROR(description);
