@@ -26,7 +26,7 @@ namespace tollgate {
 // The registration: one line per feature slice.
 using Slices = batch::Registry<jobs::JobSlice,           // jobs and their history (jobs/job_batch.h)
                                coord::CoordSlice,        // locks, idempotency keys, rate limits (coord/coord_batch.h)
-                               webhooks::WebhookSlice>;  // webhook endpoints (webhooks/webhook_batch.h)
+                               webhooks::WebhookSlice>;  // webhook endpoints and deliveries (webhooks/webhook_batch.h)
 
 // The command kinds of the slices, by their short names (as the ledger's own).
 using jobs::ClaimJobCommand;
@@ -43,7 +43,10 @@ using coord::RateLimitCommand;
 using coord::RateLimitOutcome;
 using webhooks::CreateEndpointCommand;
 using webhooks::DeleteEndpointCommand;
+using webhooks::DeliveriesOutcome;
 using webhooks::EndpointOutcome;
+using webhooks::RecordDeliveriesCommand;
+using webhooks::ReplayEndpointCommand;
 using webhooks::RotateEndpointSecretCommand;
 using webhooks::UpdateEndpointCommand;
 

@@ -18,6 +18,7 @@
 #include "core/version.h"
 #include "http/api.h"
 #include "http/auth.h"
+#include "http/json_codec.h"
 #include "http/metrics.h"
 #include "http/read_executor.h"
 #include "http/server.h"
@@ -25,6 +26,7 @@
 #include "jobs/job_service.h"
 #include "jobs/provider_client.h"
 #include "jobs/runner.h"
+#include "webhooks/delivery_worker.h"
 #include "ledger/ledger.h"
 #include "service/admin_key_file.h"
 #include "service/sd_notify.h"
@@ -90,6 +92,34 @@ std::string instance_id() {
 }
 
 // Locks, idempotency keys and rate limits: this instance's decisions, by outcome.
+void render_webhook_metrics(http::Exposition& out, const webhooks::DeliveryWorker& worker) {
+  static constexpr metrics::Family kDelivering{
+      "tollgate_webhook_delivering", metrics::Type::gauge,
+      "1 on the instance that holds the webhook delivery lock (the one that delivers), 0 on the others."};
+  static constexpr metrics::Family kDeliveries{
+      "tollgate_webhook_deliveries_total", metrics::Type::counter,
+      "Webhook delivery attempts recorded by this instance, by endpoint and outcome (delivered: answered 2xx; "
+      "retrying: failed, another attempt is scheduled; failed: the last attempt failed)."};
+  static constexpr metrics::Family kOldest{
+      "tollgate_webhook_oldest_undelivered_seconds", metrics::Type::gauge,
+      "Age of the oldest event an endpoint should receive and has not yet received (0: caught up); on the "
+      "delivering instance."};
+  const auto stats = worker.stats();
+  out.sample(kDelivering, "", stats.delivering ? 1.0 : 0.0);
+  const auto endpoints = worker.endpoint_stats();
+  out.family(kDeliveries);
+  for (const auto& e : endpoints) {
+    const std::string of = "endpoint_id=\"" + e.endpoint_id + "\",outcome=";
+    out.sample(kDeliveries, of + "\"delivered\"", static_cast<double>(e.delivered));
+    out.sample(kDeliveries, of + "\"retrying\"", static_cast<double>(e.retrying));
+    out.sample(kDeliveries, of + "\"failed\"", static_cast<double>(e.failed));
+  }
+  out.family(kOldest);
+  for (const auto& e : endpoints) {
+    out.sample(kOldest, "endpoint_id=\"" + e.endpoint_id + "\"", static_cast<double>(e.oldest_undelivered_ms) / 1000.0);
+  }
+}
+
 void render_coord_metrics(http::Exposition& out, const coord::RatePolicies& policies,
                           const http::CoordCounters& counters) {
   static constexpr metrics::Family kLocks{
@@ -306,6 +336,11 @@ int serve(const ServerConfig& config, const std::function<void(std::uint16_t)>& 
   runner_options.providers = config.providers;
   runner_options.in_flight_max = static_cast<std::size_t>(config.jobs_in_flight_max);
   jobs::JobRunner runner(ledger, *provider_client, runner_options);
+  // The webhook deliverer: delivers while this instance holds the delivery lock (webhooks/delivery_worker.h).
+  webhooks::DeliveryWorkerOptions delivery_options;
+  delivery_options.owner = runner_options.instance_id;
+  delivery_options.body = http::webhook_body;
+  webhooks::DeliveryWorker deliverer(ledger, clock, delivery_options);
 
   http::Authenticator auth(ledger.key_directory(), clock, config.admin_key, &ledger.key_uses());
   http::Metrics metrics(http::Api::route_templates());
@@ -345,6 +380,7 @@ int serve(const ServerConfig& config, const std::function<void(std::uint16_t)>& 
     render_jobs_by_status(out, ledger);
     out.sample(kHoldTtl, "", static_cast<double>(config.hold_ttl_ms) / 1000.0);
     render_coord_metrics(out, policies, coord_counters);
+    render_webhook_metrics(out, deliverer);
     return out.text();
   };
   http::Api api(ledger, readers, auth, metrics, clock, std::move(api_options));
@@ -373,9 +409,11 @@ int serve(const ServerConfig& config, const std::function<void(std::uint16_t)>& 
   // are answered as soon as run() starts, right after.
   const auto notify_socket = process_env("NOTIFY_SOCKET");
   if (auto s = service::notify(notify_socket, "READY=1"); !s) log_line("warn", s.error().detail);
+  deliverer.start();
   server.run();
   if (auto s = service::notify(notify_socket, "STOPPING=1"); !s) log_line("warn", s.error().detail);
   readers.stop();
+  deliverer.stop();  // the delivery lock is released: another instance delivers at once
   runner.stop();  // jobs in flight are handed back (their lease ends now): the next instance takes them over
   ledger.stop();  // writes what is queued, commits
   provider_client.reset();

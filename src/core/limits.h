@@ -6,6 +6,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <limits>
+#include <string_view>
 
 namespace tollgate::limits {
 
@@ -207,6 +208,29 @@ inline constexpr std::size_t kWebhookSecretBytes = 32;  // random bytes of a sig
 // A rotated secret keeps signing beside the new one this long (api.md, Webhooks).
 inline constexpr std::int64_t kWebhookPreviousSecretMs = kDayMs;
 static_assert(kWebhookEndpointsMax >= 1 && kWebhookEndpointsMax <= kListPageMax);
+// Delivery (webhooks/delivery_worker.h; api.md, Webhooks). An attempt not answered 2xx within the
+// time-out fails; an endpoint whose attempts have failed for 5 days without one delivered is disabled.
+inline constexpr std::int64_t kWebhookDeliveryTimeoutMs = 10'000;
+inline constexpr std::int64_t kWebhookDisableAfterFailingMs = 5 * kDayMs;
+// One instance delivers at a time: it holds the lease lock kWebhookDeliveryLockKey, renewed every
+// renew interval; a dead deliverer's lease runs out within the TTL and another instance takes over.
+inline constexpr std::string_view kWebhookDeliveryLockKey = "tollgate:webhook-delivery";
+inline constexpr std::int64_t kWebhookDeliveryLockTtlMs = 10'000;
+inline constexpr std::int64_t kWebhookDeliveryLockRenewMs = 2'000;
+// A round of one endpoint: at most this many feed events read after its cursor, and at most this many
+// due retries; attempts in flight at most per endpoint and in total (every queue bounded).
+inline constexpr std::int64_t kWebhookFeedEventsPerRoundMax = 256;
+inline constexpr std::int64_t kWebhookRetriesPerRoundMax = 64;
+inline constexpr std::size_t kWebhookInFlightPerEndpointMax = 16;
+inline constexpr std::size_t kWebhookInFlightMax = 256;
+// The answer body read from a receiver at most (it is not kept), and an attempt's error text kept.
+inline constexpr std::size_t kWebhookAnswerBodyBytesMax = 64 * 1024;
+inline constexpr std::size_t kWebhookDeliveryErrorBytesMax = 256;
+// How often the deliverer re-reads the endpoints, and waits at most for new events when caught up.
+inline constexpr std::int64_t kWebhookEndpointsRefreshMs = 1'000;
+inline constexpr std::int64_t kWebhookIdleWaitMs = 1'000;
+static_assert(kWebhookDeliveryLockRenewMs * 3 <= kWebhookDeliveryLockTtlMs);
+static_assert(kWebhookInFlightPerEndpointMax <= kWebhookInFlightMax);
 
 // --- Moved here from the files that used them (every limit lives here) --------------------------
 

@@ -5,6 +5,7 @@
 #include "core/limits.h"
 #include "core/log.h"
 #include "core/suggest.h"
+#include "webhooks/signature.h"
 
 #include <charconv>
 
@@ -283,6 +284,36 @@ void append_json(std::string& out, const webhooks::Endpoint& e) {
   }
   o.time("created_at", e.created_at_ms);
   o.time("updated_at", e.updated_at_ms);
+  o.num("delivery_cursor", e.delivery_cursor);
+  if (e.failing_since_ms) o.time("failing_since", *e.failing_since_ms); else o.null("failing_since");
+}
+
+void append_json(std::string& out, const webhooks::Delivery& d) {
+  ObjectWriter o(out);
+  o.str("webhook_id", webhooks::webhook_id(d.event_id));
+  o.str("endpoint_id", d.endpoint_id);
+  o.num("event_id", d.event_id);
+  o.str("event_type", d.event_type);
+  o.str("account_id", d.account_id);
+  o.time("event_at", d.event_at_ms);
+  o.str("status", webhooks::delivery_status_name(d.status));
+  o.num("attempts", d.attempts);
+  o.time("last_attempt_at", d.last_attempt_at_ms);
+  if (d.last_status_code) o.num("last_status_code", *d.last_status_code); else o.null("last_status_code");
+  if (d.last_error.empty()) o.null("last_error"); else o.str("last_error", d.last_error);
+  if (d.next_attempt_at_ms) o.time("next_attempt_at", *d.next_attempt_at_ms); else o.null("next_attempt_at");
+  o.time("created_at", d.created_at_ms);
+}
+
+std::string webhook_body(const Event& e) {
+  std::string out = "{\"type\":";
+  append_json_string(out, event_type_name(e.type));
+  out += ",\"timestamp\":";
+  append_json_time(out, e.at_ms);
+  out += ",\"data\":";
+  append_json(out, e);
+  out += '}';
+  return out;
 }
 
 // A key as listed: never its secret nor its hash. Times that never happened are null.

@@ -97,6 +97,10 @@ void append_json(std::string& out, const AuditReport& report);
 // A webhook endpoint as read: never its secret (nor the previous one), only until when the previous
 // one still signs. event_types and account_id are null when the endpoint takes every one.
 void append_json(std::string& out, const webhooks::Endpoint& endpoint);
+// One event's delivery to one endpoint (api.md: GET …/deliveries).
+void append_json(std::string& out, const webhooks::Delivery& delivery);
+// The body of an event's delivery (api.md, Webhooks): {"type", "timestamp" (the event's time), "data" (the event)}.
+std::string webhook_body(const Event& event);
 void append_json_int(std::string& out, std::int64_t value);
 void append_json_time(std::string& out, std::int64_t t_ms);  // "2026-01-01T00:00:00.000Z"
 

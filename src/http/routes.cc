@@ -63,6 +63,9 @@ constexpr std::array kRoutes{
     Route{"PATCH", "/v1/webhook-endpoints/{endpoint_id}", Access::admin, Runs::io, &update_webhook_endpoint},
     Route{"DELETE", "/v1/webhook-endpoints/{endpoint_id}", Access::admin, Runs::io, &delete_webhook_endpoint},
     Route{"POST", "/v1/webhook-endpoints/{endpoint_id}/rotate-secret", Access::admin, Runs::io, &rotate_webhook_secret},
+    Route{"GET", "/v1/webhook-endpoints/{endpoint_id}/deliveries", Access::admin, Runs::reader,
+          &list_webhook_deliveries},
+    Route{"POST", "/v1/webhook-endpoints/{endpoint_id}/replay", Access::admin, Runs::io, &replay_webhook_endpoint},
     Route{"GET", "/v1/audit", Access::admin, Runs::reader, &audit},
 };
 

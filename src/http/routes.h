@@ -137,6 +137,8 @@ void get_webhook_endpoint(Context&, Call&);
 void update_webhook_endpoint(Context&, Call&);
 void delete_webhook_endpoint(Context&, Call&);
 void rotate_webhook_secret(Context&, Call&);
+void list_webhook_deliveries(Context&, Call&);
+void replay_webhook_endpoint(Context&, Call&);
 
 // --- what handlers share ------------------------------------------------------------------------
 // An answer whose body `write(out)` appends (no intermediate JSON tree).

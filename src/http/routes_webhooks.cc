@@ -1,6 +1,8 @@
 // Routes of webhook endpoints (admin keys only; api.md, Webhooks): register, list, read, change,
-// delete, rotate the secret. A secret is in the answer of the create and of the rotation that made
-// it, and nowhere else.
+// delete, rotate the secret; each endpoint's deliveries, and a replay from a feed cursor. A secret is
+// in the answer of the create and of the rotation that made it, and nowhere else.
+#include <limits>
+
 #include "core/limits.h"
 #include "http/routes.h"
 
@@ -117,6 +119,33 @@ void rotate_webhook_secret(Context& ctx, Call& call) {
   }
   submit(ctx, call, webhooks::RotateEndpointSecretCommand{call.params[0], ""},
          [](const CommandResult& r) { return with_secret(200, outcome<EndpointOutcome>(r).endpoint); });
+}
+
+void list_webhook_deliveries(Context& ctx, Call& call) {
+  TG_REPLY_IF_ERROR(known_query(call, {"status", "limit", "starting_after"}));
+  if (auto s = check_id(call.params[0], "endpoint_id"); !s) return call.reply(problem(s.error()));
+  std::optional<webhooks::DeliveryStatus> status;
+  if (auto it = call.query.find("status"); it != call.query.end()) {
+    status = webhooks::parse_delivery_status(it->second);
+    if (!status) return call.reply(problem(invalid("status must be pending, delivered or failed, got " + it->second)));
+  }
+  auto page = page_request(call);
+  TG_REPLY_IF_ERROR(page);
+  auto deliveries = ctx.ledger.list_webhook_deliveries(call.params[0], status, *page);
+  TG_REPLY_IF_ERROR(deliveries);
+  call.reply(page_response("deliveries", *deliveries));
+}
+
+void replay_webhook_endpoint(Context& ctx, Call& call) {
+  if (auto s = check_id(call.params[0], "endpoint_id"); !s) return call.reply(problem(s.error()));
+  auto body = body_object(call);
+  TG_REPLY_IF_ERROR(body);
+  FieldReader f(*body);
+  auto after = f.required_integer("after", 0, std::numeric_limits<std::int64_t>::max());
+  TG_REPLY_IF_ERROR(after);
+  TG_REPLY_IF_ERROR(f.finish());
+  submit(ctx, call, webhooks::ReplayEndpointCommand{call.params[0], *after},
+         [](const CommandResult& r) { return value_response(202, outcome<EndpointOutcome>(r).endpoint); });
 }
 
 }  // namespace tollgate::http

@@ -46,6 +46,8 @@
 #include <functional>
 #include <memory>
 #include <string>
+#include <utility>
+#include <vector>
 
 #include "core/limits.h"
 #include "jobs/provider.h"
@@ -59,6 +61,7 @@ struct ProviderRequest {
   std::string url;              // http://host:port/path?query or https://...; no fragment is sent
   std::string idempotency_key;  // sent as `Idempotency-Key` when not empty
   std::string body;             // sent with Content-Type: application/json (post)
+  std::vector<std::pair<std::string, std::string>> headers;  // sent as given (name, value), after the above
   std::chrono::milliseconds timeout{limits::kProviderExchangeTimeoutMsDefault};  // total: connect + write + read of the whole answer
 };
 

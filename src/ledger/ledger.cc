@@ -372,6 +372,13 @@ Result<Page<webhooks::Endpoint>> Ledger::list_webhook_endpoints(const PageReques
   return store_.webhooks().list_endpoints(page);
 }
 
+Result<Page<webhooks::Delivery>> Ledger::list_webhook_deliveries(std::string_view endpoint_id,
+                                                                 std::optional<webhooks::DeliveryStatus> status,
+                                                                 const PageRequest& page) {
+  if (auto valid = check_id(endpoint_id, "endpoint_id"); !valid) return valid.error();
+  return store_.webhooks().list_deliveries(endpoint_id, status, page);
+}
+
 Result<coord::RowRead<coord::IdempotencyKey>> Ledger::get_idempotency_key(std::string_view key) {
   if (auto s = check_id(key, "key"); !s) return s.error();
   return store_.coord().get_idempotency_key(key);

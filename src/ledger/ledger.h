@@ -149,6 +149,11 @@ class Ledger {
   // checked here. The endpoints read carry their secrets: the edge never shows them.
   Result<webhooks::Endpoint> get_webhook_endpoint(std::string_view endpoint_id);
   Result<Page<webhooks::Endpoint>> list_webhook_endpoints(const PageRequest& page);
+  Result<Page<webhooks::Delivery>> list_webhook_deliveries(std::string_view endpoint_id,
+                                                           std::optional<webhooks::DeliveryStatus> status,
+                                                           const PageRequest& page);
+  // The webhook reads as they are, for the deliverer (webhooks/delivery_worker.h).
+  webhooks::WebhookReads& webhook_reads() { return store_.webhooks(); }
 
   // The reads of jobs (jobs/job_store.h); ids are checked here.
   Result<jobs::Job> get_job(std::string_view client_request_id);

@@ -8,6 +8,7 @@
 #include "core/hold_id.h"
 #include "core/invariants.h"
 #include "core/limits.h"
+#include "core/parse.h"
 #include "core/rules.h"
 
 namespace tollgate::reads {
@@ -387,7 +388,29 @@ std::optional<webhooks::Endpoint> endpoint_of(const ReadRow& r) {
   return webhooks::Endpoint{r.text(0),          r.text(1),          webhooks::split_event_types(r.text(2)),
                             r.optional_text(3), r.text(4),          *status,
                             r.text(6),          r.optional_text(7), r.optional_int64(8),
-                            r.int64(9),         r.int64(10)};
+                            r.int64(9),         r.int64(10),        r.int64(11),
+                            r.int64(12),        r.optional_int64(13)};
+}
+
+// A row of the delivery columns (reads_sql.cc: webhook_delivery); nullopt when its status no longer
+// parses (the table's CHECK keeps that from happening).
+std::optional<webhooks::Delivery> delivery_of(const ReadRow& r) {
+  const auto status = webhooks::parse_delivery_status(r.text(5));
+  if (!status) return std::nullopt;
+  return webhooks::Delivery{r.text(0),  r.int64(1), r.text(2),           r.text(3), r.int64(4),
+                            *status,    r.int64(6), r.int64(7),          r.optional_int64(8),
+                            r.text(9),  r.optional_int64(10), r.int64(11)};
+}
+
+// The event id of a delivery's webhook-id ("evt_<event_id>"), or nullopt.
+std::optional<std::int64_t> event_of_webhook_id(std::string_view id) {
+  constexpr std::string_view kPrefix = "evt_";
+  if (!id.starts_with(kPrefix)) return std::nullopt;
+  return parse_int(id.substr(kPrefix.size()), 1, std::numeric_limits<std::int64_t>::max());
+}
+
+Error corrupt_delivery() {
+  return Error::make(Code::internal, "a webhook delivery row has a status that is not pending, delivered or failed");
 }
 
 Error corrupt_endpoint() {
@@ -428,6 +451,67 @@ Result<Page<webhooks::Endpoint>> WebhookReads::list_endpoints(const PageRequest&
     });
     if (corrupt) return corrupt_endpoint();
     return page_of(std::move(rows), page);
+  });
+}
+
+Result<Page<webhooks::Delivery>> WebhookReads::list_deliveries(std::string_view endpoint_id,
+                                                               std::optional<webhooks::DeliveryStatus> status,
+                                                               const PageRequest& page) {
+  if (auto valid = validate_page(page); !valid) return valid.error();
+  const ReadSql& sql = source_.sql();
+  using Answer = Page<webhooks::Delivery>;
+  return read<Answer>(source_, [&](ReadConn& db, std::int64_t) -> Result<Answer> {
+    if (!first_of(db, sql.webhook_endpoint, {endpoint_id}, [](const ReadRow&) { return true; })) {
+      return Error::make(Code::not_found, "webhook endpoint " + std::string(endpoint_id) + " does not exist");
+    }
+    std::int64_t before = std::numeric_limits<std::int64_t>::max();
+    if (page.starting_after) {
+      const auto event_id = event_of_webhook_id(*page.starting_after);
+      const bool known = event_id && first_of(db, sql.webhook_delivery, {endpoint_id, *event_id},
+                                              [](const ReadRow&) { return true; });
+      if (!known) return unknown_cursor("webhook delivery", *page.starting_after);
+      before = *event_id;
+    }
+    std::vector<webhooks::Delivery> rows;
+    bool corrupt = false;
+    const auto on_row = [&](const ReadRow& r) {
+      auto d = delivery_of(r);
+      if (d) rows.push_back(std::move(*d));
+      corrupt |= !d.has_value();
+    };
+    if (status) {
+      db.each(sql.webhook_deliveries_in_status,
+              {endpoint_id, webhooks::delivery_status_name(*status), before, page.limit + 1}, on_row);
+    } else {
+      db.each(sql.webhook_deliveries, {endpoint_id, before, page.limit + 1}, on_row);
+    }
+    if (corrupt) return corrupt_delivery();
+    return page_of(std::move(rows), page);
+  });
+}
+
+Result<std::vector<webhooks::Delivery>> WebhookReads::due_deliveries(std::int64_t limit) {
+  TG_ASSERT(limit >= 1);
+  const ReadSql& sql = source_.sql();
+  using Answer = std::vector<webhooks::Delivery>;
+  return read<Answer>(source_, [&](ReadConn& db, std::int64_t now) -> Result<Answer> {
+    Answer rows;
+    bool corrupt = false;
+    db.each(sql.webhook_deliveries_due, {now, limit}, [&](const ReadRow& r) {
+      auto d = delivery_of(r);
+      if (d) rows.push_back(std::move(*d));
+      corrupt |= !d.has_value();
+    });
+    if (corrupt) return corrupt_delivery();
+    return rows;
+  });
+}
+
+Result<std::optional<std::int64_t>> WebhookReads::oldest_pending_event_at(std::string_view endpoint_id) {
+  const ReadSql& sql = source_.sql();
+  using Answer = std::optional<std::int64_t>;
+  return read<Answer>(source_, [&](ReadConn& db, std::int64_t) -> Result<Answer> {
+    return first_of(db, sql.webhook_oldest_pending, {endpoint_id}, [](const ReadRow& r) { return r.int64(0); });
   });
 }
 

@@ -90,6 +90,11 @@ struct ReadSql {
   std::string locks_after;          // 1 after, 2 held_only (0/1), 3 now_ms, 4 limit
   std::string webhook_endpoint;     // 1 endpoint_id (the columns endpoint_of() decodes)
   std::string webhook_endpoints;    // 1 created_at_ms, 2 endpoint_id (after them), 3 limit
+  std::string webhook_delivery;     // 1 endpoint_id, 2 event_id (the columns delivery_of() decodes)
+  std::string webhook_deliveries;   // 1 endpoint_id, 2 event_id (before it), 3 limit; newest first
+  std::string webhook_deliveries_in_status;  // 1 endpoint_id, 2 status, 3 event_id (before it), 4 limit
+  std::string webhook_deliveries_due;        // 1 now_ms, 2 limit
+  std::string webhook_oldest_pending;        // 1 endpoint_id → event_at_ms
 };
 const ReadSql& read_sql(Dialect dialect);
 
@@ -202,6 +207,11 @@ class WebhookReads final : public webhooks::WebhookReads {
   explicit WebhookReads(ReadSource& source) : source_(source) {}
   Result<webhooks::Endpoint> get_endpoint(std::string_view endpoint_id) override;
   Result<Page<webhooks::Endpoint>> list_endpoints(const PageRequest& page) override;
+  Result<Page<webhooks::Delivery>> list_deliveries(std::string_view endpoint_id,
+                                                   std::optional<webhooks::DeliveryStatus> status,
+                                                   const PageRequest& page) override;
+  Result<std::vector<webhooks::Delivery>> due_deliveries(std::int64_t limit) override;
+  Result<std::optional<std::int64_t>> oldest_pending_event_at(std::string_view endpoint_id) override;
 
  private:
   ReadSource& source_;

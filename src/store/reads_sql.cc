@@ -31,6 +31,7 @@ struct Columns {
   const char* lock;
   const char* idempotency_key;
   const char* endpoint;
+  const char* delivery;
 };
 
 class Writer {
@@ -137,6 +138,18 @@ void list_statements(const Writer& w, const Columns& c, ReadSql& s) {
   s.webhook_endpoints = std::string("SELECT ") + c.endpoint + " FROM webhook_endpoints WHERE (created_at_ms, endpoint_id) > (" +
                         w.p(1, "bigint") + ", " + w.p(2, "text") + ") ORDER BY created_at_ms, endpoint_id LIMIT " +
                         w.p(3, "bigint");
+  // Deliveries: by the primary key (endpoint_id, event_id), or by (endpoint_id, status, event_id).
+  const std::string deliveries = std::string("SELECT ") + c.delivery + " FROM webhook_deliveries WHERE endpoint_id = ";
+  s.webhook_delivery = deliveries + w.p(1) + " AND event_id = " + w.p(2, "bigint");
+  s.webhook_deliveries = deliveries + w.p(1) + " AND event_id < " + w.p(2, "bigint") +
+                         " ORDER BY event_id DESC LIMIT " + w.p(3, "bigint");
+  s.webhook_deliveries_in_status = deliveries + w.p(1) + " AND status = " + w.p(2) + " AND event_id < " +
+                                   w.p(3, "bigint") + " ORDER BY event_id DESC LIMIT " + w.p(4, "bigint");
+  s.webhook_deliveries_due = std::string("SELECT ") + c.delivery +
+                             " FROM webhook_deliveries WHERE status = 'pending' AND next_attempt_at_ms <= " +
+                             w.p(1, "bigint") + " ORDER BY next_attempt_at_ms LIMIT " + w.p(2, "bigint");
+  s.webhook_oldest_pending = "SELECT event_at_ms FROM webhook_deliveries WHERE endpoint_id = " + w.p(1) +
+                             " AND status = 'pending' ORDER BY event_id LIMIT 1";
 }
 
 ReadSql build(Dialect dialect, const Columns& columns) {
@@ -154,11 +167,12 @@ const ReadSql& read_sql(Dialect dialect) {
       build(Dialect::sqlite, Columns{sqlite::kHoldColumns, sqlite::kEventColumns, sqlite::kKeyColumns,
                                      sqlite::kTransferColumns, sqlite::kJobColumns, sqlite::kJobEntryColumns,
                                      sqlite::kLockColumns, sqlite::kIdempotencyColumns,
-                                     sqlite::kEndpointColumns});
+                                     sqlite::kEndpointColumns, sqlite::kDeliveryColumns});
   static const ReadSql pg_sql = build(Dialect::postgres, Columns{pg::kHoldColumns, pg::kEventColumns, pg::kKeyColumns,
                                                                  pg::kTransferColumns, pg::kJobColumns,
                                                                  pg::kJobEntryColumns, pg::kLockColumns,
-                                                                 pg::kIdempotencyColumns, pg::kEndpointColumns});
+                                                                 pg::kIdempotencyColumns, pg::kEndpointColumns,
+                                                                 pg::kDeliveryColumns});
   return dialect == Dialect::sqlite ? sqlite_sql : pg_sql;
 }
 

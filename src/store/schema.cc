@@ -476,6 +476,62 @@ CREATE TABLE webhook_endpoints (
 );
 CREATE INDEX webhook_endpoints_by_creation ON webhook_endpoints(created_at_ms, endpoint_id);
 )sql"},
+    // 11: webhook delivery (webhooks/webhook.h, delivery_worker.h; docs/api.md "Webhooks"): each
+    // endpoint's place in the change feed (endpoints registered before delivery existed start at the
+    // feed's head: they receive what follows, as a new endpoint does; a replay sends older events), the
+    // lock fence that last moved it and its failing clock; each event's delivery to each endpoint.
+    {11, "webhook delivery",
+     /*sqlite_legacy=*/0, /*postgres_legacy=*/0,
+     // SQLite
+     R"sql(
+ALTER TABLE webhook_endpoints ADD COLUMN delivery_cursor INTEGER NOT NULL DEFAULT 0 CHECK (delivery_cursor >= 0);
+ALTER TABLE webhook_endpoints ADD COLUMN delivery_fence INTEGER NOT NULL DEFAULT 0 CHECK (delivery_fence >= 0);
+ALTER TABLE webhook_endpoints ADD COLUMN failing_since_ms INTEGER;
+UPDATE webhook_endpoints SET delivery_cursor = (SELECT coalesce(max(event_id), 0) FROM events);
+CREATE TABLE webhook_deliveries (
+  endpoint_id        TEXT    NOT NULL REFERENCES webhook_endpoints(endpoint_id),
+  event_id           INTEGER NOT NULL CHECK (event_id >= 1),
+  event_type         TEXT    NOT NULL,
+  account_id         TEXT    NOT NULL,
+  event_at_ms        INTEGER NOT NULL,
+  status             TEXT    NOT NULL CHECK (status IN ('pending', 'delivered', 'failed')),
+  attempts           INTEGER NOT NULL CHECK (attempts >= 1),
+  last_attempt_at_ms INTEGER NOT NULL,
+  last_status_code   INTEGER,
+  last_error         TEXT    NOT NULL,
+  next_attempt_at_ms INTEGER,
+  created_at_ms      INTEGER NOT NULL,
+  PRIMARY KEY (endpoint_id, event_id),
+  CHECK ((status = 'pending') = (next_attempt_at_ms IS NOT NULL))
+) WITHOUT ROWID;
+CREATE INDEX webhook_deliveries_by_status ON webhook_deliveries(endpoint_id, status, event_id);
+CREATE INDEX webhook_deliveries_due ON webhook_deliveries(next_attempt_at_ms) WHERE status = 'pending';
+)sql",
+     // PostgreSQL
+     R"sql(
+ALTER TABLE webhook_endpoints ADD COLUMN delivery_cursor bigint NOT NULL DEFAULT 0 CHECK (delivery_cursor >= 0);
+ALTER TABLE webhook_endpoints ADD COLUMN delivery_fence bigint NOT NULL DEFAULT 0 CHECK (delivery_fence >= 0);
+ALTER TABLE webhook_endpoints ADD COLUMN failing_since_ms bigint;
+UPDATE webhook_endpoints SET delivery_cursor = (SELECT coalesce(max(event_id), 0) FROM events);
+CREATE TABLE webhook_deliveries (
+  endpoint_id        text   COLLATE "C" NOT NULL REFERENCES webhook_endpoints(endpoint_id),
+  event_id           bigint NOT NULL CHECK (event_id >= 1),
+  event_type         text   NOT NULL,
+  account_id         text   COLLATE "C" NOT NULL,
+  event_at_ms        bigint NOT NULL,
+  status             text   NOT NULL CHECK (status IN ('pending', 'delivered', 'failed')),
+  attempts           bigint NOT NULL CHECK (attempts >= 1),
+  last_attempt_at_ms bigint NOT NULL,
+  last_status_code   bigint,
+  last_error         text   NOT NULL,
+  next_attempt_at_ms bigint,
+  created_at_ms      bigint NOT NULL,
+  PRIMARY KEY (endpoint_id, event_id),
+  CHECK ((status = 'pending') = (next_attempt_at_ms IS NOT NULL))
+);
+CREATE INDEX webhook_deliveries_by_status ON webhook_deliveries(endpoint_id, status, event_id);
+CREATE INDEX webhook_deliveries_due ON webhook_deliveries(next_attempt_at_ms) WHERE status = 'pending';
+)sql"},
 };
 
 constexpr int legacy_number(const Version& version, Dialect dialect) {

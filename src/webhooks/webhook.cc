@@ -4,8 +4,11 @@
 #include <algorithm>
 #include <array>
 #include <cctype>
+#include <iterator>
 #include <set>
+#include <utility>
 
+#include "core/checked.h"
 #include "core/limits.h"
 #include "core/model.h"
 #include "core/parse.h"
@@ -136,6 +139,43 @@ Endpoint endpoint_view(Endpoint e, std::int64_t now_ms) {
 bool wants_event_type(const Endpoint& e, std::string_view event_type) {
   return e.event_types.empty() ||
          std::find(e.event_types.begin(), e.event_types.end(), event_type) != e.event_types.end();
+}
+
+bool wants_event(const Endpoint& e, std::string_view event_type, std::string_view account_id) {
+  return wants_event_type(e, event_type) && (!e.account_id || *e.account_id == account_id);
+}
+
+namespace {
+constexpr std::pair<DeliveryStatus, std::string_view> kDeliveryStatuses[] = {
+    {DeliveryStatus::pending, "pending"},
+    {DeliveryStatus::delivered, "delivered"},
+    {DeliveryStatus::failed, "failed"},
+};
+}  // namespace
+
+std::string_view delivery_status_name(DeliveryStatus status) {
+  for (const auto& [s, name] : kDeliveryStatuses) {
+    if (s == status) return name;
+  }
+  TG_ASSERT(false);
+}
+
+std::optional<DeliveryStatus> parse_delivery_status(std::string_view name) {
+  for (const auto& [s, n] : kDeliveryStatuses) {
+    if (n == name) return s;
+  }
+  return std::nullopt;
+}
+
+std::optional<std::int64_t> next_attempt_at_ms(std::int64_t attempts, std::int64_t at_ms, std::int64_t jitter_permille) {
+  TG_ASSERT(attempts >= 1);
+  TG_ASSERT(jitter_permille >= -kDeliveryJitterPermilleMax && jitter_permille <= kDeliveryJitterPermilleMax);
+  constexpr auto kRetries = static_cast<std::int64_t>(std::size(kDeliveryRetryDelaysMs));
+  if (attempts > kRetries) return std::nullopt;
+  const std::int64_t delay_ms = kDeliveryRetryDelaysMs[attempts - 1] * (1000 + jitter_permille) / 1000;
+  const auto due = checked_add(at_ms, delay_ms);
+  TG_ASSERT(due.has_value());  // times are milliseconds since 1970, delays hours
+  return *due;
 }
 
 const std::vector<std::string>& event_type_names() {

@@ -613,8 +613,8 @@ TEST(BatchDecisionProperties, RandomBatchesKeepEveryInvariantAndEveryRefusalWrit
           else if constexpr (std::is_same_v<T, KeyUseOutcome>) return true;  // writes no event
           else if constexpr (std::is_same_v<T, LockOutcome> || std::is_same_v<T, IdempotencyOutcome> ||
                              std::is_same_v<T, RateLimitOutcome> || std::is_same_v<T, PruneOutcome> ||
-                             std::is_same_v<T, EndpointOutcome>) {
-            return true;  // coordination rows and webhook endpoints write no event
+                             std::is_same_v<T, EndpointOutcome> || std::is_same_v<T, DeliveriesOutcome>) {
+            return true;  // coordination rows and webhook endpoints and deliveries write no event
           } else return !o.created;
         }, r.value());
       });

@@ -117,6 +117,12 @@ class RecordingStore final : public Store {
   struct NoWebhooks final : webhooks::WebhookReads {
     Result<webhooks::Endpoint> get_endpoint(std::string_view) override { return unsupported(); }
     Result<Page<webhooks::Endpoint>> list_endpoints(const PageRequest&) override { return unsupported(); }
+    Result<Page<webhooks::Delivery>> list_deliveries(std::string_view, std::optional<webhooks::DeliveryStatus>,
+                                                     const PageRequest&) override {
+      return unsupported();
+    }
+    Result<std::vector<webhooks::Delivery>> due_deliveries(std::int64_t) override { return unsupported(); }
+    Result<std::optional<std::int64_t>> oldest_pending_event_at(std::string_view) override { return unsupported(); }
   } no_webhooks_;
   std::mutex mu_;
   std::uint64_t seq_ = 0;

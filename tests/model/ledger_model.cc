@@ -198,6 +198,10 @@ CommandResult LedgerModel::apply(const Command& command, std::int64_t now_ms) {
           return delete_endpoint(c);
         } else if constexpr (std::is_same_v<T, webhooks::RotateEndpointSecretCommand>) {
           return rotate_endpoint(c);
+        } else if constexpr (std::is_same_v<T, webhooks::ReplayEndpointCommand>) {
+          return replay_endpoint(c);
+        } else if constexpr (std::is_same_v<T, webhooks::RecordDeliveriesCommand>) {
+          return record_deliveries(c);
         } else {
           static_assert(!sizeof(T*), "a command kind the model does not know: add its rules here");
         }
@@ -900,6 +904,7 @@ CommandResult LedgerModel::create_endpoint(const webhooks::CreateEndpointCommand
   e.secret = c.secret;
   e.created_at_ms = now_;
   e.updated_at_ms = now_;
+  e.delivery_cursor = feed_head_at_batch_;
   endpoints_[e.endpoint_id] = e;
   return EndpointOutcome{e, false};
 }
@@ -911,7 +916,12 @@ CommandResult LedgerModel::update_endpoint(const webhooks::UpdateEndpointCommand
   if (c.url) e.url = *c.url;
   if (c.event_types) e.event_types = *c.event_types;
   if (c.description) e.description = *c.description;
-  if (c.status) e.status = *c.status;
+  if (c.status) {
+    if (*c.status == webhooks::EndpointStatus::enabled && e.status == webhooks::EndpointStatus::disabled) {
+      e.failing_since_ms.reset();
+    }
+    e.status = *c.status;
+  }
   e.updated_at_ms = now_;
   return EndpointOutcome{e, false};
 }
@@ -920,6 +930,7 @@ CommandResult LedgerModel::delete_endpoint(const webhooks::DeleteEndpointCommand
   auto it = endpoints_.find(c.endpoint_id);
   if (it == endpoints_.end()) return err(Code::not_found);
   EndpointOutcome out{it->second, true};
+  std::erase_if(deliveries_, [&](const auto& d) { return d.first.first == c.endpoint_id; });
   endpoints_.erase(it);
   return out;
 }
@@ -933,6 +944,81 @@ CommandResult LedgerModel::rotate_endpoint(const webhooks::RotateEndpointSecretC
   e.secret = c.secret;
   e.updated_at_ms = now_;
   return EndpointOutcome{e, false};
+}
+
+std::optional<webhooks::Delivery> LedgerModel::delivery(const std::string& endpoint_id, std::int64_t event_id) const {
+  auto it = deliveries_.find({endpoint_id, event_id});
+  if (it == deliveries_.end()) return std::nullopt;
+  return it->second;
+}
+
+// A replay moves the cursor back, never forward.
+CommandResult LedgerModel::replay_endpoint(const webhooks::ReplayEndpointCommand& c) {
+  auto it = endpoints_.find(c.endpoint_id);
+  if (it == endpoints_.end()) return err(Code::not_found);
+  if (c.after < it->second.delivery_cursor) it->second.delivery_cursor = c.after;
+  return EndpointOutcome{it->second, false};
+}
+
+// A record: refused for an older fence or a cursor elsewhere; each attempt — a fresh send starts at
+// attempt 1, a retry counts on from the pending delivery it names (else it is skipped); a failure is
+// retried after 5 s, 5 min, 30 min, 2 h, 5 h, 10 h, 10 h (scaled by the jitter), then fails; the
+// endpoint fails from its first failed attempt until one is delivered, and 5 days of that disable it.
+CommandResult LedgerModel::record_deliveries(const webhooks::RecordDeliveriesCommand& c) {
+  static constexpr std::int64_t kDelaysMs[] = {5'000, 300'000, 1'800'000, 7'200'000, 18'000'000, 36'000'000, 36'000'000};
+  auto it = endpoints_.find(c.endpoint_id);
+  if (it == endpoints_.end()) return err(Code::not_found);
+  webhooks::Endpoint& e = it->second;
+  if (c.fence < e.delivery_fence) return err(Code::lock_lost);
+  if (c.cursor_from && *c.cursor_from != e.delivery_cursor) return err(Code::conflict);
+  DeliveriesOutcome out;
+  for (const webhooks::DeliveryAttempt& a : c.attempts) {
+    const std::pair<std::string, std::int64_t> key{c.endpoint_id, a.event_id};
+    auto found = deliveries_.find(key);
+    if (a.retry_of_attempts && (found == deliveries_.end() || found->second.status != webhooks::DeliveryStatus::pending ||
+                                found->second.attempts != *a.retry_of_attempts)) {
+      continue;
+    }
+    if (found == deliveries_.end()) {
+      webhooks::Delivery fresh;
+      fresh.endpoint_id = c.endpoint_id;
+      fresh.event_id = a.event_id;
+      fresh.created_at_ms = a.at_ms;
+      found = deliveries_.emplace(key, fresh).first;
+    }
+    webhooks::Delivery& d = found->second;
+    d.event_type = a.event_type;
+    d.account_id = a.account_id;
+    d.event_at_ms = a.event_at_ms;
+    d.attempts = a.retry_of_attempts ? d.attempts + 1 : 1;
+    d.last_attempt_at_ms = a.at_ms;
+    d.last_status_code = a.status_code;
+    d.last_error = a.delivered ? "" : a.error;
+    d.next_attempt_at_ms.reset();
+    if (a.delivered) {
+      d.status = webhooks::DeliveryStatus::delivered;
+      e.failing_since_ms.reset();
+    } else {
+      if (d.attempts <= 7) {
+        d.status = webhooks::DeliveryStatus::pending;
+        d.next_attempt_at_ms = a.at_ms + kDelaysMs[d.attempts - 1] * (1000 + a.jitter_permille) / 1000;
+      } else {
+        d.status = webhooks::DeliveryStatus::failed;
+        ++out.failed;
+      }
+      if (!e.failing_since_ms) e.failing_since_ms = a.at_ms;
+    }
+    ++out.recorded;
+  }
+  e.delivery_fence = c.fence;
+  if (c.cursor_from) e.delivery_cursor = c.cursor_to;
+  if (e.status == webhooks::EndpointStatus::enabled && e.failing_since_ms && now_ - *e.failing_since_ms >= 5 * 86'400'000) {
+    e.status = webhooks::EndpointStatus::disabled;
+    e.updated_at_ms = now_;
+    out.disabled = true;
+  }
+  out.endpoint = e;
+  return out;
 }
 
 }  // namespace tollgate::testing

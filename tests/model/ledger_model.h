@@ -47,6 +47,10 @@ class LedgerModel {
   std::optional<ApiKey> key(const std::string& key_id) const;
   std::size_t rate_rows() const { return rates_.size(); }
   std::optional<webhooks::Endpoint> endpoint(const std::string& endpoint_id) const;
+  std::optional<webhooks::Delivery> delivery(const std::string& endpoint_id, std::int64_t event_id) const;
+  // Marks the start of a batch: a new endpoint's cursor is the feed's head before the batch (the
+  // store reads it when it loads the batch's rows).
+  void begin_batch() { feed_head_at_batch_ = next_event_id_ - 1; }
 
  private:
   struct StoredHold {
@@ -81,6 +85,8 @@ class LedgerModel {
   CommandResult update_endpoint(const webhooks::UpdateEndpointCommand& c);
   CommandResult delete_endpoint(const webhooks::DeleteEndpointCommand& c);
   CommandResult rotate_endpoint(const webhooks::RotateEndpointSecretCommand& c);
+  CommandResult replay_endpoint(const webhooks::ReplayEndpointCommand& c);
+  CommandResult record_deliveries(const webhooks::RecordDeliveriesCommand& c);
 
   // helpers
   bool overdue(const Hold& h) const { return h.status == HoldStatus::active && now_ >= h.expires_at_ms; }
@@ -108,6 +114,8 @@ class LedgerModel {
   std::map<std::string, coord::IdempotencyKey> idem_;
   std::map<std::pair<std::string, std::string>, std::int64_t> rates_;  // (policy, key) → tat_ns
   std::map<std::string, webhooks::Endpoint> endpoints_;
+  std::map<std::pair<std::string, std::int64_t>, webhooks::Delivery> deliveries_;
+  std::int64_t feed_head_at_batch_ = 0;
 };
 
 }  // namespace tollgate::testing

@@ -179,7 +179,16 @@ std::string show(const webhooks::Endpoint& e) {
   o << "endpoint " << e.endpoint_id << " url=" << e.url << " types=" << webhooks::join_event_types(e.event_types)
     << " account=" << opt(e.account_id) << " description=" << e.description << " "
     << webhooks::endpoint_status_name(e.status) << " secret=" << e.secret << " previous=" << opt(e.previous_secret)
-    << "/" << opt(e.previous_secret_until_ms) << " created_at=" << e.created_at_ms << " updated_at=" << e.updated_at_ms;
+    << "/" << opt(e.previous_secret_until_ms) << " created_at=" << e.created_at_ms << " updated_at=" << e.updated_at_ms
+    << " fence=" << e.delivery_fence << " failing_since=" << opt(e.failing_since_ms);
+  return o.str();  // not the cursor: a feed position, and each side numbers its own events
+}
+
+std::string show(const webhooks::Delivery& d) {
+  std::ostringstream o;
+  o << "delivery " << d.endpoint_id << "/" << d.event_id << " " << webhooks::delivery_status_name(d.status)
+    << " attempts=" << d.attempts << " last=" << d.last_attempt_at_ms << " code=" << opt(d.last_status_code)
+    << " error=" << d.last_error << " next=" << opt(d.next_attempt_at_ms) << " created_at=" << d.created_at_ms;
   return o.str();
 }
 
@@ -224,6 +233,9 @@ std::string show(const CommandResult& r, const Names& n) {
           return "ok pruned keys=" + std::to_string(o.pruned_keys) + " rates=" + std::to_string(o.pruned_rates);
         } else if constexpr (std::is_same_v<T, EndpointOutcome>) {
           return std::string(o.deleted ? "ok deleted " : "ok ") + show(o.endpoint);
+        } else if constexpr (std::is_same_v<T, DeliveriesOutcome>) {
+          return "ok recorded=" + std::to_string(o.recorded) + " failed=" + std::to_string(o.failed) +
+                 " disabled=" + std::to_string(o.disabled) + " " + show(o.endpoint);
         } else {
           static_assert(!sizeof(T*), "an outcome this test does not show");
         }
@@ -259,6 +271,8 @@ std::string kind_of(const Command& c) {
         else if constexpr (std::is_same_v<T, webhooks::UpdateEndpointCommand>) return "update_endpoint";
         else if constexpr (std::is_same_v<T, webhooks::DeleteEndpointCommand>) return "delete_endpoint";
         else if constexpr (std::is_same_v<T, webhooks::RotateEndpointSecretCommand>) return "rotate_endpoint";
+        else if constexpr (std::is_same_v<T, webhooks::ReplayEndpointCommand>) return "replay_endpoint";
+        else if constexpr (std::is_same_v<T, webhooks::RecordDeliveriesCommand>) return "record_deliveries";
         else static_assert(!sizeof(T*), "a command kind this test does not generate: add it");
       },
       c);
@@ -274,6 +288,7 @@ std::string outcome_of(const CommandResult& r) {
         else if constexpr (std::is_same_v<T, coord::IdempotencyOutcome>) return std::string(coord::idem_decision_name(o.decision));
         else if constexpr (std::is_same_v<T, coord::RateLimitOutcome>) return o.decision.allowed ? "allowed" : "limited";
         else if constexpr (std::is_same_v<T, EndpointOutcome>) return o.deleted ? "deleted" : "ok";
+        else if constexpr (std::is_same_v<T, DeliveriesOutcome>) return o.disabled ? "disabled" : "recorded";
         else if constexpr (std::is_same_v<T, HoldOutcome>) {
           if (o.hold.late_outcome == LateOutcome::charged && o.created) return "late_charged";
           if (o.hold.late_outcome == LateOutcome::forgiven && o.created) return "late_forgiven";
@@ -324,6 +339,7 @@ class Generator {
     for (int i = 0; i < size; ++i) {
       out.push_back(command(model, now_ms));
       if (endpoint_pick(100) < 5) out.push_back(endpoint_command(model, endpoint_pick(4)));
+      if (endpoint_pick(100) < 5) out.push_back(delivery_command(model, now_ms));
     }
     return out;
   }
@@ -569,6 +585,36 @@ class Generator {
       case 2: return webhooks::DeleteEndpointCommand{existing_endpoint_id(model)};
       default: return webhooks::RotateEndpointSecretCommand{existing_endpoint_id(model), endpoint_secret()};
     }
+  }
+
+  // Replays and delivery records on the endpoints (no cursor moves: each side numbers its own events,
+  // and the cursor's compare-and-set is the conformance suite's, tests/webhooks/webhook_store_test.cc).
+  Command delivery_command(const LedgerModel& model, std::int64_t now_ms) {
+    const std::string endpoint_id = existing_endpoint_id(model);
+    if (endpoint_chance(20)) return webhooks::ReplayEndpointCommand{endpoint_id, endpoint_pick(5)};
+    webhooks::RecordDeliveriesCommand c;
+    c.endpoint_id = endpoint_id;
+    c.fence = 1 + endpoint_pick(3);
+    std::set<std::int64_t> events;
+    for (int i = 0, n = 1 + endpoint_pick(4); i < n; ++i) events.insert(1 + endpoint_pick(6));
+    for (const std::int64_t event_id : events) {
+      webhooks::DeliveryAttempt a;
+      a.event_id = event_id;
+      a.event_type = "credited";
+      a.account_id = "a1";
+      a.event_at_ms = now_ms - 1'000;
+      // Hours apart at times, so that an endpoint fails for 5 days now and then.
+      a.at_ms = now_ms - (endpoint_chance(10) ? 6 * 86'400'000 : 0);
+      a.delivered = endpoint_chance(40);
+      if (!a.delivered) a.error = endpoint_chance(50) ? "HTTP 500" : "timed out";
+      if (endpoint_chance(50)) a.status_code = a.delivered ? 200 : 500;
+      a.jitter_permille = endpoint_pick(201) - 100;
+      if (const auto d = model.delivery(endpoint_id, event_id); d && endpoint_chance(70)) {
+        a.retry_of_attempts = endpoint_chance(80) ? d->attempts : d->attempts + 1;
+      }
+      c.attempts.push_back(a);
+    }
+    return c;
   }
 
   Command remember(Command c) {
@@ -826,6 +872,7 @@ bool run_rounds(const std::string& backend, const std::optional<std::string>& pg
       }
     }
     std::vector<CommandResult> results;
+    model.begin_batch();
     if (auto applied = store->apply(to_store, results); !applied) {
       ADD_FAILURE() << who << " round " << round << ": apply failed: " << applied.error().detail;
       return false;

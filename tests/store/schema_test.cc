@@ -256,8 +256,8 @@ TEST_F(SqliteSchema, TheReleaseDatabaseMigratesOnceWithItsDataIntact) {
   EXPECT_EQ(migrated.schema(), fresh.schema());
   // Old rows keep their times (SQLite's 1–2 stay, 3–7 become 4–8); version 3 was recorded now.
   std::map<int, std::int64_t> at;
-  // (Versions after the release, 9 and 10, were recorded now.)
-  const int old_number_of[] = {0, 1, 2, 0, 3, 4, 5, 6, 7, 0, 0};
+  // (Versions after the release, 9, 10 and 11, were recorded now.)
+  const int old_number_of[] = {0, 1, 2, 0, 3, 4, 5, 6, 7, 0, 0, 0};
   static_assert(std::size(old_number_of) == static_cast<std::size_t>(schema::kCurrentVersion) + 1);
   for (const schema::Version& v : schema::versions()) {
     const int old = old_number_of[v.number];
@@ -307,6 +307,7 @@ TEST_F(SqliteSchema, OpeningChangesNoRowOfTheRelease) {
   // Version 10's table is there, empty: the release had no webhook endpoints.
   EXPECT_EQ(old_columns.count("webhook_endpoints"), 0u);
   EXPECT_EQ(migrated.rows("SELECT count(*) FROM webhook_endpoints"), std::vector<std::string>{"0"});
+  EXPECT_EQ(migrated.rows("SELECT count(*) FROM webhook_deliveries"), std::vector<std::string>{"0"});  // version 11's
 }
 
 TEST_F(SqliteSchema, AFailedMigrationLeavesTheOldNumberingAsItWas) {
@@ -483,6 +484,7 @@ TEST_F(PgSchemaTest, TheReleaseDatabaseMigratesOnceWithItsDataIntact) {
               std::vector<std::string>{"0"});
     EXPECT_EQ(old_columns.count("webhook_endpoints"), 0u);  // version 10's table: new, and empty
     EXPECT_EQ(pg_rows(*db, "SELECT count(*) FROM webhook_endpoints"), std::vector<std::string>{"0"});
+    EXPECT_EQ(pg_rows(*db, "SELECT count(*) FROM webhook_deliveries"), std::vector<std::string>{"0"});  // version 11's
     expect_release_data(**store, clock_, static_cast<std::int64_t>(old_data.at("events").size()));
   }
   PgSchema fresh(server);
@@ -491,7 +493,7 @@ TEST_F(PgSchemaTest, TheReleaseDatabaseMigratesOnceWithItsDataIntact) {
   EXPECT_EQ(pg_schema(*db), pg_schema(*fresh_db));
   // PostgreSQL's old numbers are the logical ones: every row keeps its number and time.
   std::map<int, std::int64_t> at;
-  for (const schema::Version& v : schema::versions()) at[v.number] = clock_.now_ms();  // 9 and 10: recorded now
+  for (const schema::Version& v : schema::versions()) at[v.number] = clock_.now_ms();  // 9, 10 and 11: recorded now
   for (const std::string& row : old_record) {
     at[std::stoi(row.substr(0, row.find('|')))] = std::stoll(row.substr(row.find('|') + 1));
   }
