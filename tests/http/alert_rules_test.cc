@@ -58,6 +58,13 @@ std::set<std::string> named_metrics(const std::string& text) {
   return out;
 }
 
+// The metrics of the webhook alerts, which the delivery worker (being built on another branch) will
+// export: until it does, they are the only names the rules may hold that /metrics does not declare.
+// The day it exports one, this test fails and asks for its name to go from here, so that from then
+// on the rules' names are checked against the worker's.
+const std::set<std::string> kAwaitingTheDeliveryWorker = {
+    "tollgate_webhook_deliveries_total", "tollgate_webhook_oldest_undelivered_seconds", "tollgate_webhook_delivering"};
+
 TEST(AlertRules, EveryMetricTheRulesAndTheDashboardNameIsExported) {
   ServerProcess server(server_options());
   HttpClient admin(server.port(), kAdminKey);
@@ -70,7 +77,14 @@ TEST(AlertRules, EveryMetricTheRulesAndTheDashboardNameIsExported) {
   ASSERT_FALSE(rules.empty()) << "deploy/prometheus/tollgate-rules.yml not found";
   const std::set<std::string> in_rules = named_metrics(rules);
   EXPECT_GE(in_rules.size(), 10u);
-  for (const std::string& name : in_rules) EXPECT_TRUE(exported.count(name)) << "the rules name " << name << ", which /metrics does not export";
+  for (const std::string& name : in_rules) {
+    if (kAwaitingTheDeliveryWorker.count(name)) continue;
+    EXPECT_TRUE(exported.count(name)) << "the rules name " << name << ", which /metrics does not export";
+  }
+  for (const std::string& name : kAwaitingTheDeliveryWorker) {
+    EXPECT_TRUE(in_rules.count(name)) << name << " is awaited for the rules, which no longer name it";
+    EXPECT_FALSE(exported.count(name)) << name << " is exported now: take it out of kAwaitingTheDeliveryWorker";
+  }
 
   const std::string dashboard = read_source("deploy/grafana/tollgate.json");
   ASSERT_FALSE(dashboard.empty()) << "deploy/grafana/tollgate.json not found";
