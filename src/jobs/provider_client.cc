@@ -353,7 +353,7 @@ class CallState : public std::enable_shared_from_this<CallState> {
     out_->set(bhttp::field::host, target_.host_header);
     out_->set(bhttp::field::user_agent, "tollgate");
     if (!request_.idempotency_key.empty()) out_->set("Idempotency-Key", request_.idempotency_key);
-    for (const auto& [name, value] : request_.headers) out_->set(name, value);
+    for (const auto& [name, value] : request_.headers) out_->insert(name, value);
     if (request_.method == ProviderRequest::Method::post) {
       out_->set(bhttp::field::content_type, "application/json");
       out_->body() = std::move(request_.body);

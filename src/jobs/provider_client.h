@@ -60,8 +60,11 @@ struct ProviderRequest {
   Method method = Method::post;
   std::string url;              // http://host:port/path?query or https://...; no fragment is sent
   std::string idempotency_key;  // sent as `Idempotency-Key` when not empty
+  // Further header fields, sent as given, in this order, after Host, User-Agent and Idempotency-Key
+  // (e.g. a webhook delivery's webhook-id, webhook-timestamp and webhook-signature). The caller
+  // names no field the client sets itself and puts no CR or LF in a name or value.
+  std::vector<std::pair<std::string, std::string>> headers;
   std::string body;             // sent with Content-Type: application/json (post)
-  std::vector<std::pair<std::string, std::string>> headers;  // sent as given (name, value), after the above
   std::chrono::milliseconds timeout{limits::kProviderExchangeTimeoutMsDefault};  // total: connect + write + read of the whole answer
 };
 

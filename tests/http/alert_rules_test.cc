@@ -58,6 +58,7 @@ std::set<std::string> named_metrics(const std::string& text) {
   return out;
 }
 
+
 TEST(AlertRules, EveryMetricTheRulesAndTheDashboardNameIsExported) {
   ServerProcess server(server_options());
   HttpClient admin(server.port(), kAdminKey);
@@ -70,7 +71,9 @@ TEST(AlertRules, EveryMetricTheRulesAndTheDashboardNameIsExported) {
   ASSERT_FALSE(rules.empty()) << "deploy/prometheus/tollgate-rules.yml not found";
   const std::set<std::string> in_rules = named_metrics(rules);
   EXPECT_GE(in_rules.size(), 10u);
-  for (const std::string& name : in_rules) EXPECT_TRUE(exported.count(name)) << "the rules name " << name << ", which /metrics does not export";
+  for (const std::string& name : in_rules) {
+    EXPECT_TRUE(exported.count(name)) << "the rules name " << name << ", which /metrics does not export";
+  }
 
   const std::string dashboard = read_source("deploy/grafana/tollgate.json");
   ASSERT_FALSE(dashboard.empty()) << "deploy/grafana/tollgate.json not found";

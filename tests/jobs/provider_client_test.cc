@@ -21,8 +21,10 @@
 #include <fstream>
 #include <future>
 #include <mutex>
+#include <string>
 #include <thread>
 #include <unistd.h>
+#include <utility>
 #include <vector>
 
 #include "jobs/provider_client.h"
@@ -43,6 +45,7 @@ using SteadyClock = std::chrono::steady_clock;
 struct Seen {
   std::string method, target, host, user_agent, idempotency_key, content_type, body;
   bool has_idempotency_key = false;
+  std::vector<std::pair<std::string, std::string>> fields;  // every header field, in the order received
 };
 
 // What the server does with one request.
@@ -130,6 +133,7 @@ class TestServer {
                 std::string(request[bhttp::field::user_agent]), std::string(request["Idempotency-Key"]),
                 std::string(request[bhttp::field::content_type]), request.body(),
                 request.find("Idempotency-Key") != request.end()};
+      for (const auto& field : request) seen.fields.emplace_back(std::string(field.name_string()), std::string(field.value()));
       const Reply reply = handler_(seen);
       {
         std::lock_guard lock(mu_);
@@ -275,6 +279,31 @@ TEST(ProviderClient, APostCarriesItsIdempotencyKeyJsonBodyHostAndUserAgent) {
   EXPECT_EQ(seen[1].target, "/status/kiosk-7%3Aguest-3");
   EXPECT_FALSE(seen[1].has_idempotency_key);
   EXPECT_EQ(seen[1].body, "");
+}
+
+TEST(ProviderClient, ItsHeadersAreSentAsGivenInOrderBesideTheClientsOwn) {
+  TestServer server([](const Seen&) { return answer(204, ""); });
+  ProviderClient client({});
+  ProviderRequest r = post(server.url("/hooks"), R"({"type":"credited"})");
+  r.headers = {{"webhook-id", "evt_42"},
+               {"webhook-timestamp", "1700000000"},
+               {"webhook-signature", "v1,c2lnbmF0dXJlLW9uZQ== v1,c2lnbmF0dXJlLXR3bw=="}};
+  ASSERT_EQ(call(client, r).status, 204u);
+
+  const auto seen = server.seen();
+  ASSERT_EQ(seen.size(), 1u);
+  using Fields = std::vector<std::pair<std::string, std::string>>;
+  Fields webhook_fields;
+  for (const auto& [name, value] : seen[0].fields) {
+    if (name.rfind("webhook-", 0) == 0) webhook_fields.emplace_back(name, value);
+  }
+  EXPECT_EQ(webhook_fields, (Fields{{"webhook-id", "evt_42"},
+                                    {"webhook-timestamp", "1700000000"},
+                                    {"webhook-signature", "v1,c2lnbmF0dXJlLW9uZQ== v1,c2lnbmF0dXJlLXR3bw=="}}));
+  EXPECT_EQ(seen[0].content_type, "application/json");
+  EXPECT_EQ(seen[0].user_agent, "tollgate");
+  EXPECT_FALSE(seen[0].has_idempotency_key);
+  EXPECT_EQ(seen[0].body, R"({"type":"credited"})");
 }
 
 TEST(ProviderClient, ARefusedConnectionIsNotConnected) {

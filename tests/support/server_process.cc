@@ -59,23 +59,6 @@ std::vector<char*> pointers(std::vector<std::string>& strings) {
   return out;
 }
 
-// Spawns argv with stdin from /dev/null and stdout/stderr appended to the given files.
-pid_t spawn(std::vector<std::string> argv, const EnvVars& env, const std::string& out_path, const std::string& err_path) {
-  std::vector<std::string> environment = clean_environment(env);
-  auto argv_p = pointers(argv);
-  auto env_p = pointers(environment);
-  posix_spawn_file_actions_t actions;
-  posix_spawn_file_actions_init(&actions);
-  posix_spawn_file_actions_addopen(&actions, STDIN_FILENO, "/dev/null", O_RDONLY, 0);
-  posix_spawn_file_actions_addopen(&actions, STDOUT_FILENO, out_path.c_str(), O_WRONLY | O_CREAT | O_APPEND, 0644);
-  posix_spawn_file_actions_addopen(&actions, STDERR_FILENO, err_path.c_str(), O_WRONLY | O_CREAT | O_APPEND, 0644);
-  pid_t pid = -1;
-  const int rc = posix_spawn(&pid, argv[0].c_str(), &actions, nullptr, argv_p.data(), env_p.data());
-  posix_spawn_file_actions_destroy(&actions);
-  if (rc != 0) throw std::runtime_error("posix_spawn " + argv[0] + ": " + std::strerror(rc));
-  return pid;
-}
-
 int exit_code_of(int status) {
   if (WIFEXITED(status)) return WEXITSTATUS(status);
   if (WIFSIGNALED(status)) return 128 + WTERMSIG(status);
@@ -95,6 +78,37 @@ std::optional<int> wait_until(pid_t pid, Clock::time_point deadline) {
 }
 
 }  // namespace
+
+// --- processes ------------------------------------------------------------------------------------
+pid_t spawn_process(std::vector<std::string> argv, const EnvVars& env, const std::string& out_path,
+                    const std::string& err_path) {
+  std::vector<std::string> environment = clean_environment(env);
+  auto argv_p = pointers(argv);
+  auto env_p = pointers(environment);
+  posix_spawn_file_actions_t actions;
+  posix_spawn_file_actions_init(&actions);
+  posix_spawn_file_actions_addopen(&actions, STDIN_FILENO, "/dev/null", O_RDONLY, 0);
+  posix_spawn_file_actions_addopen(&actions, STDOUT_FILENO, out_path.c_str(), O_WRONLY | O_CREAT | O_APPEND, 0644);
+  posix_spawn_file_actions_addopen(&actions, STDERR_FILENO, err_path.c_str(), O_WRONLY | O_CREAT | O_APPEND, 0644);
+  pid_t pid = -1;
+  const int rc = posix_spawn(&pid, argv[0].c_str(), &actions, nullptr, argv_p.data(), env_p.data());
+  posix_spawn_file_actions_destroy(&actions);
+  if (rc != 0) throw std::runtime_error("posix_spawn " + argv[0] + ": " + std::strerror(rc));
+  return pid;
+}
+
+std::optional<int> exit_code_if_ended(pid_t pid) { return wait_until(pid, Clock::now()); }
+
+int stop_process(pid_t pid, int signal, std::chrono::milliseconds timeout) {
+  ::kill(pid, signal);
+  auto code = wait_until(pid, Clock::now() + timeout);
+  if (!code) {
+    ::kill(pid, SIGKILL);
+    wait_until(pid, Clock::now() + std::chrono::seconds(30));
+    code = -1;
+  }
+  return *code;
+}
 
 // --- ServerProcess ----------------------------------------------------------------------------------
 ServerProcess::ServerProcess(ServerOptions options) : options_(std::move(options)) {
@@ -125,7 +139,7 @@ void ServerProcess::start(std::uint16_t port) {
   argv.insert(argv.end(), options_.extra_args.begin(), options_.extra_args.end());
   EnvVars env = options_.env;
   if (!options_.admin_key.empty()) env.emplace_back("TOLLGATE_ADMIN_KEY", options_.admin_key);
-  pid_ = spawn(argv, env, out_path, err_path);
+  pid_ = spawn_process(argv, env, out_path, err_path);
 
   // Wait for "listening on HOST:PORT" in this run's part of the log.
   const auto deadline = Clock::now() + options_.start_timeout;
@@ -141,7 +155,7 @@ void ServerProcess::start(std::uint16_t port) {
       port_ = static_cast<std::uint16_t>(value);
       break;
     }
-    if (auto code = wait_until(pid_, Clock::now())) {
+    if (auto code = exit_code_if_ended(pid_)) {
       pid_ = -1;
       throw std::runtime_error("the server exited with " + std::to_string(*code) + " before listening:\n" +
                                log_text.substr(std::min(log_offset, log_text.size())));
@@ -169,15 +183,9 @@ void ServerProcess::start(std::uint16_t port) {
 
 int ServerProcess::stop(int signal, std::chrono::milliseconds timeout) {
   if (!running()) return 0;
-  ::kill(pid_, signal);
-  auto code = wait_until(pid_, Clock::now() + timeout);
-  if (!code) {
-    ::kill(pid_, SIGKILL);
-    wait_until(pid_, Clock::now() + std::chrono::seconds(30));
-    code = -1;
-  }
+  const int code = stop_process(pid_, signal, timeout);
   pid_ = -1;
-  return *code;
+  return code;
 }
 
 void ServerProcess::restart(bool same_port) {
@@ -191,7 +199,7 @@ ProcessResult run_process(const std::vector<std::string>& argv, const EnvVars& e
   const std::string out_path = dir.file("stdout");
   const std::string err_path = dir.file("stderr");
   const auto started = Clock::now();
-  const pid_t pid = spawn(argv, env, out_path, err_path);
+  const pid_t pid = spawn_process(argv, env, out_path, err_path);
   ProcessResult result;
   auto code = wait_until(pid, started + timeout);
   if (!code) {

@@ -19,6 +19,7 @@
 #include <csignal>
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -96,6 +97,19 @@ ProcessResult run_process(const std::vector<std::string>& argv, const EnvVars& e
 // run_process with the build's tollgate binary as argv[0]: run_tollgate({"account", "show", "a"}).
 ProcessResult run_tollgate(const std::vector<std::string>& args, const EnvVars& env = {},
                            std::chrono::milliseconds timeout = std::chrono::seconds(60));
+
+// Starts argv[0] (a path) with `argv`, a clean environment (without the test's TOLLGATE_*) plus
+// `env`, stdin from /dev/null, and stdout and stderr appended to the two files; its pid, whose
+// ending the caller must collect (exit_code_if_ended, stop_process). Throws std::runtime_error if it
+// cannot be started.
+pid_t spawn_process(std::vector<std::string> argv, const EnvVars& env, const std::string& out_path,
+                    const std::string& err_path);
+// The exit code of a spawned process that has ended (then collected), or 128 + its signal; nullopt
+// while it runs. Does not wait.
+std::optional<int> exit_code_if_ended(pid_t pid);
+// Sends `signal`, waits up to `timeout` for the process to end, else kills it with SIGKILL; its exit
+// code (or 128 + signal), -1 when it had to be killed.
+int stop_process(pid_t pid, int signal, std::chrono::milliseconds timeout);
 
 // A free TCP port on 127.0.0.1 at the time of the call (bound, then closed): for a port that
 // nothing listens on.
