@@ -328,7 +328,7 @@ void DeliveryWorker::start_rounds() {
     EndpointState& state = *it->second;
     if (read_failed) state.not_before = Steady::now() + std::chrono::milliseconds(options_.refresh_ms);
     if (round->items.empty() && !round->cursor_from) {
-      state.caught_up = c.read_feed || state.caught_up;
+      if (c.read_feed && !read_failed) state.caught_up = true;  // nothing after the cursor: wait for the feed
       continue;
     }
     state.caught_up = false;
