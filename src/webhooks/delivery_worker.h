@@ -117,7 +117,8 @@ class DeliveryWorker {
   void send(const std::shared_ptr<Round>& round, std::size_t index) REQUIRES(mu_);
   void answered(const std::shared_ptr<Round>& round, std::size_t index, const jobs::Exchange& exchange)
       EXCLUDES(mu_);
-  void record(const std::shared_ptr<Round>& round) REQUIRES(mu_);
+  // Called without mu_: the ledger may answer at once, on this thread (recorded() takes mu_).
+  void record(const std::shared_ptr<Round>& round) EXCLUDES(mu_);
   void recorded(const std::shared_ptr<Round>& round, const CommandResult& result) EXCLUDES(mu_);
   // Caught-up endpoints wait for the feed: the cursor to wait after (the waiter marked armed), if any.
   std::optional<std::int64_t> feed_waiter_to_arm() REQUIRES(mu_);

@@ -2,7 +2,7 @@
 // HttpSuitesOnPostgres run) — every route of api.md's "Webhooks" table that is built (register,
 // list, read, change, delete, rotate the secret), admin only, the secret shown by the create and the
 // rotation and by nothing else, bad input refused by name with nothing stored, and the limit.
-// (Delivery, its deliveries and replay are not built yet.)
+// Their deliveries and replay: bad input refused by name (delivery itself: tests/webhooks).
 #include <gtest/gtest.h>
 
 #include <set>
@@ -181,6 +181,58 @@ TEST_F(HttpWebhooks, BadInputIsRefusedNamingTheFieldAndNothingIsStored) {
     }
   }
   EXPECT_EQ(endpoints_body(), before) << "a refused request changed the endpoints";
+}
+
+// The two routes of delivery: GET …/deliveries and POST …/replay refuse bad input by name, an
+// unknown endpoint with 404, and a refused replay changes nothing (the endpoint's cursor stays).
+TEST_F(HttpWebhooks, BadInputToDeliveriesAndReplayIsRefusedByNameAndChangesNothing) {
+  const json::object made = create(json::object{{"url", "https://hooks.example/deliveries"}});
+  const std::string id = jstr(made, "endpoint_id");
+  const std::string path = "/v1/webhook-endpoints/" + id;
+  const HttpResponse before = admin().get(path);
+  ASSERT_EQ(before.status, 200u) << before;
+  const HttpResponse none = admin().get(path + "/deliveries");
+  ASSERT_EQ(none.status, 200u) << none;
+  EXPECT_EQ(none.object().at("deliveries").as_array().size(), 0u);
+  struct Case {
+    std::string method, target, body;
+    unsigned status;
+    std::string code, names;  // `names`: a word the detail must carry
+  };
+  const std::string missing = "/v1/webhook-endpoints/we_0000000000000000";
+  const std::vector<Case> cases{
+      {"GET", path + "/deliveries?status=bogus", "", 400, "invalid_request", "status"},
+      {"GET", path + "/deliveries?limit=0", "", 400, "invalid_request", "limit"},
+      {"GET", path + "/deliveries?limit=x", "", 400, "invalid_request", "limit"},
+      {"GET", path + "/deliveries?starting_after=garbage", "", 400, "invalid_request", "garbage"},
+      {"GET", path + "/deliveries?starting_after=evt_12345", "", 400, "invalid_request", "evt_12345"},
+      {"GET", path + "/deliveries?colour=red", "", 400, "invalid_request", "colour"},
+      {"GET", missing + "/deliveries", "", 404, "not_found", "we_0000000000000000"},
+      {"GET", "/v1/webhook-endpoints/a%20b/deliveries", "", 400, "invalid_request", "endpoint_id"},
+      {"POST", path + "/replay", R"({"after":-1})", 400, "invalid_request", "after"},
+      {"POST", path + "/replay", R"({"after":"x"})", 400, "invalid_request", "after"},
+      {"POST", path + "/replay", R"({"after":1.5})", 400, "invalid_request", "after"},
+      {"POST", path + "/replay", R"({})", 400, "invalid_request", "after"},
+      {"POST", path + "/replay", "", 400, "invalid_request", ""},
+      {"POST", path + "/replay", R"({"after":0,"colour":"red"})", 400, "invalid_request", "colour"},
+      {"POST", path + "/replay", R"({"after":0)", 400, "invalid_request", "JSON"},
+      {"POST", missing + "/replay", R"({"after":0})", 404, "not_found", "we_0000000000000000"},
+  };
+  for (const Case& c : cases) {
+    const HttpResponse r = admin().request(c.method, c.target, c.body);
+    EXPECT_TRUE(is_problem(r, c.status, c.code)) << c.method << " " << c.target << " " << c.body << ": " << r;
+    if (r.status >= 400 && !c.names.empty()) {
+      EXPECT_NE(r.body.find(c.names), std::string::npos) << r.body << " should name " << c.names;
+    }
+  }
+  const HttpResponse after = admin().get(path);
+  ASSERT_EQ(after.status, 200u) << after;
+  EXPECT_EQ(after.body, before.body) << "a refused request changed the endpoint";
+  // And a good replay is accepted (202) with the endpoint as it is now (from its own cursor: no event
+  // is sent again).
+  const HttpResponse replay = admin().post(path + "/replay", json::object{{"after", before.object().at("delivery_cursor")}});
+  EXPECT_EQ(replay.status, 202u) << replay;
+  EXPECT_EQ(jstr(replay.object(), "endpoint_id"), id);
 }
 
 TEST_F(HttpWebhooks, AtMostTheLimitOfEndpointsAreKept) {

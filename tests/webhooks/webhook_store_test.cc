@@ -245,6 +245,89 @@ TEST_P(WebhookStoreConformance, BadCommandsAreRefusedByNameBeforeTheBatch) {
   EXPECT_TRUE(page->items.empty());
 }
 
+// The deliverer's records are fenced: once a deliverer with fence F recorded progress, one holding
+// an older fence (it lost the delivery lock) is refused, and so is a record whose cursor_from is not
+// the endpoint's cursor (a replay or another deliverer moved it) — nothing of either is written.
+TEST_P(WebhookStoreConformance, ARecordWithAnOlderFenceOrAStaleCursorIsRefusedAndChangesNothing) {
+  auto made = create("https://h.example/fenced");
+  ASSERT_OK(made);
+  const std::string id = made->endpoint.endpoint_id;
+  const std::int64_t start = made->endpoint.delivery_cursor;
+  ASSERT_OK(ledger_->create_account(CreateAccountCommand{"kiosk-f", 0, std::nullopt}));
+  ASSERT_OK(ledger_->credit(CreditCommand{"kiosk-f", 5, "fence-1"}));
+  auto feed = ledger_->read_feed(start, 10);
+  ASSERT_OK(feed);
+  ASSERT_EQ(feed->events.size(), 2u);  // account_created, credited
+  auto attempts_of = [&](const std::vector<Event>& events, bool delivered) {
+    std::vector<webhooks::DeliveryAttempt> out;
+    for (const Event& ev : events) {
+      webhooks::DeliveryAttempt a;
+      a.event_id = ev.event_id;
+      a.event_type = std::string(event_type_name(ev.type));
+      a.account_id = ev.account_id;
+      a.event_at_ms = ev.at_ms;
+      a.at_ms = clock_.now_ms();
+      a.delivered = delivered;
+      a.status_code = delivered ? 200 : 500;
+      a.error = delivered ? "" : "answered HTTP 500";
+      out.push_back(a);
+    }
+    return out;
+  };
+  auto record = [&](std::int64_t fence, std::optional<std::int64_t> from, std::int64_t to,
+                    std::vector<webhooks::DeliveryAttempt> attempts) {
+    webhooks::RecordDeliveriesCommand c;
+    c.endpoint_id = id;
+    c.fence = fence;
+    c.cursor_from = from;
+    c.cursor_to = to;
+    c.attempts = std::move(attempts);
+    return ledger_->run(Command(std::move(c)));
+  };
+  auto deliveries = [&] {
+    auto page = ledger_->list_webhook_deliveries(id, std::nullopt, PageRequest{});
+    EXPECT_TRUE(page.ok()) << page.error().detail;
+    return page.ok() ? page->items : std::vector<webhooks::Delivery>{};
+  };
+  const std::int64_t head = feed->events.back().event_id;
+  // The first event, by the deliverer with fence 7: recorded, the cursor moved.
+  CommandResult first = record(7, start, feed->events[0].event_id, attempts_of({feed->events[0]}, true));
+  ASSERT_TRUE(first.ok()) << first.error().detail;
+  EXPECT_EQ(std::get<webhooks::DeliveriesOutcome>(first.value()).recorded, 1);
+  const webhooks::Endpoint after_first = stored(id);
+  EXPECT_EQ(after_first.delivery_cursor, feed->events[0].event_id);
+  EXPECT_EQ(after_first.delivery_fence, 7);
+  const auto deliveries_after_first = deliveries();
+  ASSERT_EQ(deliveries_after_first.size(), 1u);
+
+  // Fence 6 (lost the lock): refused, whatever its cursor.
+  CommandResult older = record(6, feed->events[0].event_id, head, attempts_of({feed->events[1]}, false));
+  ASSERT_FALSE(older.ok());
+  EXPECT_CODE(older, Code::lock_lost);
+  EXPECT_EQ(stored(id), after_first);
+  EXPECT_EQ(deliveries(), deliveries_after_first);
+
+  // Fence 7 again with the cursor it started from (stale): refused as a conflict.
+  CommandResult stale = record(7, start, head, attempts_of(feed->events, false));
+  ASSERT_FALSE(stale.ok());
+  EXPECT_CODE(stale, Code::conflict);
+  EXPECT_EQ(stored(id), after_first);
+  EXPECT_EQ(deliveries(), deliveries_after_first);
+
+  // A newer fence from the right cursor is taken, and from then on fence 7 is refused too.
+  CommandResult newer = record(8, feed->events[0].event_id, head, attempts_of({feed->events[1]}, false));
+  ASSERT_TRUE(newer.ok()) << newer.error().detail;
+  EXPECT_EQ(stored(id).delivery_cursor, head);
+  EXPECT_EQ(stored(id).delivery_fence, 8);
+  EXPECT_CODE(record(7, std::nullopt, 0, attempts_of({feed->events[1]}, true)), Code::lock_lost);
+  EXPECT_EQ(deliveries().size(), 2u);
+  for (const auto& d : deliveries()) {
+    if (d.event_id == head) {
+      EXPECT_EQ(d.status, webhooks::DeliveryStatus::pending);
+    }
+  }
+}
+
 INSTANTIATE_TEST_SUITE_P(Backends, WebhookStoreConformance, ::testing::ValuesIn(testing::all_backends()),
                          testing::BackendName());
 
