@@ -36,6 +36,7 @@ struct DeliveryWorker::EndpointState {
   Steady::time_point not_before{};      // a pause after a record that failed
   std::optional<std::int64_t> oldest_pending_at_ms;
   std::uint64_t delivered = 0, retrying = 0, failed = 0;
+  std::uint64_t recorded_epoch = 0;     // records_epoch_ when a record last set `endpoint`
 };
 
 namespace {
@@ -225,6 +226,11 @@ void DeliveryWorker::release_lock() {
 }
 
 void DeliveryWorker::refresh_endpoints() {
+  std::uint64_t epoch = 0;
+  {
+    MutexLock lock(mu_);
+    epoch = records_epoch_;
+  }
   PageRequest page;
   page.limit = limits::kWebhookEndpointsMax;
   auto listed = ledger_.list_webhook_endpoints(page);
@@ -248,8 +254,10 @@ void DeliveryWorker::refresh_endpoints() {
     state->gone = false;
     if (auto it = oldest.find(e.endpoint_id); it != oldest.end()) state->oldest_pending_at_ms = it->second;
     // A running round keeps the endpoint it began with; its record brings the new one (or is
-    // refused when a replay moved the cursor, and the next refresh reads it).
-    if (!state->round) state->endpoint = e;
+    // refused when a replay moved the cursor, and the next refresh reads it). A record answered
+    // since this read began may be newer than the row read: it stays (else a cursor it moved would
+    // move back, and the next round would send those events again).
+    if (!state->round && state->recorded_epoch <= epoch) state->endpoint = e;
   }
   std::erase_if(endpoints_, [](const auto& entry) { return entry.second->gone && !entry.second->round; });
 }
@@ -487,6 +495,7 @@ void DeliveryWorker::recorded(const std::shared_ptr<Round>& round, const Command
   }
   if (state == nullptr) return;
   state->endpoint = outcome.endpoint;
+  state->recorded_epoch = ++records_epoch_;
   state->delivered += delivered;
   state->retrying += retrying;
   state->failed += failed;

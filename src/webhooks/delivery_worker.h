@@ -146,6 +146,7 @@ class DeliveryWorker {
   Steady::time_point next_due_scan_ GUARDED_BY(mu_){};
   std::size_t in_flight_ GUARDED_BY(mu_) = 0;   // requests over every endpoint
   std::size_t records_pending_ GUARDED_BY(mu_) = 0;  // records submitted, not yet answered
+  std::uint64_t records_epoch_ GUARDED_BY(mu_) = 0;  // counts the records that set an endpoint
   std::map<std::string, std::unique_ptr<EndpointState>> endpoints_ GUARDED_BY(mu_);
   std::mt19937_64 rng_ GUARDED_BY(mu_);
   DeliveryStats stats_ GUARDED_BY(mu_);
