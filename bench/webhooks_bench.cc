@@ -262,10 +262,12 @@ void next_lifecycle(Caller& c) {
 
 struct Backlog {
   std::int64_t head = 0;
-  std::vector<std::int64_t> cursors;
+  std::vector<std::int64_t> cursors;  // in the order of `ids`
 };
 
-Backlog read_backlog(tg::Ledger& ledger) {
+// The feed's head and the cursors of the endpoints `ids` (the list's order is not theirs: endpoints
+// made in the same millisecond are listed by their random ids).
+Backlog read_backlog(tg::Ledger& ledger, const std::vector<std::string>& ids) {
   Backlog b;
   auto head = ledger.last_event_id();
   if (!head) die("last_event_id: " + head.error().detail);
@@ -274,7 +276,12 @@ Backlog read_backlog(tg::Ledger& ledger) {
   page.limit = tg::limits::kWebhookEndpointsMax;
   auto listed = ledger.list_webhook_endpoints(page);
   if (!listed) die("list endpoints: " + listed.error().detail);
-  for (const auto& e : listed->items) b.cursors.push_back(e.delivery_cursor);
+  for (const std::string& id : ids) {
+    const auto it = std::find_if(listed->items.begin(), listed->items.end(),
+                                 [&](const tg::webhooks::Endpoint& e) { return e.endpoint_id == id; });
+    if (it == listed->items.end()) die("endpoint " + id + " is not listed");
+    b.cursors.push_back(it->delivery_cursor);
+  }
   return b;
 }
 
@@ -353,7 +360,7 @@ Cell run_cell(const Args& a, tg::demo::WebhookReceiver& receiver, Recorder& reco
   tg::Ledger ledger(*store, clock, lo);
   if (!ledger.run(tg::CreateAccountCommand{"hot", 0, std::nullopt})) die("create account");
   if (!ledger.run(tg::CreditCommand{"hot", std::int64_t{1} << 40, "fund"})) die("credit");
-  std::vector<std::string> secrets;
+  std::vector<std::string> secrets, ids;
   std::vector<std::int64_t> cursor0;
   for (int i = 0; i < endpoints; ++i) {
     tg::webhooks::CreateEndpointCommand c;
@@ -362,6 +369,7 @@ Cell run_cell(const Args& a, tg::demo::WebhookReceiver& receiver, Recorder& reco
     if (!made) die("create endpoint: " + made.error().detail);
     const auto& e = std::get<tg::webhooks::EndpointOutcome>(made.value()).endpoint;
     secrets.push_back(e.secret);
+    ids.push_back(e.endpoint_id);
     cursor0.push_back(e.delivery_cursor);
   }
   recorder.begin(cell_no, secrets, a.quick);
@@ -397,7 +405,7 @@ Cell run_cell(const Args& a, tg::demo::WebhookReceiver& receiver, Recorder& reco
   const auto t1 = Steady::now();
   const std::uint64_t received1 = recorder.received();
   stopped.wait();
-  const Backlog at_end = read_backlog(ledger);
+  const Backlog at_end = read_backlog(ledger, ids);
 
   cell.window_s = std::chrono::duration<double>(t1 - t0).count();
   for (const Caller& c : callers) {
@@ -426,11 +434,11 @@ Cell run_cell(const Args& a, tg::demo::WebhookReceiver& receiver, Recorder& reco
     }
     if (Steady::now() - drain_began > std::chrono::duration<double>(a.drain_seconds)) break;
     std::this_thread::sleep_for(std::chrono::milliseconds(20));
-    state = read_backlog(ledger);
+    state = read_backlog(ledger, ids);
   }
   worker.stop();
   const auto ds = worker.stats();
-  const Backlog final_state = read_backlog(ledger);
+  const Backlog final_state = read_backlog(ledger, ids);
   Recorder::Totals seen = recorder.take();
   cell.verified = seen.verified;
   cell.rounds = ds.rounds;
