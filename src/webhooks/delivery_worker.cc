@@ -29,6 +29,9 @@ struct DeliveryWorker::Round {
 
 struct DeliveryWorker::EndpointState {
   Endpoint endpoint;                    // as last read or recorded
+  // Records applied to `endpoint`: a refresh whose read began before the latest one must not put
+  // the older cursor back (the next round would send its events again, and its record be refused).
+  std::uint64_t records_applied = 0;
   std::shared_ptr<Round> round;         // the round running, if any
   std::vector<Delivery> due;            // due retries from the last scan, not yet in a round
   bool caught_up = false;               // the last look after the cursor found nothing
@@ -225,6 +228,11 @@ void DeliveryWorker::release_lock() {
 }
 
 void DeliveryWorker::refresh_endpoints() {
+  std::map<std::string, std::uint64_t> applied_before_read;
+  {
+    MutexLock lock(mu_);
+    for (const auto& [id, state] : endpoints_) applied_before_read[id] = state->records_applied;
+  }
   PageRequest page;
   page.limit = limits::kWebhookEndpointsMax;
   auto listed = ledger_.list_webhook_endpoints(page);
@@ -249,7 +257,10 @@ void DeliveryWorker::refresh_endpoints() {
     if (auto it = oldest.find(e.endpoint_id); it != oldest.end()) state->oldest_pending_at_ms = it->second;
     // A running round keeps the endpoint it began with; its record brings the new one (or is
     // refused when a replay moved the cursor, and the next refresh reads it).
-    if (!state->round) state->endpoint = e;
+    // A record answered since the read began is newer than the read: keep it.
+    const auto before = applied_before_read.find(e.endpoint_id);
+    const std::uint64_t applied = before == applied_before_read.end() ? 0 : before->second;
+    if (!state->round && state->records_applied == applied) state->endpoint = e;
   }
   std::erase_if(endpoints_, [](const auto& entry) { return entry.second->gone && !entry.second->round; });
 }
@@ -487,6 +498,7 @@ void DeliveryWorker::recorded(const std::shared_ptr<Round>& round, const Command
   }
   if (state == nullptr) return;
   state->endpoint = outcome.endpoint;
+  ++state->records_applied;
   state->delivered += delivered;
   state->retrying += retrying;
   state->failed += failed;
