@@ -35,7 +35,7 @@
 // for each endpoint, every event of the feed up to its final delivery cursor was received at least
 // once (ids read back from the feed); every 32nd delivery's signature (all with --quick) verifies
 // with webhooks::verify and the endpoint's secret; no answer other than 200 was recorded (the
-// deliverer's stats: nothing retrying or failed).
+// deliverer's stats: nothing retrying or failed); nothing sent twice, no record refused.
 //
 // Output: a table, then as the LAST line one JSON object.
 // Options: --seconds S (window, default 3), --warmup S (0.5), --callers K (64), --endpoints LIST
@@ -337,6 +337,12 @@ std::string verify_cell(tg::Ledger& ledger, const Cell& cell, const std::vector<
   if (seen.bad_signatures != 0) return std::to_string(seen.bad_signatures) + " signatures did not verify";
   if (seen.strays != 0) return std::to_string(seen.strays) + " requests for another cell or endpoint";
   if (ds.retrying != 0 || ds.failed != 0) return "attempts retrying or failed: the receiver answers 200 to all";
+  // One deliverer, no restart, every answer 200: nothing is sent twice and no record is refused
+  // (a refresh that put back an older cursor did both: commit ca5699b).
+  if (cell.duplicates != 0 || ds.records_refused != 0) {
+    return std::to_string(cell.duplicates) + " events sent twice, " + std::to_string(ds.records_refused) +
+           " records refused";
+  }
   for (std::size_t i = 0; i < cursor0.size(); ++i) {
     std::unordered_set<std::int64_t> got;
     for (const Receipt& r : seen.receipts[i]) got.insert(r.event_id);
