@@ -23,6 +23,7 @@
 #include <mutex>
 #include <optional>
 #include <queue>
+#include <set>
 #include <sstream>
 #include <string>
 #include <thread>
@@ -31,7 +32,9 @@
 
 #include "core/limits.h"
 #include "core/parse.h"
+#include "demo/webhook_receiver.h"
 #include "tollgate/client.h"
+#include "webhooks/signature.h"
 
 extern char** environ;
 
@@ -292,6 +295,98 @@ std::int64_t num(const json::object& o, std::string_view key) {
   return v && v->is_number() ? v->to_number<std::int64_t>() : 0;
 }
 
+// --- the kiosk owner: told by webhook ---------------------------------------------------------------
+// What the owner's system (an in-process demo::WebhookReceiver) was told: each balance notice once
+// per webhook-id, its signature checked with tollgate's own webhooks::verify and the endpoint's secret.
+struct OwnerNotice {
+  std::string type;  // balance_low | balance_depleted | balance_recovered
+  std::int64_t event_id = 0;
+  std::int64_t available_after = 0;
+  double at_s = 0;  // after the guests arrived (before: negative)
+};
+
+class OwnerInbox {
+ public:
+  void set_secret(std::string secret, std::int64_t threshold) {
+    std::lock_guard lock(mu_);
+    secret_ = std::move(secret);
+    threshold_ = threshold;
+  }
+  void set_arrived(Clock::time_point arrived, bool tty) {
+    std::lock_guard lock(mu_);
+    arrived_ = arrived;
+    tty_ = tty;
+  }
+
+  // On the receiver's I/O thread.
+  void on_request(demo::ReceivedWebhook&& r) {
+    const auto timestamp = parse_int(r.webhook_timestamp, 0);
+    std::lock_guard lock(mu_);
+    const std::int64_t now_s = std::chrono::duration_cast<std::chrono::seconds>(
+                                   std::chrono::system_clock::now().time_since_epoch()).count();
+    // As a Standard Webhooks receiver does: the signature, and a time-stamp within 5 minutes.
+    if (!timestamp || std::llabs(now_s - *timestamp) > 300 ||
+        !webhooks::verify(r.webhook_signature, secret_, r.webhook_id, *timestamp, r.body)) {
+      ++bad_signatures_;
+      return;
+    }
+    if (!seen_.insert(r.webhook_id).second) {
+      ++repeats_;  // sent again after the crash (at least once): the receiver deduplicates by webhook-id
+      return;
+    }
+    OwnerNotice n;
+    try {
+      const auto body = json::parse(r.body).as_object();
+      n.type = std::string(body.at("type").as_string());
+      const auto& data = body.at("data").as_object();
+      n.event_id = num(data, "event_id");
+      n.available_after = num(data, "available_after");
+    } catch (const std::exception&) {
+      ++bad_signatures_;  // signed but not the documented body: counted as refused
+      return;
+    }
+    n.at_s = std::chrono::duration<double>(r.received - arrived_).count();
+    std::fprintf(stderr, "%sowner told by webhook at %.1fs: %s (%s: %lld available, threshold %lld), signature verified\n",
+                 tty_ ? "\r\033[K" : "", n.at_s, n.type.c_str(), meaning(n.type),
+                 static_cast<long long>(n.available_after), static_cast<long long>(threshold_));
+    notices_.push_back(std::move(n));
+  }
+
+  static const char* meaning(std::string_view type) {
+    if (type == "balance_low") return "credits low";
+    if (type == "balance_depleted") return "no credits";
+    if (type == "balance_recovered") return "credits back above the threshold";
+    return "?";
+  }
+
+  std::vector<OwnerNotice> notices() const {
+    std::lock_guard lock(mu_);
+    return notices_;
+  }
+  int repeats() const {
+    std::lock_guard lock(mu_);
+    return repeats_;
+  }
+  int bad_signatures() const {
+    std::lock_guard lock(mu_);
+    return bad_signatures_;
+  }
+  bool has_event(std::int64_t event_id) const {
+    std::lock_guard lock(mu_);
+    return std::any_of(notices_.begin(), notices_.end(), [&](const OwnerNotice& n) { return n.event_id == event_id; });
+  }
+
+ private:
+  mutable std::mutex mu_;
+  std::string secret_;
+  std::int64_t threshold_ = 0;
+  Clock::time_point arrived_ = Clock::now();
+  bool tty_ = false;
+  std::set<std::string> seen_;
+  std::vector<OwnerNotice> notices_;
+  int repeats_ = 0, bad_signatures_ = 0;
+};
+
 std::string progress_line(const Shared& s, int guests, double seconds, const char* server) {
   char buf[256];
   const auto credits = s.credits_left.load();
@@ -455,6 +550,11 @@ struct DemoSetup {
   std::unique_ptr<client::Client> admin;
   std::string kiosk_key;
   std::int64_t expected_ms = 0;  // the longest generation, scaled
+  // The kiosk owner's system, told "credits low" and "no credits" by webhook (the inbox outlives
+  // the receiver that feeds it).
+  std::unique_ptr<OwnerInbox> owner;
+  std::unique_ptr<demo::WebhookReceiver> owner_receiver;
+  std::int64_t low_balance_threshold = 0;
 };
 
 // What the crash did (crashed false: no crash was made).
@@ -485,6 +585,7 @@ struct ServerFigures {
   std::int64_t charge_events = 0, charged_amount = 0, double_charges = 0, jobs_charged = 0;
   std::int64_t jobs_completed_listed = -1;
   std::int64_t recovered = -1;  // jobs the restarted server recovered (its counters start at its start)
+  std::vector<std::int64_t> notice_events;  // the account's balance_* events, by id
   std::int64_t lost_credits() const { return purchased - (available + reserved + used); }
 };
 
@@ -501,6 +602,9 @@ struct DemoReport {
   std::int64_t min_available = 0;
   std::vector<std::string> failures;
   double total_seconds = 0;
+  std::vector<OwnerNotice> owner_notices;
+  int owner_repeats = 0, owner_bad_signatures = 0;
+  std::int64_t threshold = 0;
   bool ok() const { return failures.empty(); }
 };
 
@@ -529,6 +633,40 @@ bool create_kiosk_account(client::Client& admin, std::int64_t credits, std::stri
     return false;
   }
   kiosk_key = std::string(k.json().as_object().at("secret").as_string());
+  return true;
+}
+
+// The owner's receiver, the account's low_balance_threshold (a quarter of the credits, at least 1)
+// and a webhook endpoint for its balance notices; false (with `error`) when refused.
+bool set_up_owner(const DemoKioskOptions& o, DemoSetup& s, std::string& error) {
+  s.owner = std::make_unique<OwnerInbox>();
+  demo::WebhookReceiverOptions ro;
+  ro.on_request = [inbox = s.owner.get()](demo::ReceivedWebhook&& r) { inbox->on_request(std::move(r)); };
+  try {
+    s.owner_receiver = std::make_unique<demo::WebhookReceiver>(ro);
+  } catch (const std::exception& e) {
+    error = e.what();
+    return false;
+  }
+  s.low_balance_threshold = std::max<std::int64_t>(1, (o.credits + 3) / 4);
+  client::UpdateAccountRequest threshold;
+  threshold.low_balance_threshold = s.low_balance_threshold;
+  auto u = s.admin->update_account(kAccount, threshold);
+  if (!u.ok()) {
+    error = "low_balance_threshold: " + u.describe();
+    return false;
+  }
+  client::CreateWebhookEndpointRequest endpoint;
+  endpoint.url = s.owner_receiver->url("/owner");
+  endpoint.event_types = {"balance_low", "balance_depleted", "balance_recovered"};
+  endpoint.account_id = kAccount;
+  endpoint.description = "the kiosk owner";
+  auto e = s.admin->create_webhook_endpoint(endpoint);
+  if (!e.ok()) {
+    error = "webhook endpoint: " + e.describe();
+    return false;
+  }
+  s.owner->set_secret(std::string(e.json().as_object().at("secret").as_string()), s.low_balance_threshold);
   return true;
 }
 
@@ -564,6 +702,10 @@ int set_up_demo(const DemoKioskOptions& o, DemoSetup& s) {
     std::fprintf(stderr, "tollgate: demo kiosk: setting up the account: %s\n", error.c_str());
     return 3;
   }
+  if (!set_up_owner(o, s, error)) {
+    std::fprintf(stderr, "tollgate: demo kiosk: setting up the owner's webhook: %s\n", error.c_str());
+    return 3;
+  }
   return 0;
 }
 
@@ -572,11 +714,14 @@ void print_banner(const DemoKioskOptions& o, const DemoSetup& s) {
                "tollgate demo kiosk: %d kiosks share one account of %lld credits; %d guests arrive at once.\n"
                "  provider: 15-25 s generations / %g = %lld-%lld ms; refusals 4%%, lost answers 8%%, late answers 8%%, "
                "dropped connections 4%% (seed %llu)\n"
-               "  server: tollgate serve on %s, SQLite in %s%s\n",
+               "  server: tollgate serve on %s, SQLite in %s%s\n"
+               "  owner: told by webhook when fewer than %lld credits are left and when none are (a receiver in this "
+               "process, %s)\n",
                o.kiosks, static_cast<long long>(o.credits), o.guests, o.time_scale,
                static_cast<long long>(scaled(s.provider_options.latency_min_ms, o.time_scale)),
                static_cast<long long>(s.expected_ms), static_cast<unsigned long long>(o.seed), s.server->url().c_str(),
-               s.dir.c_str(), o.crash ? "; it will be killed (SIGKILL) mid-run and restarted" : "");
+               s.dir.c_str(), o.crash ? "; it will be killed (SIGKILL) mid-run and restarted" : "",
+               static_cast<long long>(s.low_balance_threshold), s.owner_receiver->url("/owner").c_str());
 }
 
 // One kiosk: serves the next waiting guest until none is left.
@@ -748,6 +893,7 @@ void read_charges(client::Client& admin, ServerFigures& f, std::vector<std::stri
     for (const auto& ev : list) {
       const auto& e = ev.as_object();
       const std::string_view type = e.at("type").as_string();
+      if (type.starts_with("balance_")) f.notice_events.push_back(num(e, "event_id"));
       if (type == "committed" || type == "late_charged") {
         ++f.charge_events;
         f.charged_amount += num(e, "amount");
@@ -872,6 +1018,17 @@ void print_summary(const DemoReport& r) {
   std::printf("  textbook: reads the balance, calls, then subtracts; gives up after %lld ms; %lld calls, %lld refused\n",
               static_cast<long long>(r.naive_timeout_ms), static_cast<long long>(r.naive.calls),
               static_cast<long long>(r.naive.refused));
+  std::string told;
+  for (const OwnerNotice& n : r.owner_notices) {
+    char buf[160];
+    std::snprintf(buf, sizeof buf, "%s%s (%s) at %.1f s, %lld left", told.empty() ? "" : "; ", n.type.c_str(),
+                  OwnerInbox::meaning(n.type), n.at_s, static_cast<long long>(n.available_after));
+    told += buf;
+  }
+  std::printf("  owner told by webhook (threshold %lld; each signature verified with webhooks::verify): %s%s\n",
+              static_cast<long long>(r.threshold), told.empty() ? "nothing" : told.c_str(),
+              r.owner_repeats > 0 ? ("; " + std::to_string(r.owner_repeats) + " sent again after the restart, "
+                                     "ignored by webhook-id").c_str() : "");
   if (r.ok()) {
     std::printf("checks: images charged == completed jobs == used credits == charge events == provider's completed works (%d); "
                 "audit clean; nothing lost, nothing reserved, nothing charged twice. %.1f s\n",
@@ -923,6 +1080,13 @@ void print_json_line(const DemoReport& r) {
   j["naive_frozen_credits"] = r.naive.frozen_credits;
   j["naive_refused"] = r.naive.refused;
   j["elapsed_ms"] = static_cast<std::int64_t>(r.total_seconds * 1000);
+  json::array notices;
+  for (const OwnerNotice& n : r.owner_notices) notices.emplace_back(n.type);
+  j["owner_notices"] = std::move(notices);
+  j["owner_notice_events"] = r.figures.notice_events.size();
+  j["owner_repeats"] = r.owner_repeats;
+  j["owner_bad_signatures"] = r.owner_bad_signatures;
+  j["low_balance_threshold"] = r.threshold;
   j["checks_passed"] = r.ok();
   json::array fl;
   for (const auto& failure : r.failures) fl.emplace_back(failure);
@@ -934,6 +1098,7 @@ void print_json_line(const DemoReport& r) {
 CrashReport serve_every_guest(const DemoKioskOptions& o, DemoSetup& s, std::vector<Guest>& guests, Shared& shared,
                               bool tty) {
   const auto arrived = Clock::now();
+  s.owner->set_arrived(arrived, tty);
   shared.deadline = arrived + milliseconds(kDemoDeadlineMs);
   std::vector<std::thread> kiosks;
   for (int k = 0; k < o.kiosks; ++k) {
@@ -952,6 +1117,39 @@ CrashReport serve_every_guest(const DemoKioskOptions& o, DemoSetup& s, std::vect
     std::fprintf(stderr, "\r\033[K%s\n", progress_line(shared, o.guests, run_seconds, state.server_state.load()).c_str());
   }
   return crash;
+}
+
+// Waits (at most kOwnerWaitMs) until the owner was told of every balance notice the account's events
+// show: after a SIGKILL the restarted server delivers only once the killed one's delivery lease has
+// lapsed (limits::kWebhookDeliveryLockTtlMs). Each notice never told is a failure.
+constexpr std::int64_t kOwnerWaitMs = limits::kWebhookDeliveryLockTtlMs + 3 * limits::kWebhookDeliveryLockRenewMs;
+void wait_for_owner(const OwnerInbox& owner, const ServerFigures& f, bool tty, std::vector<std::string>& failures) {
+  auto missing = [&] {
+    return std::count_if(f.notice_events.begin(), f.notice_events.end(),
+                         [&](std::int64_t id) { return !owner.has_event(id); });
+  };
+  const auto deadline = Clock::now() + milliseconds(kOwnerWaitMs);
+  bool said = false;
+  while (missing() > 0 && Clock::now() < deadline) {
+    if (!said) {
+      std::fprintf(stderr, "%swaiting for the owner's webhooks (%lld of %zu told): after the SIGKILL the restarted "
+                   "server delivers once the killed one's delivery lease lapses (<= %lld s)\n",
+                   tty ? "\r\033[K" : "", static_cast<long long>(f.notice_events.size() - missing()),
+                   f.notice_events.size(), static_cast<long long>(limits::kWebhookDeliveryLockTtlMs / 1000));
+      said = true;
+    }
+    std::this_thread::sleep_for(milliseconds(20));
+  }
+  for (std::int64_t id : f.notice_events) {
+    if (!owner.has_event(id)) failures.push_back("the owner was never told of balance notice event " + std::to_string(id));
+  }
+  if (owner.bad_signatures() != 0) {
+    failures.push_back(std::to_string(owner.bad_signatures()) + " webhook deliveries did not verify");
+  }
+  if (owner.notices().size() != f.notice_events.size()) {
+    failures.push_back("the owner was told " + std::to_string(owner.notices().size()) + " notices, the account has " +
+                       std::to_string(f.notice_events.size()));
+  }
 }
 
 }  // namespace
@@ -982,6 +1180,11 @@ int run_demo_kiosk(const DemoKioskOptions& o) {
   r.provider = compare_with_provider(*s.provider, guests, r.failures);
   r.figures = read_server_figures(*s.admin, r.failures);
   check_figures(o, r.tally, r.figures, r.provider, r.failures);
+  wait_for_owner(*s.owner, r.figures, tty, r.failures);
+  r.owner_notices = s.owner->notices();
+  r.owner_repeats = s.owner->repeats();
+  r.owner_bad_signatures = s.owner->bad_signatures();
+  r.threshold = s.low_balance_threshold;
   r.naive_timeout_ms = scaled(kNaiveClientTimeoutMs, o.time_scale);
   r.naive = simulate_naive(o, r.naive_timeout_ms, 500);
   r.min_available = std::min(shared.min_available.load(), r.figures.available);

@@ -15,7 +15,11 @@
 // the guest gets nothing; then GET /v1/jobs/{id}?wait_ms until the job ended. A failed job gives
 // the guest nothing either. Unless --no-crash, the server is killed with SIGKILL in the middle and
 // started again on the same database and port; the kiosks keep retrying and recovery settles the
-// jobs that were in flight. A live progress line goes to stderr.
+// jobs that were in flight. A live progress line goes to stderr. The kiosk owner is told by webhook
+// (issue 28): the account's low_balance_threshold is a quarter of the credits, an endpoint for its
+// balance notices points at a demo::WebhookReceiver in this process, which checks each signature with
+// webhooks::verify, tells each webhook-id once and prints balance_low, balance_depleted (and
+// balance_recovered) as they arrive; every balance event of the account must reach it.
 //
 // At the end it checks (never assumes) tollgate's figures — images charged == completed jobs ==
 // used credits == charge events == works the provider completed (id by id); audit violations 0;

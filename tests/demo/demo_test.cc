@@ -2,12 +2,15 @@
 // killed with SIGKILL in the middle and restarted. The demo checks tollgate's figures itself (exit
 // code 0 only when they hold); this test reads its --json line and checks them again, and that the
 // textbook flow it simulates on the same arrivals shows the damage tollgate prevents. The provider's
-// fates and the simulation are functions of the seed, so the naive figures are deterministic.
+// fates and the simulation are functions of the seed, so the naive figures are deterministic. The
+// kiosk owner's webhook receiver (in the demo's process) must be told "credits low" and "no credits".
 #include <gtest/gtest.h>
 
 #include <boost/json.hpp>
 
+#include <algorithm>
 #include <string>
+#include <vector>
 
 #include "demo/demo_kiosk.h"
 #include "support/server_process.h"
@@ -58,6 +61,23 @@ TEST(DemoKiosk, CrashMidRunChargesExactlyTheCreditsAndTheTextbookFlowDoesNot) {
   EXPECT_EQ(get(j, "reserved"), 0);
   EXPECT_EQ(get(j, "guests_unresolved"), 0);
   EXPECT_TRUE(j.at("checks_passed").as_bool()) << json::serialize(j.at("failures"));
+
+  // The owner is told by webhook (issue 28): the account's threshold is a quarter of the credits; its
+  // balance falls below it, then to nothing, and the demo's own receiver gets both notices, each
+  // signature verified with webhooks::verify, each told once (a repeat after the crash is ignored).
+  EXPECT_EQ(get(j, "low_balance_threshold"), 3);
+  EXPECT_EQ(get(j, "owner_bad_signatures"), 0);
+  std::vector<std::string> notices;
+  for (const auto& n : j.at("owner_notices").as_array()) notices.emplace_back(n.as_string());
+  EXPECT_NE(std::find(notices.begin(), notices.end(), "balance_low"), notices.end()) << r.out;
+  EXPECT_NE(std::find(notices.begin(), notices.end(), "balance_depleted"), notices.end()) << r.out;
+  EXPECT_EQ(static_cast<std::int64_t>(notices.size()), get(j, "owner_notice_events"));
+  EXPECT_NE(r.err.find("owner told by webhook at"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("balance_low (credits low"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("balance_depleted (no credits: 0 available"), std::string::npos) << r.err;
+  EXPECT_NE(r.out.find("owner told by webhook (threshold 3; each signature verified with webhooks::verify): "),
+            std::string::npos)
+      << r.out;
 
   // The textbook flow on the same arrivals: credits spent twice, a negative balance, free work.
   EXPECT_GT(get(j, "naive_double_spends"), 0);
