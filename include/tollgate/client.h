@@ -257,6 +257,12 @@ struct SubmitJobRequest {
   boost::json::value input = boost::json::object{};  // any JSON value: what the provider is sent
 };
 
+// GET /v1/webhook-endpoints/{id}/deliveries: one endpoint's deliveries, newest event first.
+struct ListWebhookDeliveriesRequest {
+  std::optional<std::string> status;  // pending | delivered | failed
+  PageRequest page;                   // starting_after: a delivery's webhook_id (evt_…)
+};
+
 struct ListJobsRequest {
   std::optional<std::string> account_id;
   std::optional<std::string> status;  // pending | running | completed | failed | cancelled
@@ -345,6 +351,15 @@ class Client {
   // POST /v1/webhook-endpoints/{id}/rotate-secret — 200 the endpoint and its new secret; the old
   // one signs beside it for 24 h. Not resent once it may have reached the server.
   Response rotate_webhook_secret(std::string_view endpoint_id);
+  // GET /v1/webhook-endpoints/{id}/deliveries?status=&limit=&starting_after= — {deliveries,
+  // has_more}, newest event first; each {webhook_id, event_id, status, attempts, last_status_code,
+  // last_error, next_attempt_at, …}.
+  Response list_webhook_deliveries(std::string_view endpoint_id, const ListWebhookDeliveriesRequest& request = {});
+  // POST /v1/webhook-endpoints/{id}/replay {after} — 202 the endpoint: every event after the feed
+  // cursor `after` (0: the whole feed) that it wants is sent again, with its webhook-id unchanged.
+  // Resent on a lost answer: a second replay to the same cursor sends the same events again, which
+  // the receiver deduplicates by webhook-id.
+  Response replay_webhook_endpoint(std::string_view endpoint_id, std::int64_t after);
 
   // --- holds
   Response reserve(const ReserveRequest& request);

@@ -888,6 +888,20 @@ Response Client::rotate_webhook_secret(std::string_view endpoint_id) {
                         &body, Resend::only_if_unsent, false);
 }
 
+Response Client::list_webhook_deliveries(std::string_view endpoint_id, const ListWebhookDeliveriesRequest& r) {
+  Target target("/v1/webhook-endpoints/" + encode_component(endpoint_id) + "/deliveries");
+  target.add("status", r.status).add("limit", r.page.limit).add("starting_after", r.page.starting_after);
+  return impl_->perform(bhttp::verb::get, target.str(), nullptr, Resend::safe, false);
+}
+
+// Safe to resend: the cursor moves back to `after` (never forward), so a second replay does what the
+// first did, and what it sends again carries the same webhook-ids.
+Response Client::replay_webhook_endpoint(std::string_view endpoint_id, std::int64_t after) {
+  json::value body = json::object{{"after", after}};
+  return impl_->perform(bhttp::verb::post, "/v1/webhook-endpoints/" + encode_component(endpoint_id) + "/replay",
+                        &body, Resend::safe, false);
+}
+
 Response Client::audit(std::optional<std::string> account_id) {
   std::string target = "/v1/audit";
   if (account_id) target += "?account_id=" + encode_component(*account_id);

@@ -54,6 +54,16 @@ std::vector<std::string> lines_of(const std::string& text) {
   return out;
 }
 
+// How many requests the server logged (its request log is flushed at least every 200 ms).
+std::size_t count_requests(const std::string& log) {
+  std::size_t n = 0;
+  for (std::size_t at = log.find("\"msg\":\"request\""); at != std::string::npos;
+       at = log.find("\"msg\":\"request\"", at + 1)) {
+    ++n;
+  }
+  return n;
+}
+
 // Parses the only JSON document of `text` (one line); fails the test if it is not one.
 
 
@@ -266,6 +276,92 @@ TEST_F(CliTest, WebhookEndpointsAreAddedListedDisabledRotatedAndDeleted) {
   r = cli({"webhook", "add", "https://hooks.example/", "--event-type", "balance_lo"});
   EXPECT_EQ(r.exit_code, 1) << describe(r);
   EXPECT_NE(r.err.find("did you mean balance_low"), std::string::npos) << r.err;
+}
+
+// `webhook deliveries` lists what the deliverer recorded (here: attempts at a port where nothing
+// listens, so each shows its error and its next attempt); `webhook replay --after N` answers the
+// endpoint, its cursor moved back. A bad status, a negative cursor or no endpoint id is a usage error
+// naming what is wrong, and nothing is sent.
+TEST_F(CliTest, WebhookDeliveriesShowTheFailedAttemptsAndReplayMovesTheCursorBack) {
+  ASSERT_EQ(cli({"account", "create", "hook-owner"}).exit_code, 0);
+  const std::string dead = "http://127.0.0.1:" + std::to_string(testing::unused_port()) + "/";
+  ProcessResult r = cli({"webhook", "add", dead, "--account", "hook-owner", "--json"});
+  ASSERT_EQ(r.exit_code, 0) << describe(r);
+  const std::string id(one_document(r).at("endpoint_id").as_string());
+  ASSERT_EQ(cli({"account", "credit", "hook-owner", "5", "--reference", "hook-1"}).exit_code, 0);
+
+  // The deliverer's first attempt fails at once (connection refused); wait until it is recorded.
+  json::value delivery;
+  for (const auto deadline = Clock::now() + std::chrono::seconds(20); Clock::now() < deadline;) {
+    r = cli({"webhook", "deliveries", id, "--json"});
+    ASSERT_EQ(r.exit_code, 0) << describe(r);
+    const json::value page = one_document(r);
+    const json::array& deliveries = page.at("deliveries").as_array();
+    if (!deliveries.empty() && deliveries[0].at("attempts").as_int64() >= 1) {
+      delivery = deliveries[0];
+      break;
+    }
+    std::this_thread::sleep_for(milliseconds(200));
+  }
+  ASSERT_TRUE(delivery.is_object()) << "no attempt recorded\n" << server_.log();
+  EXPECT_EQ(delivery.at("endpoint_id").as_string(), id);
+  EXPECT_EQ(delivery.at("event_type"), "credited");
+  EXPECT_EQ(delivery.at("status"), "pending");
+  EXPECT_TRUE(delivery.at("last_status_code").is_null()) << delivery;
+  EXPECT_FALSE(delivery.at("last_error").as_string().empty()) << delivery;
+  const std::string webhook_id(delivery.at("webhook_id").as_string());
+  const std::int64_t event_id = delivery.at("event_id").as_int64();
+
+  // The table: a header, one row with its id, status and error; the filters reach the server.
+  r = cli({"webhook", "deliveries", id});
+  ASSERT_EQ(r.exit_code, 0) << describe(r);
+  const auto table = lines_of(r.out);
+  ASSERT_EQ(table.size(), 2u) << r.out;
+  EXPECT_EQ(table[0].rfind("WEBHOOK_ID", 0), 0u) << r.out;
+  EXPECT_NE(table[0].find("LAST_ERROR"), std::string::npos) << r.out;
+  EXPECT_NE(table[1].find(webhook_id), std::string::npos) << r.out;
+  EXPECT_NE(table[1].find("pending"), std::string::npos) << r.out;
+  r = cli({"webhook", "deliveries", id, "--status", "delivered"});
+  ASSERT_EQ(r.exit_code, 0) << describe(r);
+  EXPECT_EQ(r.out, "no deliveries\n");
+  r = cli({"webhook", "deliveries", id, "--status", "pending", "--limit", "1", "--json"});
+  ASSERT_EQ(r.exit_code, 0) << describe(r);
+  EXPECT_EQ(one_document(r).at("deliveries").as_array().size(), 1u) << r.out;
+  r = cli({"webhook", "deliveries", id, "--starting-after", webhook_id, "--json"});
+  ASSERT_EQ(r.exit_code, 0) << describe(r);
+  EXPECT_TRUE(one_document(r).at("deliveries").as_array().empty()) << r.out;
+
+  r = cli({"webhook", "replay", id, "--after", std::to_string(event_id - 1), "--json"});
+  ASSERT_EQ(r.exit_code, 0) << describe(r);
+  const json::value replayed = one_document(r);
+  EXPECT_EQ(replayed.at("endpoint_id").as_string(), id);
+  EXPECT_FALSE(replayed.as_object().contains("secret")) << r.out;
+  EXPECT_LE(replayed.at("delivery_cursor").as_int64(), event_id - 1) << r.out;
+  r = cli({"webhook", "replay", id, "--after", "0"});
+  ASSERT_EQ(r.exit_code, 0) << describe(r);
+  EXPECT_NE(r.out.find("replaying the events after 0"), std::string::npos) << r.out;
+  r = cli({"webhook", "replay", "we_0000000000000000", "--after", "0"});
+  EXPECT_EQ(r.exit_code, 1) << describe(r);
+  EXPECT_NE(r.err.find("not_found"), std::string::npos) << r.err;
+
+  std::this_thread::sleep_for(milliseconds(400));  // the requests above are in the log
+  const std::size_t requests_before = count_requests(server_.log());
+  const std::vector<std::pair<std::vector<std::string>, std::string>> bad = {
+      {{"webhook", "deliveries", id, "--status", "sent"}, "--status"},
+      {{"webhook", "deliveries", id, "--limit", "0"}, "--limit"},
+      {{"webhook", "deliveries"}, "ENDPOINT_ID"},
+      {{"webhook", "replay", id, "--after", "-1"}, "--after"},
+      {{"webhook", "replay", id, "--after", "one"}, "--after"},
+      {{"webhook", "replay", id}, "--after"},
+      {{"webhook", "replay", "--after", "0"}, "ENDPOINT_ID"},
+  };
+  for (const auto& [args, named] : bad) {
+    r = cli(args);
+    EXPECT_EQ(r.exit_code, 2) << args[1] << "\n" << describe(r);
+    EXPECT_NE(r.err.find(named), std::string::npos) << args[1] << "\n" << r.err;
+  }
+  std::this_thread::sleep_for(milliseconds(400));
+  EXPECT_EQ(count_requests(server_.log()), requests_before) << "a usage error reached the server";
 }
 
 TEST_F(CliTest, JsonOutputIsOneServerDocumentPerLine) {

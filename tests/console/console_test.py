@@ -1,7 +1,7 @@
 """The console in real headless Chromium against a real server (tests/console/run-tests starts it):
 sign-in, the overview's figures against the API's, an account's bar and events against the API's,
-holds appearing and leaving live, commit and release from the console, an account key kept out,
-no request outside the server. Screenshots of each page go to $CONSOLE_SCREENSHOTS."""
+holds appearing and leaving live, commit and release from the console, webhook endpoints and their
+deliveries against the API's, an account key kept out, no request outside the server. Screenshots of each page go to $CONSOLE_SCREENSHOTS."""
 import json
 import os
 import sys
@@ -366,6 +366,116 @@ class ConsoleTest(unittest.TestCase):
         self.assertEqual(policy_cells("search", "limit"), "100")
         self.assertEqual(policy_cells("search", "period"), "1.0s")
         self.shot("ratelimits")
+
+    def contrast(self, selector):
+        """The contrast ratio (WCAG) of the first `selector`'s text against the background behind it."""
+        return self.driver.execute_script("""
+            const el = document.querySelector(arguments[0]);
+            const rgb = (c) => c.match(/[\\d.]+/g).map(Number);
+            let bg = null;
+            for (let e = el; e && !bg; e = e.parentElement) {
+              const c = rgb(getComputedStyle(e).backgroundColor);
+              if (c.length < 4 || c[3] > 0) bg = c;
+            }
+            bg = bg || [255, 255, 255];
+            const lum = (c) => { const [r, g, b] = c.slice(0, 3).map((v) => { v /= 255; return v <= 0.03928 ? v / 12.92 : ((v + 0.055) / 1.055) ** 2.4; });
+                                 return 0.2126 * r + 0.7152 * g + 0.0722 * b; };
+            const a = lum(rgb(getComputedStyle(el).color)), b = lum(bg);
+            return (Math.max(a, b) + 0.05) / (Math.min(a, b) + 0.05);""", selector)
+
+    def color_scheme(self, scheme):
+        self.driver.execute_cdp_cmd("Emulation.setEmulatedMedia",
+                                    {"features": [{"name": "prefers-color-scheme", "value": scheme}]})
+
+    def test_7d_webhook_endpoints_and_their_deliveries(self):
+        self.signed_in()
+        # None registered yet: the page says how to register one.
+        self.go("#/webhooks")
+        empty = wait_for(lambda: self.driver.find_element(By.ID, "webhooks-empty").is_displayed()
+                         and self.driver.find_element(By.ID, "webhooks-empty"), "the empty state")
+        self.assertIn("tollgate webhook add URL", empty.text)
+        self.assertFalse(self.driver.find_element(By.ID, "webhooks").is_displayed())
+        self.shot("webhooks-empty")
+
+        # An endpoint where nothing listens: every attempt fails with an error and no status code.
+        self.api.account("hooked-7d", 5)
+        dead = f"http://127.0.0.1:{support.free_port()}/hook"
+        made = self.api.ok("POST", "/v1/webhook-endpoints", {"url": dead, "account_id": "hooked-7d",
+                                                            "event_types": ["credited", "debited"]})
+        endpoint_id = made["endpoint_id"]
+        self.api.ok("POST", "/v1/accounts/hooked-7d/credits", {"amount": 2, "reference": "hooked-7d-2"})
+        self.api.ok("POST", "/v1/accounts/hooked-7d/credits", {"amount": 3, "reference": "hooked-7d-3"})
+        path = f"/v1/webhook-endpoints/{endpoint_id}/deliveries"
+        wait_for(lambda: [d for d in self.api.ok("GET", path)["deliveries"] if d["attempts"] >= 1][1:],
+                 "two attempts recorded", timeout=30)
+
+        def endpoint_cells():
+            row = self.driver.find_element(By.CSS_SELECTOR, f'#webhooks-body tr[data-endpoint="{endpoint_id}"]')
+            return {c: row.find_element(By.CLASS_NAME, c).text for c in ("url", "status", "filter", "cursor", "failing")}
+
+        endpoint = self.api.ok("GET", f"/v1/webhook-endpoints/{endpoint_id}")
+        self.assertIsNotNone(endpoint["failing_since"], endpoint)
+        cells = wait_for(lambda: (lambda c: c if c["failing"] == endpoint["failing_since"] else None)(endpoint_cells()),
+                         "the endpoint's row, failing")
+        endpoint = self.api.ok("GET", f"/v1/webhook-endpoints/{endpoint_id}")
+        self.assertEqual(cells["url"], dead)
+        self.assertEqual(cells["status"], endpoint["status"])
+        self.assertEqual(cells["filter"], "credited, debited · account hooked-7d")
+        wait_for(lambda: endpoint_cells()["cursor"] == str(
+            self.api.ok("GET", f"/v1/webhook-endpoints/{endpoint_id}")["delivery_cursor"]), "the cursor the API reports")
+        self.shot("webhooks")
+
+        # Its deliveries: each row's status, attempts, last answer and next attempt, as the API has them.
+        self.driver.find_element(By.LINK_TEXT, endpoint_id).click()
+
+        def delivery_rows():
+            rows = self.driver.find_elements(By.CSS_SELECTOR, "#deliveries-body tr[data-webhook]")
+            return {r.get_attribute("data-webhook"): {
+                "status": r.find_element(By.CLASS_NAME, "status").text,
+                "attempts": r.find_element(By.CLASS_NAME, "attempts").text,
+                "answer": r.find_element(By.CLASS_NAME, "answer").text,
+                "next": r.find_element(By.CLASS_NAME, "next").get_attribute("data-next-attempt-at")} for r in rows}
+
+        def answer_text(d):
+            if d["last_status_code"] is None:
+                return d["last_error"] or "–"
+            return f"HTTP {d['last_status_code']}" + (f" · {d['last_error']}" if d["last_error"] else "")
+
+        def matches_api():
+            expected = self.api.ok("GET", path)["deliveries"]
+            shown = delivery_rows()
+            want = {d["webhook_id"]: {"status": d["status"], "attempts": str(d["attempts"]),
+                                      "answer": answer_text(d),
+                                      "next": d["next_attempt_at"] or ""} for d in expected}
+            if shown != want:
+                return None
+            order = [r.get_attribute("data-webhook") for r in
+                     self.driver.find_elements(By.CSS_SELECTOR, "#deliveries-body tr[data-webhook]")]
+            return order == [d["webhook_id"] for d in expected] and expected
+
+        expected = wait_for(matches_api, "the deliveries the API reports")
+        self.assertEqual(len(expected), 2)
+        self.assertTrue(all(d["status"] == "pending" and d["last_error"] for d in expected), expected)
+        self.assertRegex(self.driver.find_element(By.CSS_SELECTOR, "#deliveries-body .next").text, r"\((in .+|due)\)$")
+        self.assertEqual(self.driver.find_element(By.CSS_SELECTOR, '#webhook-facts [data-field="url"]').text, dead)
+        self.shot("webhook-deliveries")
+        # The status filter reaches the API: nothing is delivered.
+        from selenium.webdriver.support.ui import Select
+        Select(self.driver.find_element(By.ID, "deliveries-status")).select_by_value("delivered")
+        wait_for(lambda: self.driver.find_element(By.ID, "deliveries-body").text == "no delivered delivery",
+                 "the empty filtered list")
+
+        # Readable in light and in dark mode (the console keeps its light palette under a dark preference).
+        Select(self.driver.find_element(By.ID, "deliveries-status")).select_by_value("")
+        wait_for(lambda: len(delivery_rows()) == 2, "the deliveries again")
+        try:
+            for scheme in ("light", "dark"):
+                self.color_scheme(scheme)
+                for selector in ("#deliveries-body td", "#deliveries-body .answer", "#webhook-facts dd", "h1", "th"):
+                    self.assertGreaterEqual(self.contrast(selector), 4.5, f"{selector} in {scheme} mode")
+                self.shot(f"webhook-deliveries-{scheme}")
+        finally:
+            self.color_scheme("")
 
     def test_8_no_request_leaves_the_server(self):
         self.signed_in()

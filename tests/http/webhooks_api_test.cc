@@ -1,5 +1,5 @@
 // Webhook endpoints over HTTP, end to end: a real tollgate process (SQLite, or PostgreSQL in the
-// HttpSuitesOnPostgres run) — every route of api.md's "Webhooks" table that is built (register,
+// HttpSuitesOnPostgres run) — every route of api.md's "Webhooks" table (register,
 // list, read, change, delete, rotate the secret), admin only, the secret shown by the create and the
 // rotation and by nothing else, bad input refused by name with nothing stored, and the limit.
 // Their deliveries and replay: bad input refused by name (delivery itself: tests/webhooks).

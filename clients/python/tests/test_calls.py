@@ -8,9 +8,9 @@ import time
 import unittest
 from typing import ClassVar
 
-from support import Processes, ServerTestCase, fast_client, start_fake_provider
-from tollgate_client import (Account, Hold, InsufficientCreditsError, NotFoundError, ProblemError, RateLimitedError,
-                             TransportError)
+from support import Processes, ServerTestCase, fast_client, start_fake_provider, unused_port
+from tollgate_client import (Account, Hold, InsufficientCreditsError, InvalidArgumentError, NotFoundError, ProblemError,
+                             RateLimitedError, TransportError)
 
 
 class CallsTest(ServerTestCase):
@@ -173,6 +173,45 @@ store = "shared"
         self.assertEqual((deleted.endpoint_id, deleted.deleted), (made.endpoint_id, True))
         with self.assertRaises(NotFoundError):
             self.admin.get_webhook_endpoint(made.endpoint_id)
+
+    def test_webhook_deliveries_and_replay(self) -> None:
+        # Nothing listens at the unused port: each attempt fails, with an error and no status code.
+        made = self.admin.create_webhook_endpoint(f"http://127.0.0.1:{unused_port()}/", account_id=self.account)
+        self.assertIsNotNone(made.delivery_cursor)
+        self.admin.credit(self.account, 1, f"hook-{self.account}")
+        self.admin.credit(self.account, 1, f"hook-2-{self.account}")
+        deadline = time.monotonic() + 20
+        while True:
+            page = self.admin.list_webhook_deliveries(made.endpoint_id)
+            if len(page.deliveries) == 2 and all(d.attempts >= 1 for d in page.deliveries):
+                break
+            self.assertLess(time.monotonic(), deadline, f"no attempts recorded: {page}")
+            time.sleep(0.2)
+        newest, oldest = page.deliveries
+        self.assertGreater(newest.event_id, oldest.event_id)  # newest event first
+        self.assertEqual((newest.endpoint_id, newest.event_type, newest.status), (made.endpoint_id, "credited",
+                                                                                 "pending"))
+        self.assertIsNone(newest.last_status_code)
+        self.assertTrue(newest.last_error)
+        self.assertIsNotNone(newest.next_attempt_at)
+        first = self.admin.list_webhook_deliveries(made.endpoint_id, status="pending", limit=1)
+        self.assertEqual(([d.webhook_id for d in first.deliveries], first.has_more), ([newest.webhook_id], True))
+        rest = self.admin.list_webhook_deliveries(made.endpoint_id, limit=1, starting_after=newest.webhook_id)
+        self.assertEqual(([d.webhook_id for d in rest.deliveries], rest.has_more), ([oldest.webhook_id], False))
+        self.assertEqual(self.admin.list_webhook_deliveries(made.endpoint_id, status="delivered").deliveries, [])
+
+        replayed = self.admin.replay_webhook_endpoint(made.endpoint_id, after=oldest.event_id - 1)
+        self.assertEqual(self.admin.last_call.status if self.admin.last_call else 0, 202)
+        self.assertEqual(replayed.endpoint_id, made.endpoint_id)
+        self.assertIsNone(replayed.secret)
+        self.assertLessEqual(replayed.delivery_cursor or 0, oldest.event_id - 1)
+        with self.assertRaises(InvalidArgumentError):
+            self.admin.replay_webhook_endpoint(made.endpoint_id, after=-1)
+        with self.assertRaises(InvalidArgumentError):
+            self.admin.list_webhook_deliveries(made.endpoint_id, status="sent")
+        with self.assertRaises(NotFoundError):
+            self.admin.replay_webhook_endpoint("we_0000000000000000", after=0)
+        self.admin.delete_webhook_endpoint(made.endpoint_id)
 
     def other_account(self) -> str:
         other = f"{self.account}-other"

@@ -43,6 +43,8 @@ import type {
   Transfer,
   TransferRecord,
   DeletedWebhookEndpoint,
+  WebhookDeliveryPage,
+  WebhookDeliveryStatus,
   WebhookEndpoint,
   WebhookEndpointPage,
 } from "./types.js";
@@ -112,6 +114,7 @@ export interface SubmitJobOptions {
 const PAGE_KEYS = ["limit", "startingAfter"] as const;
 const HOLD_STATUSES: readonly HoldStatus[] = ["active", "committed", "released", "expired"];
 const JOB_STATUSES: readonly JobStatus[] = ["pending", "running", "completed", "failed", "cancelled"];
+const DELIVERY_STATUSES: readonly WebhookDeliveryStatus[] = ["pending", "delivered", "failed"];
 const CLIENT_OPTION_KEYS = ["baseUrl", "key", "timeoutMs", "retry", "requestIdPrefix", "fetch", "onRetry", "onAnswer"];
 const RETRY_KEYS = ["budgetMs", "attemptsMax", "backoffInitialMs", "backoffMaxMs", "retryInsufficientCreditsOnce"];
 
@@ -339,6 +342,31 @@ export class TollgateClient {
   async rotateWebhookSecret(endpointId: string): Promise<WebhookEndpoint> {
     const path = `${endpointPath(endpointId)}/rotate-secret`;
     return this.json<WebhookEndpoint>({ method: "POST", path, body: {}, resend: "only_if_unsent" });
+  }
+
+  /** Each event's delivery to the endpoint, newest event first; startingAfter: a delivery's webhook_id. */
+  async listWebhookDeliveries(
+    endpointId: string,
+    options?: PageOptions & { status?: WebhookDeliveryStatus },
+  ): Promise<WebhookDeliveryPage> {
+    const o = checkOptions(options, "options", [...PAGE_KEYS, "status"]);
+    const { status, ...paging } = o;
+    const query = {
+      status: status === undefined ? undefined : checkOneOf(status, "status", DELIVERY_STATUSES),
+      ...page(paging, "options"),
+    };
+    const path = withQuery(`${endpointPath(endpointId)}/deliveries`, query);
+    return this.json<WebhookDeliveryPage>({ method: "GET", path, resend: "safe" });
+  }
+
+  /**
+   * Sends again every event after the feed cursor `after` (0: the whole feed) that the endpoint
+   * wants, each with its webhook-id unchanged; answers the endpoint (202). Resent after a lost
+   * answer: the cursor only moves back, and the receiver deduplicates by webhook-id.
+   */
+  async replayWebhookEndpoint(endpointId: string, after: number): Promise<WebhookEndpoint> {
+    const body = { after: checkInteger(after, "after", 0, Number.MAX_SAFE_INTEGER) };
+    return this.json<WebhookEndpoint>({ method: "POST", path: `${endpointPath(endpointId)}/replay`, body, resend: "safe" });
   }
 
   // --- keys (admin key)

@@ -151,6 +151,10 @@ export interface WebhookEndpoint {
   description: string;
   status: "enabled" | "disabled";
   previous_secret_expires_at: string | null;
+  /** Every event the endpoint wants up to this event_id was sent at least once. */
+  delivery_cursor: number;
+  /** The first failed attempt since the last delivered one; null while delivering. */
+  failing_since: string | null;
   created_at: string;
   updated_at: string;
   secret?: string;
@@ -158,6 +162,35 @@ export interface WebhookEndpoint {
 
 export interface WebhookEndpointPage {
   endpoints: WebhookEndpoint[];
+  has_more: boolean;
+}
+
+export type WebhookDeliveryStatus = "pending" | "delivered" | "failed";
+
+/**
+ * One event's delivery to one endpoint. pending: the last attempt failed and next_attempt_at is the
+ * next one; delivered: answered 2xx; failed: every attempt failed (a replay sends it again).
+ * last_status_code is null when no answer came; last_error says why the last attempt failed.
+ */
+export interface WebhookDelivery {
+  /** evt_{event_id}: the webhook-id header, the same on every attempt (and replay) of the event. */
+  webhook_id: string;
+  endpoint_id: string;
+  event_id: number;
+  event_type: string;
+  account_id: string | null;
+  event_at: string;
+  status: WebhookDeliveryStatus;
+  attempts: number;
+  last_attempt_at: string | null;
+  last_status_code: number | null;
+  last_error: string | null;
+  next_attempt_at: string | null;
+  created_at: string;
+}
+
+export interface WebhookDeliveryPage {
+  deliveries: WebhookDelivery[];
   has_more: boolean;
 }
 

@@ -5,9 +5,9 @@
 import { after, before, describe, test } from "node:test";
 import assert from "node:assert/strict";
 
-import { ProblemError, TollgateClient, lockHolder } from "../dist/index.js";
+import { ArgumentError, ProblemError, TollgateClient, lockHolder } from "../dist/index.js";
 import { adminClient, seedAccount } from "./support/fixture.mjs";
-import { startFakeProvider, startServer } from "./support/processes.mjs";
+import { startFakeProvider, startServer, unusedPort } from "./support/processes.mjs";
 
 describe("every call once", () => {
   let provider;
@@ -168,6 +168,43 @@ store = "shared"
     const deleted = await client.deleteWebhookEndpoint(made.endpoint_id);
     assert.deepEqual([deleted.endpoint_id, deleted.deleted], [made.endpoint_id, true]);
     assert.equal((await client.getWebhookEndpoint(made.endpoint_id).catch((e) => e)).status, 404);
+  });
+
+  test("webhook deliveries: list (filtered, paged) and replay", async () => {
+    await seedAccount(client, "hook-deliveries");
+    // Nothing listens there: every attempt fails, with an error and no status code.
+    const made = await client.createWebhookEndpoint(`http://127.0.0.1:${await unusedPort()}/`, { accountId: "hook-deliveries" });
+    assert.equal(typeof made.delivery_cursor, "number");
+    await client.credit("hook-deliveries", 1, "hook-d-1");
+    await client.credit("hook-deliveries", 1, "hook-d-2");
+    let listed;
+    for (const deadline = Date.now() + 20_000; ; await new Promise((r) => setTimeout(r, 200))) {
+      listed = await client.listWebhookDeliveries(made.endpoint_id);
+      if (listed.deliveries.length === 2 && listed.deliveries.every((d) => d.attempts >= 1)) break;
+      assert.ok(Date.now() < deadline, `no attempts recorded: ${JSON.stringify(listed)}`);
+    }
+    const [newest, oldest] = listed.deliveries;
+    assert.ok(newest.event_id > oldest.event_id, "newest event first");
+    assert.deepEqual([newest.endpoint_id, newest.event_type, newest.status, newest.last_status_code], [made.endpoint_id, "credited", "pending", null]);
+    assert.ok(newest.last_error && newest.next_attempt_at, JSON.stringify(newest));
+    const first = await client.listWebhookDeliveries(made.endpoint_id, { status: "pending", limit: 1 });
+    assert.deepEqual([first.deliveries.map((d) => d.webhook_id), first.has_more], [[newest.webhook_id], true]);
+    const rest = await client.listWebhookDeliveries(made.endpoint_id, { limit: 1, startingAfter: newest.webhook_id });
+    assert.deepEqual([rest.deliveries.map((d) => d.webhook_id), rest.has_more], [[oldest.webhook_id], false]);
+    assert.deepEqual((await client.listWebhookDeliveries(made.endpoint_id, { status: "delivered" })).deliveries, []);
+
+    const answers = [];
+    const watched = adminClient(server.url, { onAnswer: (info) => answers.push(info) });
+    const replayed = await watched.replayWebhookEndpoint(made.endpoint_id, oldest.event_id - 1);
+    await client.replayWebhookEndpoint(made.endpoint_id, oldest.event_id - 1);
+    assert.deepEqual(answers.map((a) => a.status), [202]);
+    assert.equal(replayed.endpoint_id, made.endpoint_id);
+    assert.ok(!("secret" in replayed));
+    assert.ok(replayed.delivery_cursor <= oldest.event_id - 1, JSON.stringify(replayed));
+    assert.equal((await client.replayWebhookEndpoint(made.endpoint_id, -1).catch((e) => e)) instanceof ArgumentError, true);
+    assert.equal((await client.listWebhookDeliveries(made.endpoint_id, { status: "sent" }).catch((e) => e)) instanceof ArgumentError, true);
+    assert.equal((await client.replayWebhookEndpoint("we_0000000000000000", 0).catch((e) => e)).status, 404);
+    await client.deleteWebhookEndpoint(made.endpoint_id);
   });
 
   test("jobs: submit (and again), wait, list, history, cancel", async () => {

@@ -87,7 +87,7 @@ struct Args {
   std::string url;                    // webhook add
   std::vector<std::string> event_types;  // webhook add --event-type (repeated)
   std::string description;            // webhook add
-  std::string endpoint_id;            // webhook show, enable, disable, rotate, delete
+  std::string endpoint_id;            // webhook show, enable, disable, rotate, delete, deliveries, replay
 };
 
 

@@ -3,6 +3,7 @@
 #include <boost/json.hpp>
 
 #include <cstdio>
+#include <limits>
 #include <memory>
 #include <optional>
 #include <string>
@@ -27,8 +28,9 @@ CLI::App* add_endpoint_command(CLI::App* webhook, const char* name, const char* 
 void add_status_command(CLI::App* webhook, int& exit_code, const char* status) {
   auto a = std::make_shared<Args>();
   const std::string name = std::string(status).substr(0, std::string(status).size() - 1);  // enable, disable
-  const std::string what = name == "enable" ? "enable an endpoint: delivery to it resumes"
-                                             : "disable an endpoint: nothing is delivered to it until enabled";
+  const std::string what =
+      name == "enable" ? "enable an endpoint: delivery resumes where it stopped, and its pending retries are made"
+                       : "disable an endpoint: nothing is delivered to it until enabled";
   auto* command = add_endpoint_command(webhook, name.c_str(), what.c_str(), *a);
   command->callback([a, &exit_code, status, name] {
     client::UpdateWebhookEndpointRequest request;
@@ -81,11 +83,61 @@ void add_list_command(CLI::App* webhook, int& exit_code) {
   });
 }
 
+// `webhook deliveries ID`: one page of the endpoint's deliveries, newest event first. The status is
+// checked here as well as by the server, so that a typo is a usage error and nothing is sent.
+void add_deliveries_command(CLI::App* webhook, int& exit_code) {
+  auto a = std::make_shared<Args>();
+  auto* deliveries = add_endpoint_command(
+      webhook, "deliveries", "each event's delivery to an endpoint, newest event first: attempts, last answer, next try",
+      *a);
+  auto* status = deliveries->add_option("--status", a->status, "only deliveries in this status")
+                     ->check(CLI::IsMember({"pending", "delivered", "failed"}));
+  const PageOptions list_page = add_page_options(deliveries, *a, "delivery's webhook id (evt_…)");
+  deliveries->callback([a, &exit_code, status, list_page] {
+    client::ListWebhookDeliveriesRequest request;
+    if (status->count() > 0) request.status = a->status;
+    request.page = page_request(list_page, *a);
+    exit_code = run(
+        "webhook deliveries", a->connection,
+        [&](Client& c) { return c.list_webhook_deliveries(a->endpoint_id, request); },
+        [](const Response& r) {
+          print_page("webhook deliveries", r.json(), "deliveries", "webhook_id",
+                     {{"WEBHOOK_ID", false}, {"TYPE", false}, {"ACCOUNT", false}, {"STATUS", false},
+                      {"ATTEMPTS", true}, {"LAST_CODE", true}, {"LAST_ERROR", false}, {"NEXT_ATTEMPT_AT", false}},
+                     {"webhook_id", "event_type", "account_id", "status", "attempts", "last_status_code", "last_error",
+                      "next_attempt_at"});
+        });
+  });
+}
+
+// `webhook replay ID --after N`: the endpoint's cursor back to N; the server answers 202 and sends.
+void add_replay_command(CLI::App* webhook, int& exit_code) {
+  auto a = std::make_shared<Args>();
+  auto* replay = add_endpoint_command(
+      webhook, "replay", "send an endpoint every event it wants after a feed cursor again (same webhook-ids)", *a);
+  replay
+      ->add_option("--after", a->after,
+                   "the feed cursor: events after this event id are sent again (0: the whole feed)")
+      ->required()
+      ->transform(integer_range(0, std::numeric_limits<std::int64_t>::max()));
+  replay->callback([a, &exit_code] {
+    exit_code = run(
+        "webhook replay", a->connection,
+        [&](Client& c) { return c.replay_webhook_endpoint(a->endpoint_id, a->after); },
+        [&](const Response& r) {
+          std::printf("webhook endpoint %s: replaying the events after %lld\n", a->endpoint_id.c_str(),
+                      static_cast<long long>(a->after));
+          print_fields(r.json());
+          note("webhook replay", "follow it with: tollgate webhook deliveries " + a->endpoint_id);
+        });
+  });
+}
+
 }  // namespace
 
 void add_webhook_commands(CLI::App& app, int& exit_code) {
   std::shared_ptr<Args> a;
-  auto* webhook = app.add_subcommand("webhook", "register, list, change and delete webhook endpoints (admin key)");
+  auto* webhook = app.add_subcommand("webhook", "register, list, change and delete webhook endpoints; see and replay their deliveries (admin key)");
   webhook->require_subcommand(1);
   add_add_command(webhook, exit_code);
   add_list_command(webhook, exit_code);
@@ -112,6 +164,9 @@ void add_webhook_commands(CLI::App& app, int& exit_code) {
           note("webhook rotate", "the new secret is shown only this once; the old one signs beside it for 24 h");
         });
   });
+
+  add_deliveries_command(webhook, exit_code);
+  add_replay_command(webhook, exit_code);
 
   a = std::make_shared<Args>();
   auto* remove = add_endpoint_command(webhook, "delete", "delete an endpoint: nothing more is delivered to it", *a);

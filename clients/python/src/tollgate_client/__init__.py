@@ -19,7 +19,7 @@ from .hold import HoldContext
 from .models import (Account, AccountPage, Audit, AuditViolation, Event, EventPage, Hold, HoldPage, IdempotencyKey,
                      Job, JobHistory, JobHistoryEntry, JobPage, KeyPage, KeySummary, Lock, NewKey, RateLimitDecision,
                      RateLimitReset, Readiness, RevokedKey, Transfer, TransferRecord, DeletedWebhookEndpoint,
-                     WebhookEndpoint, WebhookEndpointPage)
+                     WebhookDelivery, WebhookDeliveryPage, WebhookEndpoint, WebhookEndpointPage)
 from .transport import CallInfo, RetryPolicy
 from .version import __version__
 
@@ -29,5 +29,6 @@ __all__ = [
     "JobHistory", "JobHistoryEntry", "JobPage", "KeyPage", "KeySummary", "Lock", "NewKey", "NotFoundError",
     "ProblemError", "RateLimitDecision", "RateLimitReset", "RateLimitedError", "Readiness", "RetryPolicy",
     "RevokedKey", "TollgateError", "Transfer", "TransferRecord", "TransportError", "UNCHANGED",
-    "UnavailableError", "DeletedWebhookEndpoint", "WebhookEndpoint", "WebhookEndpointPage", "__version__",
+    "UnavailableError", "DeletedWebhookEndpoint", "WebhookDelivery", "WebhookDeliveryPage", "WebhookEndpoint",
+    "WebhookEndpointPage", "__version__",
 ]

@@ -26,7 +26,8 @@ from .errors import InvalidArgumentError, ProblemError, TransportError
 from .hold import HoldContext
 from .models import (Account, AccountPage, Audit, EventPage, Hold, HoldPage, IdempotencyKey, Job, JobHistory,
                      JobPage, KeyPage, Lock, NewKey, RateLimitDecision, RateLimitReset, Readiness, RevokedKey,
-                     Transfer, TransferRecord, DeletedWebhookEndpoint, WebhookEndpoint, WebhookEndpointPage)
+                     Transfer, TransferRecord, DeletedWebhookEndpoint, WebhookDeliveryPage, WebhookEndpoint,
+                     WebhookEndpointPage)
 from .transport import CallInfo, Resend, RetryPolicy, Transport, encode_component, new_request_id
 
 REQUEST_ID_PREFIX_PATTERN = re.compile(r"[A-Za-z0-9._:@-]{0,100}")
@@ -291,6 +292,24 @@ class Client:
         arrived."""
         return WebhookEndpoint.from_json(self._post(_endpoint_path(endpoint_id) + "/rotate-secret", {},
                                                     resend=Resend.ONLY_IF_UNSENT))
+
+    def list_webhook_deliveries(self, endpoint_id: str, *, status: str | None = None, limit: int | None = None,
+                                starting_after: str | None = None) -> WebhookDeliveryPage:
+        """GET /v1/webhook-endpoints/{endpoint_id}/deliveries: each event's delivery, newest event
+        first; ``status``: pending, delivered, failed; ``starting_after``: a delivery's webhook_id."""
+        after = None if starting_after is None else v.server_id("starting_after", starting_after)
+        path = target(_endpoint_path(endpoint_id) + "/deliveries",
+                      status=None if status is None else v.one_of("status", status, v.DELIVERY_STATUSES),
+                      limit=optional_limit(limit), starting_after=after)
+        return WebhookDeliveryPage.from_json(self._get(path))
+
+    def replay_webhook_endpoint(self, endpoint_id: str, *, after: int) -> WebhookEndpoint:
+        """POST /v1/webhook-endpoints/{endpoint_id}/replay (202): every event after the feed cursor
+        ``after`` (0: the whole feed) that the endpoint wants is sent again, its webhook-id unchanged.
+        Sent again after a lost answer: the cursor only moves back, and the receiver deduplicates
+        what comes twice by webhook-id."""
+        body = {"after": v.integer("after", after, 0, 2**63 - 1)}
+        return WebhookEndpoint.from_json(self._post(_endpoint_path(endpoint_id) + "/replay", body))
 
     # --- holds ----------------------------------------------------------------------------------
 

@@ -196,6 +196,10 @@ class WebhookEndpoint(Model):
     event_types: list[str] | None = None
     account_id: str | None = None
     previous_secret_expires_at: str | None = None
+    # Every event the endpoint wants up to this event_id was sent at least once (None: a server older
+    # than webhook delivery); failing_since: the first failed attempt since the last delivered one.
+    delivery_cursor: int | None = None
+    failing_since: str | None = None
     secret: str | None = field(default=None, repr=False)
 
 
@@ -204,6 +208,36 @@ class WebhookEndpointPage(Model):
     NESTED = {"endpoints": WebhookEndpoint}
 
     endpoints: list[WebhookEndpoint]
+    has_more: bool
+
+
+@dataclass(frozen=True)
+class WebhookDelivery(Model):
+    """One event's delivery to one endpoint. ``status``: pending (the last attempt failed;
+    ``next_attempt_at`` is the next one), delivered (answered 2xx), failed (every attempt failed; a
+    replay sends it again). ``last_status_code`` None: no answer came; ``last_error``: why the last
+    attempt failed, in words (None when delivered)."""
+
+    webhook_id: str
+    endpoint_id: str
+    event_id: int
+    event_type: str
+    event_at: str
+    status: str
+    attempts: int
+    created_at: str
+    account_id: str | None = None
+    last_attempt_at: str | None = None
+    last_status_code: int | None = None
+    last_error: str | None = None
+    next_attempt_at: str | None = None
+
+
+@dataclass(frozen=True)
+class WebhookDeliveryPage(Model):
+    NESTED = {"deliveries": WebhookDelivery}
+
+    deliveries: list[WebhookDelivery]
     has_more: bool
 
 

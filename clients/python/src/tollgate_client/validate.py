@@ -23,6 +23,7 @@ TEXT_LENGTH_MAX = 1024          # a release's or a debit's reason
 FINGERPRINT_BYTES_MAX = 256
 HOLD_STATUSES = ("active", "committed", "released", "expired")
 JOB_STATUSES = ("pending", "running", "completed", "failed", "cancelled")
+DELIVERY_STATUSES = ("pending", "delivered", "failed")
 
 
 def integer(name: str, value: object, minimum: int, maximum: int) -> int:
