@@ -11,8 +11,7 @@ namespace tollgate::webhooks {
 
 struct DeliveryWorker::Item {
   Event event;
-  std::optional<std::int64_t> retry_of;  // a retry of the pending delivery with these attempts
-  DeliveryAttempt attempt;               // complete once answered
+  DeliveryAttempt attempt;  // retry_of_attempts set from the start for a retry; the rest once answered
   std::shared_ptr<jobs::ProviderCall> call;
 };
 
@@ -34,7 +33,6 @@ struct DeliveryWorker::EndpointState {
   bool caught_up = false;               // the last look after the cursor found nothing
   bool gone = false;                    // not listed any more: forgotten once its round ends
   Steady::time_point not_before{};      // a pause after a record that failed
-  std::optional<std::int64_t> oldest_pending_at_ms;
   std::uint64_t delivered = 0, retrying = 0, failed = 0;
   std::uint64_t recorded_epoch = 0;     // records_epoch_ when a record last set `endpoint`
 };
@@ -234,13 +232,6 @@ void DeliveryWorker::refresh_endpoints() {
   PageRequest page;
   page.limit = limits::kWebhookEndpointsMax;
   auto listed = ledger_.list_webhook_endpoints(page);
-  std::map<std::string, std::optional<std::int64_t>> oldest;
-  if (listed) {
-    for (const Endpoint& e : listed->items) {
-      auto at = ledger_.webhook_reads().oldest_pending_event_at(e.endpoint_id);
-      if (at) oldest[e.endpoint_id] = *at;
-    }
-  }
   MutexLock lock(mu_);
   next_refresh_ = Steady::now() + std::chrono::milliseconds(options_.refresh_ms);
   if (!listed) {
@@ -252,7 +243,6 @@ void DeliveryWorker::refresh_endpoints() {
     auto& state = endpoints_[e.endpoint_id];
     if (!state) state = std::make_unique<EndpointState>();
     state->gone = false;
-    if (auto it = oldest.find(e.endpoint_id); it != oldest.end()) state->oldest_pending_at_ms = it->second;
     // A running round keeps the endpoint it began with; its record brings the new one (or is
     // refused when a replay moved the cursor, and the next refresh reads it). A record answered
     // since this read began may be newer than the row read: it stays (else a cursor it moved would
@@ -328,7 +318,9 @@ void DeliveryWorker::start_rounds() {
       if (again) continue;  // replayed: sent fresh in this round
       auto one = ledger_.read_feed(d.event_id - 1, 1);
       if (!one || one->events.size() != 1 || one->events.front().event_id != d.event_id) continue;
-      round->items.push_back({std::move(one->events.front()), d.attempts});
+      Item retry{std::move(one->events.front())};
+      retry.attempt.retry_of_attempts = d.attempts;
+      round->items.push_back(std::move(retry));
     }
     MutexLock lock(mu_);
     auto it = endpoints_.find(c.endpoint.endpoint_id);
@@ -396,7 +388,6 @@ void DeliveryWorker::send(const std::shared_ptr<Round>& round, std::size_t index
   a.account_id = ev.account_id;
   a.event_at_ms = ev.at_ms;
   a.at_ms = at_ms;
-  a.retry_of_attempts = item.retry_of;
   jobs::ProviderRequest request;
   request.url = round->endpoint.url;
   request.body = options_.body(ev);
@@ -511,20 +502,30 @@ DeliveryStats DeliveryWorker::stats() const {
 }
 
 std::vector<EndpointDeliveryStats> DeliveryWorker::endpoint_stats() const {
-  const std::int64_t now = clock_.now_ms();
-  MutexLock lock(mu_);
   std::vector<EndpointDeliveryStats> out;
-  if (fence_ == 0) return out;
-  for (const auto& [id, state] : endpoints_) {
-    EndpointDeliveryStats s{id, state->delivered, state->retrying, state->failed, 0};
-    std::optional<std::int64_t> oldest = state->oldest_pending_at_ms;
-    if (state->round) {
-      for (const Item& item : state->round->items) {
-        if (!item.retry_of) oldest = std::min(oldest.value_or(item.event.at_ms), item.event.at_ms);
+  std::vector<std::optional<std::int64_t>> oldest;  // per endpoint of `out`: its round's oldest fresh event
+  {
+    MutexLock lock(mu_);
+    if (fence_ == 0) return out;
+    for (const auto& [id, state] : endpoints_) {
+      out.push_back({id, state->delivered, state->retrying, state->failed, 0});
+      std::optional<std::int64_t> at;
+      if (state->round) {
+        for (const Item& item : state->round->items) {
+          if (!item.attempt.retry_of_attempts) at = std::min(at.value_or(item.event.at_ms), item.event.at_ms);
+        }
       }
+      oldest.push_back(at);
     }
-    if (oldest) s.oldest_undelivered_ms = std::max<std::int64_t>(0, now - *oldest);
-    out.push_back(std::move(s));
+  }
+  // Pending retries are older still: one indexed read per endpoint, made here (a scrape), not by the
+  // worker's loop.
+  const std::int64_t now = clock_.now_ms();
+  for (std::size_t i = 0; i < out.size(); ++i) {
+    auto pending = ledger_.webhook_reads().oldest_pending_event_at(out[i].endpoint_id);
+    std::optional<std::int64_t> at = oldest[i];
+    if (pending && *pending) at = std::min(at.value_or(**pending), **pending);
+    if (at) out[i].oldest_undelivered_ms = std::max<std::int64_t>(0, now - *at);
   }
   return out;
 }

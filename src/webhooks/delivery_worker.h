@@ -100,6 +100,8 @@ class DeliveryWorker {
   void stop();
 
   DeliveryStats stats() const;
+  // Empty unless this instance delivers. Reads each endpoint's oldest pending delivery (an indexed
+  // read per endpoint): for a metrics scrape, not a hot path.
   std::vector<EndpointDeliveryStats> endpoint_stats() const;
 
  private:

@@ -390,6 +390,18 @@ TEST_P(DeliveryWorkerTest, ADroppedThenRefusedAttemptIsRetriedOnTheScheduleAndEa
   manual_clock_.set_ms(*d->next_attempt_at_ms - 1);
   std::this_thread::sleep_for(milliseconds(300));
   EXPECT_EQ(receiver.requests().size(), 1u) << "the first attempt only";
+  // The metrics' figures for the endpoint: the pending event's age, one attempt failed and retrying.
+  const auto figures = [&] {
+    for (const auto& f : worker_->endpoint_stats()) {
+      if (f.endpoint_id == e.endpoint_id) return f;
+    }
+    ADD_FAILURE() << "no figures for " << e.endpoint_id;
+    return webhooks::EndpointDeliveryStats{};
+  };
+  const auto event_at = recorded(e.endpoint_id, event, 1)->event_at_ms;
+  EXPECT_EQ(figures().oldest_undelivered_ms, manual_clock_.now_ms() - event_at);
+  EXPECT_EQ(figures().retrying, 1u);
+  EXPECT_EQ(figures().delivered, 0u);
 
   // Due: retried, refused with 500, scheduled 5 min (±10%) after the retry.
   manual_clock_.set_ms(*d->next_attempt_at_ms);
@@ -415,6 +427,10 @@ TEST_P(DeliveryWorkerTest, ADroppedThenRefusedAttemptIsRetriedOnTheScheduleAndEa
     if (r.webhook_id == webhook_id(event)) attempts_seen.push_back(r.attempt_seen);
   }
   EXPECT_EQ(attempts_seen, (std::vector<int>{1, 2, 3})) << "one request per attempt, same webhook-id";
+  ASSERT_TRUE(eventually([&] { return figures().delivered == 1; }));  // counted once its record is answered
+  EXPECT_EQ(figures().oldest_undelivered_ms, 0) << "caught up";
+  EXPECT_EQ(figures().retrying, 2u);
+  EXPECT_EQ(figures().failed, 0u);
 }
 
 TEST_P(DeliveryWorkerTest, AnAnswerAfterTheTimeOutIsAFailedAttemptASlowOneWithinItIsDelivered) {
