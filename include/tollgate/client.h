@@ -233,6 +233,13 @@ struct ReserveRequest {
   std::optional<boost::json::object> metadata;
 };
 
+// A refund of a charge (admin; api.md "Refunds of a charge").
+struct RefundRequest {
+  std::optional<std::int64_t> amount;  // unset: everything charged and not refunded yet
+  std::string reason;                  // required: why the credits are given back
+  std::string request_id;              // empty: the client makes one (sent on every attempt)
+};
+
 // Paging of every list: at most `limit` items after the item `starting_after` (the id of the last
 // item of the previous page); the answer's `has_more` says whether to ask again.
 struct PageRequest {
@@ -368,6 +375,14 @@ class Client {
   Response extend(std::string_view hold_id, std::int64_t ttl_ms);
   Response get_hold(std::string_view hold_id);
   Response list_holds(const ListHoldsRequest& request = {});
+  // POST /v1/holds/{hold_id}/refund (admin) — 200 the hold with its refunded_amount: credits it
+  // charged, given back (used → available). One request_id per call, sent on every attempt: a resent
+  // refund moves nothing more. 409 refund_exceeds_charge, 409 conflict (nothing charged, or a job's
+  // hold: refund_job).
+  Response refund_hold(std::string_view hold_id, const RefundRequest& request);
+  // POST /v1/jobs/{client_request_id}/refund (admin) — the same for a completed job: 200 the job with
+  // refunded_amount.
+  Response refund_job(std::string_view client_request_id, const RefundRequest& request);
 
   // --- jobs (api.md, Jobs). Every job call is idempotent by its client_request_id, so each is
   // resent on time-out, lost connection or 503 like the hold calls.

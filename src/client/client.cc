@@ -634,6 +634,28 @@ Response Client::release(std::string_view hold_id, std::optional<std::string> re
                         false);
 }
 
+namespace {
+// A refund's body; one request_id per logical call, so every attempt sends this same body.
+json::value refund_body(const RefundRequest& r, std::string_view request_id_prefix) {
+  const std::string request_id = r.request_id.empty() ? Client::new_request_id(request_id_prefix) : r.request_id;
+  json::value body = json::object{{"reason", r.reason}, {"request_id", request_id}};
+  if (r.amount) body.as_object()["amount"] = *r.amount;
+  return body;
+}
+}  // namespace
+
+Response Client::refund_hold(std::string_view hold_id, const RefundRequest& r) {
+  json::value body = refund_body(r, impl_->options.request_id_prefix);
+  return impl_->perform(bhttp::verb::post, "/v1/holds/" + encode_component(hold_id) + "/refund", &body, Resend::safe,
+                        false);
+}
+
+Response Client::refund_job(std::string_view client_request_id, const RefundRequest& r) {
+  json::value body = refund_body(r, impl_->options.request_id_prefix);
+  return impl_->perform(bhttp::verb::post, "/v1/jobs/" + encode_component(client_request_id) + "/refund", &body,
+                        Resend::safe, false);
+}
+
 Response Client::extend(std::string_view hold_id, std::int64_t ttl_ms) {
   json::value body = json::object{{"ttl_ms", ttl_ms}};
   // No id makes a second extend a replay: sent again only when it certainly never arrived.

@@ -744,6 +744,30 @@ Result<HoldOutcome> LedgerBatch::release_hold(const ReleaseCommand& c) {
   return batch::release_hold(x, c);
 }
 
+Result<LedgerBatch::Refunded> LedgerBatch::refund_hold(const Refund& r) {
+  State& s = *state_;
+  Hold* h = batch::hold_for_change(s, r.hold_id);
+  if (!h) return hold_not_found(r.hold_id);
+  const auto owned = owner_of_hold(s.owners(), h->request_id);
+  if (r.owner_request_id) {
+    if (h->request_id != *r.owner_request_id) return hold_not_found(r.hold_id);
+  } else if (owned) {
+    return Error::make(Code::conflict, "hold " + r.hold_id + " belongs to " + std::string(owned->owner->noun) + " " +
+                                           owned->id + ": refund it through its " + std::string(owned->owner->noun));
+  }
+  const auto amount = rules::plan_refund(*h, r.amount, s.now());
+  if (!amount) return amount.error();
+  Account* a = s.account(h->account_id);
+  TG_ASSERT(a != nullptr);  // the account of a hold the batch changes is loaded (and locked)
+  set_balances(*a, rules::refund(a->balances, *amount));
+  h->refunded_amount += *amount;  // ≤ committed_amount (plan_refund)
+  Event e = hold_event(s, *h, EventType::refunded, *amount, a->balances);
+  e.reason = r.reason;
+  e.reference = r.reference;
+  s.append(std::move(e));
+  return Refunded{*h, *amount};
+}
+
 LedgerEffects LedgerBatch::effects(std::vector<std::pair<std::size_t, std::size_t>>& result_events) && {
   result_events = std::move(state_->result_events());
   return std::move(*state_).effects();

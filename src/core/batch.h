@@ -245,6 +245,26 @@ class LedgerBatch {
   Result<HoldOutcome> commit_hold(const CommitCommand& c);
   Result<HoldOutcome> release_hold(const ReleaseCommand& c);
 
+  // --- for slices: money given back --------------------------------------------------------------
+  // Refunds a charged hold (named in LedgerKeys by add_hold_key) by rules::plan_refund: `amount`
+  // (unset: all it charged and has not given back) moves from used to available, the hold's
+  // refunded_amount grows, and a `refunded` event carries `reason` and, as its reference, the
+  // refund's own id. `owner_request_id` set: the hold must be the one with that request_id (a slice
+  // refunding a hold its row owns: not_found otherwise); unset: an owned hold (core/hold_id.h) is
+  // refused (conflict: its owner's refund gives it back, with the owning row).
+  struct Refund {
+    std::string hold_id;
+    std::optional<std::string> owner_request_id;
+    std::optional<std::int64_t> amount;
+    std::string reason;
+    std::string reference;
+  };
+  struct Refunded {
+    Hold hold;                // as it is now
+    std::int64_t amount = 0;  // what this refund gave back
+  };
+  Result<Refunded> refund_hold(const Refund& r);
+
   // The ledger's effects, and the results that carry a new event: (result index, event index).
   LedgerEffects effects(std::vector<std::pair<std::size_t, std::size_t>>& result_events) &&;
 

@@ -19,6 +19,8 @@ struct HoldLife {
   bool ended = false;         // committed, released or expired seen
   bool expired = false;       // the end was an expiry
   bool late_settled = false;  // late_charged / late_forgiven seen
+  std::int64_t charged = 0;   // committed, or late-charged
+  std::int64_t refunded = 0;  // given back by refunded events since
 };
 
 }  // namespace
@@ -143,6 +145,7 @@ Fold fold_events(std::span<const Event> events) {
         if (e.type != EventType::committed && e.amount != life->amount) problem(e, "amount differs from the hold");
         add(e, b.reserved, -life->amount);
         add(e, b.used, used);
+        life->charged = used;
         add(e, b.available, life->amount - used);
         life->ended = true;
         life->expired = e.type == EventType::expired;
@@ -159,8 +162,21 @@ Fold fold_events(std::span<const Event> events) {
         if (e.type == EventType::late_charged) {
           add(e, b.available, -e.amount);
           add(e, b.used, e.amount);
+          life->charged = e.amount;
         }
         life->late_settled = true;
+        break;
+      case EventType::refunded:
+        // Only what a hold charged comes back, at most once in all.
+        if (e.amount < 1 || e.amount > life->charged - life->refunded) {
+          problem(e, "hold " + *e.hold_id + " refunds " + std::to_string(e.amount) + " of a charge of " +
+                         std::to_string(life->charged) + " with " + std::to_string(life->refunded) +
+                         " refunded before");
+          break;
+        }
+        life->refunded += e.amount;
+        add(e, b.used, -e.amount);
+        add(e, b.available, e.amount);
         break;
       case EventType::account_updated:
       case EventType::balance_low:

@@ -6,7 +6,8 @@
 //   4. the account row equals the fold of its events (its balances; and its settings, once an
 //      account_updated event recorded them: the last one's are the row's)
 //   5. every hold ends once; no event follows its terminal event — except that an `expired` hold may
-//      be followed by exactly one late_charged / late_forgiven (the late-commit policy's record)
+//      be followed by exactly one late_charged / late_forgiven (the late-commit policy's record), and
+//      a charged hold (committed, late-charged) by `refunded` events that give back at most its charge
 //
 // Each function returns the violations it found as human-readable strings; empty means clean.
 // Pure functions; thread-safe.

@@ -41,7 +41,7 @@ constexpr std::array<std::pair<LateCommitPolicy, std::string_view>, 3> kLatePoli
     {LateCommitPolicy::reject, "reject"},
 }};
 
-constexpr std::array<std::pair<EventType, std::string_view>, 13> kEventTypes{{
+constexpr std::array<std::pair<EventType, std::string_view>, 14> kEventTypes{{
     {EventType::credited, "credited"},
     {EventType::debited, "debited"},
     {EventType::reserved, "reserved"},
@@ -55,6 +55,7 @@ constexpr std::array<std::pair<EventType, std::string_view>, 13> kEventTypes{{
     {EventType::balance_low, "balance_low"},
     {EventType::balance_depleted, "balance_depleted"},
     {EventType::balance_recovered, "balance_recovered"},
+    {EventType::refunded, "refunded"},
 }};
 
 }  // namespace
@@ -94,7 +95,7 @@ std::ostream& operator<<(std::ostream& out, const Hold& h) {
   out << "{" << h.hold_id << " " << hold_status_name(h.status);
   if (h.late_outcome != LateOutcome::none) out << "/late_" << late_outcome_name(h.late_outcome);
   return out << " account=" << h.account_id << " request=" << h.request_id << " amount=" << h.amount
-             << " committed=" << h.committed_amount << " expires_at_ms=" << h.expires_at_ms << "}";
+             << " committed=" << h.committed_amount << " refunded=" << h.refunded_amount << " expires_at_ms=" << h.expires_at_ms << "}";
 }
 
 std::ostream& operator<<(std::ostream& out, const Event& e) {

@@ -69,6 +69,8 @@ struct Hold {
   std::string request_id;
   std::int64_t amount = 0;            // reserved when the hold was made
   std::int64_t committed_amount = 0;  // moved to used (committed, or late-charged)
+  // Given back since (refunds: used → available), never more than committed_amount.
+  std::int64_t refunded_amount = 0;
   HoldStatus status = HoldStatus::active;
   LateOutcome late_outcome = LateOutcome::none;
   std::int64_t created_at_ms = 0;
@@ -97,7 +99,10 @@ enum class EventType : std::uint8_t {
   balance_low,        // available fell from ≥ threshold to < threshold
   balance_depleted,   // available fell from > 0 to ≤ 0
   balance_recovered,  // available rose from < threshold to ≥ threshold
+  refunded,           // a charged hold gave `amount` back: used → available (purchased unchanged)
 };
+// The last event type: every type is 0..kLastEventType (for lists of every name).
+inline constexpr EventType kLastEventType = EventType::refunded;
 // A balance notice (no hold, no amount, no balance moved).
 inline bool is_balance_notice(EventType type) {
   return type == EventType::balance_low || type == EventType::balance_depleted || type == EventType::balance_recovered;

@@ -8,6 +8,7 @@
 //   - fix the request and do not retry:           invalid_request, not_found, idempotency_mismatch, conflict, overflow
 //   - wait for the state to change, then retry:   insufficient_credits, too_many_holds, account_frozen
 //   - the hold has ended; nothing to retry:       hold_committed, hold_released, hold_expired
+//   - ask for less (or nothing more):             refund_exceeds_charge
 //   - retry the same request (same id) later:     overloaded, unavailable, storage_full
 //   - retry on another instance, or after an operator restarted this one: storage_failed
 //   - report it:                                  internal
@@ -62,6 +63,7 @@ enum class Code : std::uint8_t {
   rate_limited,          // the rate limit refused the attempt (HTTP 429, with retry_after_ms)
   storage_full,          // the database's disk is full: nothing was written; retry when space returns (HTTP 503)
   storage_failed,        // a flush to disk failed: this instance refuses writes until restarted (HTTP 503)
+  refund_exceeds_charge, // a refund of more than the hold charged and was not refunded yet (HTTP 409)
 };
 
 constexpr std::string_view code_name(Code code) {
@@ -90,6 +92,7 @@ constexpr std::string_view code_name(Code code) {
     case Code::rate_limited: return "rate_limited";
     case Code::storage_full: return "storage_full";
     case Code::storage_failed: return "storage_failed";
+    case Code::refund_exceeds_charge: return "refund_exceeds_charge";
   }
   return "internal";
 }

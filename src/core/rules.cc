@@ -50,6 +50,15 @@ Result<Balances> debit(const Balances& before, std::int64_t amount) {
   return after;
 }
 
+Balances refund(const Balances& before, std::int64_t amount) {
+  TG_ASSERT(amount_is_valid(amount) && amount <= before.used);
+  Balances after = before;
+  after.used -= amount;       // ≥ 0
+  after.available += amount;  // ≤ purchased − reserved − used: no overflow while the identity holds
+  assert_identity(after);
+  return after;
+}
+
 Status check_not_frozen(const Account& account) {
   if (!account.frozen) return ok_status();
   return Error::make(Code::account_frozen, "account " + account.account_id +
@@ -226,6 +235,33 @@ Status plan_extend(const Hold& hold, std::int64_t now_ms) {
       return Error::make(Code::hold_expired, "hold " + hold.hold_id + " has expired");
   }
   TG_ASSERT(false && "unreachable hold status");
+}
+
+Result<std::int64_t> plan_refund(const Hold& hold, std::optional<std::int64_t> amount, std::int64_t now_ms) {
+  TG_ASSERT(!is_overdue(hold, now_ms));
+  const bool charged = hold.status == HoldStatus::committed ||
+                       (hold.status == HoldStatus::expired && hold.late_outcome == LateOutcome::charged);
+  if (!charged) {
+    std::string state(hold_status_name(hold.status));
+    if (hold.late_outcome == LateOutcome::forgiven) state += " (late commit forgiven: nothing was charged)";
+    return Error::make(Code::conflict, "hold " + hold.hold_id + " is " + state + ": only a charged hold (committed, "
+                                           "or late-charged) can be refunded");
+  }
+  TG_ASSERT(hold.refunded_amount >= 0 && hold.refunded_amount <= hold.committed_amount);
+  const std::int64_t left = hold.committed_amount - hold.refunded_amount;
+  if (amount) {
+    if (auto s = check_amount(*amount); !s) return s.error();
+  }
+  const std::int64_t wanted = amount.value_or(left);
+  if (wanted > left || wanted == 0) {
+    return Error::make(Code::refund_exceeds_charge,
+                       "hold " + hold.hold_id + " charged " + std::to_string(hold.committed_amount) + " and " +
+                           std::to_string(hold.refunded_amount) + " of it is refunded already: " +
+                           (left == 0 ? std::string("nothing is left to refund")
+                                      : "at most " + std::to_string(left) + " can be refunded, not " +
+                                            std::to_string(wanted)));
+  }
+  return wanted;
 }
 
 Result<RevokeAction> plan_revoke_key(const ApiKey& key, bool replaced_by_configured_admin_key) {

@@ -46,6 +46,10 @@ Balances release(const Balances& before, std::int64_t held);
 // A late charge takes `amount` straight from available to used, under the same condition as a
 // reservation (available − amount ≥ −overdraft_limit). Refusal: insufficient_credits.
 Result<Balances> late_charge(const Account& before, std::int64_t amount);
+// A refund gives `amount` a hold charged back: used → available; purchased is unchanged (credits come
+// back, not money). `amount` ≤ used (the hold's charge is part of it: asserted). Cannot overflow:
+// available stays ≤ purchased.
+Balances refund(const Balances& before, std::int64_t amount);
 
 // --- settings ----------------------------------------------------------------------------------
 
@@ -113,6 +117,13 @@ Result<ReleaseAction> plan_release(const Hold& hold, std::int64_t now_ms);
 
 // Refusals: hold_committed, hold_released, hold_expired (also when overdue).
 Status plan_extend(const Hold& hold, std::int64_t now_ms);
+
+// How much a refund of `hold` gives back: `amount`, or when unset everything it charged and has not
+// given back yet. Only a charged hold refunds: committed, or expired and late-charged. Refusals:
+// conflict (not charged: active, released, expired, forgiven — nothing was charged), invalid_request
+// (an amount out of range), refund_exceeds_charge (more than committed_amount − refunded_amount,
+// which also refuses a refund of "everything" once nothing is left).
+Result<std::int64_t> plan_refund(const Hold& hold, std::optional<std::int64_t> amount, std::int64_t now_ms);
 
 // --- API keys ---------------------------------------------------------------------------------
 

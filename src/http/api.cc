@@ -88,7 +88,8 @@ unsigned http_status(Code code) {
     case Code::lock_held:
     case Code::lock_lost:
     case Code::lock_cancelled:
-    case Code::in_progress: return 409;
+    case Code::in_progress:
+    case Code::refund_exceeds_charge: return 409;
     case Code::rate_limited: return 429;
     case Code::idempotency_mismatch:
     case Code::overflow: return 422;

@@ -345,6 +345,7 @@ void append_json(std::string& out, const Hold& h) {
   o.str("request_id", h.request_id);
   o.num("amount", h.amount);
   o.num("committed_amount", h.committed_amount);
+  o.num("refunded_amount", h.refunded_amount);
   o.str("status", hold_status_name(h.status));
   if (h.late_outcome != LateOutcome::none) o.str("late_outcome", late_outcome_name(h.late_outcome));
   o.time("created_at", h.created_at_ms);

@@ -140,6 +140,9 @@ void rotate_webhook_secret(Context&, Call&);
 void list_webhook_deliveries(Context&, Call&);
 void replay_webhook_endpoint(Context&, Call&);
 
+void refund_hold(Context&, Call&);
+void refund_job(Context&, Call&);
+
 // --- what handlers share ------------------------------------------------------------------------
 // An answer whose body `write(out)` appends (no intermediate JSON tree).
 template <typename Write>

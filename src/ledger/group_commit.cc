@@ -108,6 +108,11 @@ void GroupCommitter::count_outcome(const CommandResult& result) {
     }
     return;
   }
+  if (const auto* o = std::get_if<RefundOutcome>(&result.value()); o != nullptr && o->created) {
+    outcome_counters_.add<&OutcomeCounts::refunds>();
+    outcome_counters_.add<&OutcomeCounts::refunded_credits>(static_cast<std::uint64_t>(o->refund.amount));
+    return;
+  }
   const Hold* hold = nullptr;
   if (const auto* o = std::get_if<HoldOutcome>(&result.value()); o != nullptr && o->created) {
     hold = &o->hold;  // not a replay that changed nothing

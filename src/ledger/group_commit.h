@@ -57,6 +57,8 @@ struct OutcomeCounts {
   std::uint64_t holds_late_charged = 0, holds_late_forgiven = 0;  // commits of expired holds, by policy
   std::uint64_t reservation_conflicts = 0;  // answers of insufficient_credits
   std::uint64_t reservation_conflicts_held = 0;  // of those, held_by_other_holds (result.h)
+  std::uint64_t refunds = 0;           // refunds that gave credits back (not replays of one)
+  std::uint64_t refunded_credits = 0;  // the credits they gave back
 };
 
 // Holds ended, by outcome: these counts, and the reaper's expirations (ledger.h).
@@ -73,6 +75,12 @@ inline constexpr auto kOutcomeFields = std::to_array<metrics::Field<OutcomeCount
     {&OutcomeCounts::reservation_conflicts_held,
      {"tollgate_reservation_conflicts_held_total", metrics::Type::counter,
       "Answers of insufficient_credits whose account had the credits, reserved by other holds."},
+     ""},
+    {&OutcomeCounts::refunds,
+     {"tollgate_refunds_total", metrics::Type::counter, "Refunds of a charge made through this instance."}, ""},
+    {&OutcomeCounts::refunded_credits,
+     {"tollgate_refunded_credits_total", metrics::Type::counter,
+      "Credits given back by refunds made through this instance (used to available)."},
      ""},
 });
 

@@ -532,6 +532,42 @@ CREATE TABLE webhook_deliveries (
 CREATE INDEX webhook_deliveries_by_status ON webhook_deliveries(endpoint_id, status, event_id);
 CREATE INDEX webhook_deliveries_due ON webhook_deliveries(next_attempt_at_ms) WHERE status = 'pending';
 )sql"},
+    // 12: refunds of a charge (refunds/refund_batch.h; docs/api.md "Refunds of a charge"): what each
+    // hold gave back so far, never more than it charged (the rows written before have refunded
+    // nothing), and one row per refund request_id (what makes a refund idempotent). PostgreSQL: the
+    // CHECK is NOT VALID (the holds written before satisfy it, 0 ≤ committed_amount; checking them
+    // would scan the table under an exclusive lock) — every row written from now on is checked.
+    {12, "refunds",
+     /*sqlite_legacy=*/0, /*postgres_legacy=*/0,
+     // SQLite
+     R"sql(
+ALTER TABLE holds ADD COLUMN refunded_amount INTEGER NOT NULL DEFAULT 0
+  CHECK (refunded_amount >= 0 AND refunded_amount <= committed_amount);
+CREATE TABLE refunds (
+  request_id       TEXT    PRIMARY KEY,
+  hold_id          TEXT    NOT NULL,
+  account_id       TEXT    NOT NULL REFERENCES accounts(account_id),
+  amount           INTEGER NOT NULL CHECK (amount >= 1),
+  requested_amount INTEGER CHECK (requested_amount IS NULL OR requested_amount = amount),
+  reason           TEXT    NOT NULL CHECK (reason <> ''),
+  created_at_ms    INTEGER NOT NULL
+) WITHOUT ROWID;
+)sql",
+     // PostgreSQL
+     R"sql(
+ALTER TABLE holds ADD COLUMN refunded_amount bigint NOT NULL DEFAULT 0;
+ALTER TABLE holds ADD CONSTRAINT holds_refunded_within_charge
+  CHECK (refunded_amount >= 0 AND refunded_amount <= committed_amount) NOT VALID;
+CREATE TABLE refunds (
+  request_id       text COLLATE "C" PRIMARY KEY,
+  hold_id          text COLLATE "C" NOT NULL,
+  account_id       text COLLATE "C" NOT NULL REFERENCES accounts(account_id),
+  amount           bigint NOT NULL CHECK (amount >= 1),
+  requested_amount bigint CHECK (requested_amount IS NULL OR requested_amount = amount),
+  reason           text   NOT NULL CHECK (reason <> ''),
+  created_at_ms    bigint NOT NULL
+);
+)sql"},
 };
 
 constexpr int legacy_number(const Version& version, Dialect dialect) {

@@ -181,7 +181,7 @@ std::optional<std::int64_t> next_attempt_at_ms(std::int64_t attempts, std::int64
 const std::vector<std::string>& event_type_names() {
   static const std::vector<std::string> names = [] {
     std::vector<std::string> out;
-    for (int i = 0; i <= static_cast<int>(EventType::balance_recovered); ++i) {
+    for (int i = 0; i <= static_cast<int>(kLastEventType); ++i) {
       out.emplace_back(event_type_name(static_cast<EventType>(i)));
     }
     return out;

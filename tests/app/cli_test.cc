@@ -208,6 +208,36 @@ TEST_F(CliTest, HoldCommandsReleaseExtendShowAndList) {
   EXPECT_NE(r.err.find("tollgate: hold commit: hold_released:"), std::string::npos) << r.err;
 }
 
+TEST_F(CliTest, RefundGivesBackPartOfAChargeOncePerRequestIdThenRefusesMore) {
+  ASSERT_EQ(cli({"account", "create", "rita"}).exit_code, 0);
+  ASSERT_EQ(cli({"account", "credit", "rita", "10", "--reference", "rita-buy"}).exit_code, 0);
+  ProcessResult r = cli({"hold", "reserve", "rita", "6", "--json"});
+  ASSERT_EQ(r.exit_code, 0) << describe(r);
+  const std::string hold_id(one_document(r).at("hold_id").as_string());
+  ASSERT_EQ(cli({"hold", "commit", hold_id}).exit_code, 0);
+
+  r = cli({"refund", "hold", hold_id, "--amount", "2", "--reason", "the print jammed", "--request-id", "rf-1"});
+  ASSERT_EQ(r.exit_code, 0) << describe(r);
+  EXPECT_NE(r.out.find("hold " + hold_id + ": 2 of 6 charged refunded in all"), std::string::npos) << r.out;
+  r = cli({"refund", "hold", hold_id, "--amount", "2", "--reason", "the print jammed", "--request-id", "rf-1"});
+  ASSERT_EQ(r.exit_code, 0) << describe(r);  // the same refund again: nothing more
+  EXPECT_NE(r.out.find("2 of 6 charged refunded in all"), std::string::npos) << r.out;
+  r = cli({"refund", "hold", hold_id, "--reason", "complaint", "--json"});
+  ASSERT_EQ(r.exit_code, 0) << describe(r);
+  EXPECT_EQ(one_document(r).at("refunded_amount"), 6);
+  r = cli({"account", "show", "rita", "--json"});
+  ASSERT_EQ(r.exit_code, 0) << describe(r);
+  EXPECT_EQ(one_document(r).at("available"), 10);
+  EXPECT_EQ(one_document(r).at("used"), 0);
+
+  r = cli({"refund", "hold", hold_id, "--reason", "again"});
+  EXPECT_EQ(r.exit_code, 1) << describe(r);
+  EXPECT_NE(r.err.find("tollgate: refund hold: refund_exceeds_charge:"), std::string::npos) << r.err;
+  r = cli({"refund", "job", "no-such-job", "--reason", "x"});
+  EXPECT_EQ(r.exit_code, 1) << describe(r);
+  EXPECT_NE(r.err.find("not_found"), std::string::npos) << r.err;
+}
+
 TEST_F(CliTest, KeysAreCreatedShownOnceAndRevoked) {
   ASSERT_EQ(cli({"account", "create", "carol"}).exit_code, 0);
   ASSERT_EQ(cli({"account", "create", "dave"}).exit_code, 0);
@@ -452,6 +482,11 @@ TEST_F(CliTest, UsageErrorsExitTwoWithoutAskingTheServer) {
       {"hold"},
       {"events", "g", "--limit", "1001"},
       {"hold", "list", "--status", "pending"},
+      {"refund", "hold", "h"},                                 // --reason is required
+      {"refund", "hold", "h", "--reason", "x", "--amount", "0"},
+      {"refund", "job", "has space", "--reason", "x"},
+      {"refund", "job", "j", "--reason", "x", "--request-id", "a b"},
+      {"refund"},
   };
   for (const auto& args : bad) {
     const ProcessResult r = cli(args);

@@ -209,6 +209,72 @@ TEST_F(HttpJobs, ASuccessCompletesTheJobAndChargesItsHoldOnce) {
   EXPECT_EQ(named, 2);  // reserved, committed
 }
 
+// api.md "Refunds of a charge": a completed job's charge comes back through its job, in part or in
+// whole, once per request_id; the holds API does not refund a job's hold; a job that did not
+// complete has nothing to refund; an account key may not refund.
+TEST_F(HttpJobs, ACompletedJobsChargeIsRefundedThroughItsJobOncePerRequest) {
+  const std::string acct = make_account(10);
+  const std::string id = unique("refunded");
+  ASSERT_EQ(submit(acct, "imagegen", id, 4).status, 202u);
+  const json::object job = wait_ended(id);
+  ASSERT_EQ(jstr(job, "status"), "completed");
+  const std::string hold_id = jstr(job, "hold_id");
+
+  const HttpResponse part =
+      admin_->post("/v1/jobs/" + id + "/refund", json::object{{"amount", 1}, {"reason", "the print jammed"}, {"request_id", id + "-r1"}});
+  ASSERT_EQ(part.status, 200u) << part;
+  EXPECT_EQ(jstr(part.object(), "client_request_id"), id);
+  EXPECT_EQ(jint(part.object(), "refunded_amount"), 1);
+  EXPECT_EQ(jint(account(acct), "used"), 3);
+  EXPECT_EQ(jint(account(acct), "available"), 7);
+  EXPECT_EQ(jint(account(acct), "purchased"), 10);
+  // The same request again moves nothing; the rest, unnamed, is everything left.
+  const HttpResponse again =
+      admin_->post("/v1/jobs/" + id + "/refund", json::object{{"amount", 1}, {"reason", "the print jammed"}, {"request_id", id + "-r1"}});
+  ASSERT_EQ(again.status, 200u) << again;
+  EXPECT_EQ(jint(again.object(), "refunded_amount"), 1);
+  const HttpResponse rest = admin_->post("/v1/jobs/" + id + "/refund", json::object{{"reason", "complaint"}},
+                                         {{"Idempotency-Key", id + "-r2"}});
+  ASSERT_EQ(rest.status, 200u) << rest;
+  EXPECT_EQ(jint(rest.object(), "refunded_amount"), 4);
+  EXPECT_EQ(jint(account(acct), "used"), 0);
+  EXPECT_EQ(jint(account(acct), "available"), 10);
+  const HttpResponse more = admin_->post("/v1/jobs/" + id + "/refund", json::object{{"reason", "x"}, {"request_id", id + "-r3"}});
+  EXPECT_EQ(more.status, 409u) << more;
+  EXPECT_EQ(more.code(), "refund_exceeds_charge");
+  const HttpResponse hold = admin_->get("/v1/holds/" + hold_id);
+  EXPECT_EQ(jint(hold.object(), "refunded_amount"), 4);
+
+  // Through the holds API: the job's hold is the job's to refund.
+  const HttpResponse via_hold =
+      admin_->post("/v1/holds/" + hold_id + "/refund", json::object{{"reason", "x"}, {"request_id", id + "-r4"}});
+  EXPECT_EQ(via_hold.status, 409u) << via_hold;
+  EXPECT_EQ(via_hold.code(), "conflict");
+  EXPECT_NE(via_hold.body.find("refund it through its job"), std::string::npos) << via_hold;
+
+  // A job that failed charged nothing: conflict, nothing moves.
+  const std::string failed = unique("refused");
+  ASSERT_EQ(submit(acct, "refusing", failed, 2).status, 202u);
+  ASSERT_EQ(jstr(wait_ended(failed), "status"), "failed");
+  const HttpResponse nothing =
+      admin_->post("/v1/jobs/" + failed + "/refund", json::object{{"reason", "x"}, {"request_id", failed + "-r"}});
+  EXPECT_EQ(nothing.status, 409u) << nothing;
+  EXPECT_EQ(nothing.code(), "conflict");
+  EXPECT_EQ(jint(account(acct), "available"), 10);
+
+  // An unknown job; an account key.
+  const HttpResponse unknown =
+      admin_->post("/v1/jobs/no-such-job/refund", json::object{{"reason", "x"}, {"request_id", id + "-r5"}});
+  EXPECT_EQ(unknown.status, 404u) << unknown;
+  const HttpResponse key = admin_->post("/v1/accounts/" + acct + "/keys", json::object{});
+  ASSERT_EQ(key.status, 201u) << key;
+  HttpClient kiosk(server_->port(), jstr(key.object(), "secret"));
+  const HttpResponse forbidden =
+      kiosk.post("/v1/jobs/" + id + "/refund", json::object{{"reason", "x"}, {"request_id", id + "-r6"}});
+  EXPECT_EQ(forbidden.status, 403u) << forbidden;
+  EXPECT_EQ(jint(account(acct), "available"), 10);
+}
+
 TEST_F(HttpJobs, MetricsCountJobsAndEachProvidersOutcomesAndLatency) {
   const std::string acct = make_account(3);
   const std::string id = unique("metered");

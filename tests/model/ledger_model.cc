@@ -202,6 +202,8 @@ CommandResult LedgerModel::apply(const Command& command, std::int64_t now_ms) {
           return replay_endpoint(c);
         } else if constexpr (std::is_same_v<T, webhooks::RecordDeliveriesCommand>) {
           return record_deliveries(c);
+        } else if constexpr (std::is_same_v<T, refunds::RefundCommand>) {
+          return refund(c);
         } else {
           static_assert(!sizeof(T*), "a command kind the model does not know: add its rules here");
         }
@@ -1019,6 +1021,46 @@ CommandResult LedgerModel::record_deliveries(const webhooks::RecordDeliveriesCom
   }
   out.endpoint = e;
   return out;
+}
+
+// --- refunds (docs/api.md "Refunds of a charge") ---------------------------------------------------
+
+// A charged hold (committed, or expired and late-charged) gives back what is asked — everything it
+// charged and has not given back when no amount is named — from used to available, purchased
+// unchanged. A request_id refunds once: the same one again answers the hold as it is now; naming
+// another hold or another amount is a mismatch. The holds API does not refund a job's hold; the job's
+// refund names it (its hold's request_id).
+CommandResult LedgerModel::refund(const refunds::RefundCommand& c) {
+  if (auto it = refunds_.find(c.request_id); it != refunds_.end()) {
+    const refunds::Refund& earlier = it->second;
+    if (earlier.hold_id != c.hold_id || earlier.requested_amount != c.amount) return err(Code::idempotency_mismatch);
+    return RefundOutcome{hold_for_change(c.hold_id)->hold, earlier, false};
+  }
+  StoredHold* s = hold_for_change(c.hold_id);
+  if (s == nullptr) return err(Code::not_found);
+  Hold& h = s->hold;
+  if (c.owner_request_id) {
+    if (h.request_id != *c.owner_request_id) return err(Code::not_found);
+  } else if (job_of(h.request_id)) {
+    return err(Code::conflict);
+  }
+  const bool charged = h.status == HoldStatus::committed ||
+                       (h.status == HoldStatus::expired && h.late_outcome == LateOutcome::charged);
+  if (!charged) return err(Code::conflict);
+  const std::int64_t left = h.committed_amount - h.refunded_amount;
+  const std::int64_t amount = c.amount.value_or(left);
+  if (amount == 0 || amount > left) return err(Code::refund_exceeds_charge);
+  Balances& b = accounts_.at(h.account_id).balances;
+  b.used -= amount;
+  b.available += amount;
+  h.refunded_amount += amount;
+  Event e = hold_event(h, EventType::refunded, amount);
+  e.reason = c.reason;
+  e.reference = c.request_id;
+  add_event(e);
+  refunds::Refund r{c.request_id, c.hold_id, h.account_id, amount, c.amount, c.reason, now_};
+  refunds_[c.request_id] = r;
+  return RefundOutcome{h, r, true};
 }
 
 }  // namespace tollgate::testing

@@ -87,6 +87,8 @@ class LedgerModel {
   CommandResult rotate_endpoint(const webhooks::RotateEndpointSecretCommand& c);
   CommandResult replay_endpoint(const webhooks::ReplayEndpointCommand& c);
   CommandResult record_deliveries(const webhooks::RecordDeliveriesCommand& c);
+  // refunds
+  CommandResult refund(const refunds::RefundCommand& c);
 
   // helpers
   bool overdue(const Hold& h) const { return h.status == HoldStatus::active && now_ >= h.expires_at_ms; }
@@ -116,6 +118,7 @@ class LedgerModel {
   std::map<std::string, webhooks::Endpoint> endpoints_;
   std::map<std::pair<std::string, std::int64_t>, webhooks::Delivery> deliveries_;
   std::int64_t feed_head_at_batch_ = 0;
+  std::map<std::string, refunds::Refund> refunds_;  // by request_id
 };
 
 }  // namespace tollgate::testing

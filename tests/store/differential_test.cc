@@ -125,7 +125,7 @@ std::string show(const Hold& h, const Names& n) {
     << " amount=" << h.amount << " committed=" << h.committed_amount << " " << hold_status_name(h.status)
     << " late=" << late_outcome_name(h.late_outcome) << " created_at=" << h.created_at_ms
     << " expires_at=" << h.expires_at_ms << " closed_at=" << opt(h.closed_at_ms) << " metadata=" << h.metadata_json
-    << " reason=" << opt(h.release_reason);
+    << " reason=" << opt(h.release_reason) << " refunded=" << h.refunded_amount;
   return o.str();
 }
 
@@ -236,6 +236,11 @@ std::string show(const CommandResult& r, const Names& n) {
         } else if constexpr (std::is_same_v<T, DeliveriesOutcome>) {
           return "ok recorded=" + std::to_string(o.recorded) + " failed=" + std::to_string(o.failed) +
                  " disabled=" + std::to_string(o.disabled) + " " + show(o.endpoint);
+        } else if constexpr (std::is_same_v<T, RefundOutcome>) {
+          const refunds::Refund& r = o.refund;
+          return made(o.created) + show(o.hold, n) + " | refund " + r.request_id + " hold=" + n.hold(r.hold_id) +
+                 " account=" + r.account_id + " amount=" + std::to_string(r.amount) + " asked=" +
+                 opt(r.requested_amount) + " reason=" + r.reason + " at=" + std::to_string(r.created_at_ms);
         } else {
           static_assert(!sizeof(T*), "an outcome this test does not show");
         }
@@ -273,6 +278,7 @@ std::string kind_of(const Command& c) {
         else if constexpr (std::is_same_v<T, webhooks::RotateEndpointSecretCommand>) return "rotate_endpoint";
         else if constexpr (std::is_same_v<T, webhooks::ReplayEndpointCommand>) return "replay_endpoint";
         else if constexpr (std::is_same_v<T, webhooks::RecordDeliveriesCommand>) return "record_deliveries";
+        else if constexpr (std::is_same_v<T, refunds::RefundCommand>) return "refund";
         else static_assert(!sizeof(T*), "a command kind this test does not generate: add it");
       },
       c);
@@ -315,7 +321,9 @@ std::string describe(const Command& c) {
                       std::is_same_v<T, ReserveCommand>) {
           o << " amount=" << x.amount;
         }
-        if constexpr (std::is_same_v<T, CommitCommand>) o << " amount=" << opt(x.amount);
+        if constexpr (std::is_same_v<T, CommitCommand> || std::is_same_v<T, refunds::RefundCommand>) {
+          o << " amount=" << opt(x.amount);
+        }
         if constexpr (requires { x.key; }) o << " key=" << x.key;
         if constexpr (requires { x.key_id; }) o << " key_id=" << x.key_id;
       },
@@ -330,7 +338,10 @@ class Generator {
  public:
   // Webhook endpoint commands come from a stream of their own, added between the others: they touch no
   // ledger row, so the ledger's commands and outcomes stay what the seed made them before they existed.
-  explicit Generator(std::uint64_t seed) : rng_(seed), endpoint_rng_(seed ^ 0x77656268'6f6f6b73ULL) {}
+  // Refunds likewise (they move money, so the ledger's outcomes after one differ, but the commands
+  // the other streams make stay the same).
+  explicit Generator(std::uint64_t seed)
+      : rng_(seed), endpoint_rng_(seed ^ 0x77656268'6f6f6b73ULL), refund_rng_(seed ^ 0x72656675'6e647321ULL) {}
 
   // One batch; hold references are "@<request_id>". `model` tells which holds and jobs exist.
   std::vector<Command> batch(const LedgerModel& model, std::int64_t now_ms) {
@@ -340,6 +351,7 @@ class Generator {
       out.push_back(command(model, now_ms));
       if (endpoint_pick(100) < 5) out.push_back(endpoint_command(model, endpoint_pick(4)));
       if (endpoint_pick(100) < 5) out.push_back(delivery_command(model, now_ms));
+      if (refund_pick(100) < 8) out.push_back(refund_command(model, now_ms));
     }
     return out;
   }
@@ -617,6 +629,41 @@ class Generator {
     return c;
   }
 
+  // Refunds: mostly of the charged holds (so that amounts are compared, not only refused), now and
+  // then of any hold or none; a job's hold through its job (its request_id) or, refused, through the
+  // holds API; request_ids new or used before (the same refund again, or another hold or amount).
+  int refund_pick(int n) { return static_cast<int>(std::uniform_int_distribution<int>(0, n - 1)(refund_rng_)); }
+  bool refund_chance(int percent) { return refund_pick(100) < percent; }
+  Command refund_command(const LedgerModel& model, std::int64_t now_ms) {
+    std::vector<const Hold*> charged;
+    const std::vector<Hold> holds = model.holds(now_ms);
+    for (const Hold& h : holds) {
+      if (h.committed_amount > 0 || refund_chance(5)) charged.push_back(&h);
+    }
+    refunds::RefundCommand c;
+    if (charged.empty() || refund_chance(5)) {
+      c.hold_id = "hold_424242_0123456789abcdef";
+    } else {
+      const Hold& h = *charged.at(static_cast<std::size_t>(refund_pick(static_cast<int>(charged.size()))));
+      c.hold_id = "@" + h.request_id;
+      if (h.request_id.rfind("job:", 0) == 0 && refund_chance(85)) {
+        c.owner_request_id = refund_chance(90) ? h.request_id : "job:j9999";
+      }
+    }
+    if (refund_chance(60)) c.amount = refund_chance(10) ? refund_pick(5'000) + 1 : refund_pick(6) + 1;
+    c.reason = refund_chance(50) ? "jammed" : "complaint";
+    const bool again = refund_chance(20) && !refund_requests_.empty();
+    if (again) {
+      const Command& earlier = refund_requests_.at(static_cast<std::size_t>(refund_pick(static_cast<int>(refund_requests_.size()))));
+      if (refund_chance(70)) return earlier;  // the same refund again
+      c.request_id = std::get<refunds::RefundCommand>(earlier).request_id;  // another hold or amount
+    } else {
+      c.request_id = "f" + std::to_string(next_refund_++);
+      refund_requests_.push_back(c);
+    }
+    return c;
+  }
+
   Command remember(Command c) {
     if (made_.size() < 200) made_.push_back(c);
     return c;
@@ -624,6 +671,9 @@ class Generator {
 
   std::mt19937_64 rng_;
   std::mt19937_64 endpoint_rng_;
+  std::mt19937_64 refund_rng_;
+  std::vector<Command> refund_requests_;  // refunds made, to send again
+  int next_refund_ = 0;
   std::vector<Command> made_;  // transfers, reservations, jobs: sent again as they were
   std::map<std::string, std::pair<std::int64_t, bool>> settings_;  // account → (overdraft, max 3 holds)
   std::vector<std::string> references_;

@@ -78,6 +78,7 @@ void add_cli_commands(CLI::App& app, int& exit_code) {
   add_webhook_commands(app, exit_code);
   add_hold_commands(app, exit_code);
   add_job_commands(app, exit_code);
+  add_refund_commands(app, exit_code);
   add_lock_commands(app, exit_code);
   add_idempotency_commands(app, exit_code);
   add_ratelimit_commands(app, exit_code);

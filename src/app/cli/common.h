@@ -161,6 +161,7 @@ void add_account_commands(CLI::App& app, int& exit_code);   // accounts.cc
 void add_transfer_command(CLI::App& app, int& exit_code);   // accounts.cc
 void add_key_commands(CLI::App& app, int& exit_code);       // keys.cc
 void add_hold_commands(CLI::App& app, int& exit_code);      // holds.cc
+void add_refund_commands(CLI::App& app, int& exit_code);    // refunds.cc
 void add_job_commands(CLI::App& app, int& exit_code);       // jobs.cc
 void add_lock_commands(CLI::App& app, int& exit_code);      // coord.cc
 void add_idempotency_commands(CLI::App& app, int& exit_code);  // coord.cc

@@ -83,14 +83,14 @@ const std::string kInsertHolds =
 const std::string kUpdateHolds =
     "WITH u AS (UPDATE holds h SET status = v.status, committed_amount = v.committed_amount, "
     "late_outcome = v.late_outcome, expires_at_ms = v.expires_at_ms, closed_at_ms = v.closed_at_ms, "
-    "release_reason = v.release_reason "
+    "release_reason = v.release_reason, refunded_amount = v.refunded_amount "
     "FROM unnest($1::bigint[], $2::text[], $3::text[], $4::bigint[], $5::text[], $6::bigint[], $7::bigint[], "
-    "$8::text[], $9::bigint[], $10::text[], $11::bigint[], $13::text[]) AS v(seq, hold_id, status, "
-    "committed_amount, late_outcome, expires_at_ms, closed_at_ms, b_status, b_committed_amount, b_late_outcome, "
-    "b_expires_at_ms, release_reason) "
+    "$8::text[], $9::bigint[], $10::text[], $11::bigint[], $13::text[], $14::bigint[], $15::bigint[]) AS v(seq, "
+    "hold_id, status, committed_amount, late_outcome, expires_at_ms, closed_at_ms, b_status, b_committed_amount, "
+    "b_late_outcome, b_expires_at_ms, release_reason, refunded_amount, b_refunded_amount) "
     "WHERE h.seq = v.seq AND h.hold_id = v.hold_id AND h.status = v.b_status "
     "AND h.committed_amount = v.b_committed_amount AND h.late_outcome IS NOT DISTINCT FROM v.b_late_outcome "
-    "AND h.expires_at_ms = v.b_expires_at_ms RETURNING 1) "
+    "AND h.expires_at_ms = v.b_expires_at_ms AND h.refunded_amount = v.b_refunded_amount RETURNING 1) "
     "SELECT tollgate_assert(count(*) = $12, 'a hold changed behind the batch''s lock') FROM u";
 // Events in the batch's order, their ids the next ones of event_ids — the batch's LAST lock, held
 // until COMMIT (pg_store.h) —, and the new transfers with their events' ids.
@@ -299,6 +299,7 @@ std::vector<std::int64_t> PgBatchIo::write_and_commit(const batch::Effects& e) {
   }
   if (!e.new_holds.empty()) {
     const auto& h = e.new_holds;
+    for (const Hold& x : h) TG_ASSERT(x.refunded_amount == 0);  // a new hold charged nothing (the column's default)
     st.push_back({&kInsertHolds,
                   Params(int_array(column(h, [](const Hold& x) { return seq_of(x); })),
                          text_array(column(h, [](const Hold& x) { return x.hold_id; })),
@@ -331,7 +332,9 @@ std::vector<std::int64_t> PgBatchIo::write_and_commit(const batch::Effects& e) {
                 text_array(column(c, [](const C& x) { return late_or_null(x.before.late_outcome); })),
                 int_array(column(c, [](const C& x) { return x.before.expires_at_ms; })),
                 static_cast<std::int64_t>(c.size()),
-                text_array(column(c, [](const C& x) { return x.after.release_reason; })))});
+                text_array(column(c, [](const C& x) { return x.after.release_reason; })),
+                int_array(column(c, [](const C& x) { return x.after.refunded_amount; })),
+                int_array(column(c, [](const C& x) { return x.before.refunded_amount; })))});
   }
   // Each slice's rows, by its writer for this dialect (pg_slices.h), in registration order: before
   // the keys and the events (the event ids' lock must be the batch's last, pg_store.h).

@@ -14,7 +14,7 @@ const char* const kNowSql = "SELECT floor(extract(epoch FROM clock_timestamp()) 
 // --- row mapping ----------------------------------------------------------------------------------
 const char* const kHoldColumns =
     "hold_id, account_id, request_id, amount, committed_amount, status, late_outcome, created_at_ms, "
-    "expires_at_ms, closed_at_ms, metadata, release_reason";
+    "expires_at_ms, closed_at_ms, metadata, release_reason, refunded_amount";
 
 Hold read_hold(const Rows& r, int row, int first) {
   Hold h;
@@ -33,6 +33,7 @@ Hold read_hold(const Rows& r, int row, int first) {
   h.closed_at_ms = r.optional_int64(row, first + 9);
   h.metadata_json = r.text(row, first + 10);
   h.release_reason = r.optional_text(row, first + 11);
+  h.refunded_amount = r.int64(row, first + 12);
   return h;
 }
 

@@ -14,3 +14,4 @@
 #include "store/postgres/pg_coord.h"  // coord::CoordSlice
 #include "store/postgres/pg_jobs.h"   // jobs::JobSlice
 #include "store/postgres/pg_webhooks.h"  // webhooks::WebhookSlice
+#include "store/postgres/pg_refunds.h"  // refunds::RefundSlice

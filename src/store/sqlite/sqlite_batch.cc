@@ -177,6 +177,7 @@ std::vector<std::int64_t> SqliteBatchIo::write_and_commit(const batch::Effects& 
               13, e.new_holds, [](Stmt& s, int i, const Hold& h) {
                 const auto seq = hold_id_seq(h.hold_id);
                 TG_ASSERT(seq.has_value());
+                TG_ASSERT(h.refunded_amount == 0);  // a new hold has charged nothing (the column's default)
                 s.bind(i, *seq);
                 s.bind(i + 1, h.hold_id);
                 s.bind(i + 2, h.account_id);
@@ -199,13 +200,13 @@ std::vector<std::int64_t> SqliteBatchIo::write_and_commit(const batch::Effects& 
     const auto seq = hold_id_seq(after.hold_id);
     TG_ASSERT(seq.has_value());
     Query q(db_.stmt("UPDATE holds SET status = ?3, committed_amount = ?4, late_outcome = nullif(?5, ''), "
-                     "expires_at_ms = ?6, closed_at_ms = ?7, release_reason = ?12 "
+                     "expires_at_ms = ?6, closed_at_ms = ?7, release_reason = ?12, refunded_amount = ?13 "
                      "WHERE seq = ?1 AND hold_id = ?2 AND status = ?8 AND committed_amount = ?9 "
-                     "AND coalesce(late_outcome, '') = ?10 AND expires_at_ms = ?11"),
+                     "AND coalesce(late_outcome, '') = ?10 AND expires_at_ms = ?11 AND refunded_amount = ?14"),
             *seq, after.hold_id, hold_status_name(after.status), after.committed_amount,
             late_outcome_name(after.late_outcome), after.expires_at_ms, after.closed_at_ms,
             hold_status_name(before.status), before.committed_amount, late_outcome_name(before.late_outcome),
-            before.expires_at_ms, after.release_reason);
+            before.expires_at_ms, after.release_reason, after.refunded_amount, before.refunded_amount);
     q.step();
     expect_one_change(db_, "hold " + after.hold_id);
   }

@@ -13,7 +13,7 @@ namespace tollgate::sqlite {
 // --- row mapping ----------------------------------------------------------------------------------
 const char* const kHoldColumns =
     "hold_id, account_id, request_id, amount, committed_amount, status, late_outcome, created_at_ms, "
-    "expires_at_ms, closed_at_ms, metadata, release_reason";
+    "expires_at_ms, closed_at_ms, metadata, release_reason, refunded_amount";
 
 Hold read_hold(Stmt& s, int first) {
   Hold h;
@@ -32,6 +32,7 @@ Hold read_hold(Stmt& s, int first) {
   h.closed_at_ms = s.optional_int64(first + 9);
   h.metadata_json = s.text(first + 10);
   h.release_reason = s.optional_text(first + 11);
+  h.refunded_amount = s.int64(first + 12);
   return h;
 }
 

@@ -11,3 +11,4 @@
 #include "store/sqlite/sqlite_coord.h"  // coord::CoordSlice
 #include "store/sqlite/sqlite_jobs.h"   // jobs::JobSlice
 #include "store/sqlite/sqlite_webhooks.h"  // webhooks::WebhookSlice
+#include "store/sqlite/sqlite_refunds.h"  // refunds::RefundSlice
