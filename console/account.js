@@ -6,7 +6,7 @@ import { api, enc, duration, num, h, confirmAction, randomRef } from './api.js';
 
 const EVENTS_PAGE = 50;
 const TYPES = ['credited', 'debited', 'reserved', 'committed', 'released', 'expired', 'late_charged',
-  'late_forgiven', 'extended', 'account_updated'];
+  'late_forgiven', 'refunded', 'extended', 'account_updated'];
 
 export function mount(ctx, accountId) {
   const path = `/v1/accounts/${enc(accountId)}`;

@@ -1,7 +1,9 @@
 """The console in real headless Chromium against a real server (tests/console/run-tests starts it):
 sign-in, the overview's figures against the API's, an account's bar and events against the API's,
-holds appearing and leaving live, commit and release from the console, webhook endpoints and their
-deliveries against the API's, an account key kept out, no request outside the server. Screenshots of each page go to $CONSOLE_SCREENSHOTS."""
+holds appearing and leaving live, commit and release from the console, refunds from a hold's and a
+job's page (the figures against the API's; a press after a lost answer resends the same request id),
+webhook endpoints and their deliveries against the API's, an account key kept out, no request outside
+the server. Screenshots of each page go to $CONSOLE_SCREENSHOTS."""
 import json
 import os
 import sys
@@ -476,6 +478,148 @@ class ConsoleTest(unittest.TestCase):
                 self.shot(f"webhook-deliveries-{scheme}")
         finally:
             self.color_scheme("")
+
+    # Wraps the page's fetch: every refund POST is recorded (url, body); after `window.__dropRefundAnswers
+    # = n` the answers of the next n are dropped — each request reaches the server, which refunds, and
+    # the page sees a failed fetch, as after a connection lost on the way back.
+    DROP_REFUND_ANSWERS = """
+        const real = window.fetch;
+        window.__refunds = [];
+        window.__dropRefundAnswers = 0;
+        window.fetch = async (input, init) => {
+          const url = String(input);
+          if (!/\\/refund$/.test(url)) return real(input, init);
+          window.__refunds.push({ url, body: JSON.parse(init.body) });
+          const answer = await real(input, init);
+          if (window.__dropRefundAnswers > 0) {
+            window.__dropRefundAnswers--;
+            throw new TypeError('Failed to fetch (the test dropped the answer)');
+          }
+          return answer;
+        };"""
+
+    def hold_fact(self, field):
+        return self.driver.find_element(By.CSS_SELECTOR, f'#hold-facts [data-field="{field}"]').text
+
+    def hold_facts_match_api(self, hold_id):
+        hold = self.api.ok("GET", f"/v1/holds/{hold_id}")
+        shown = (self.hold_fact("committed"), self.hold_fact("refunded"))
+        return shown == (str(hold["committed_amount"]), str(hold["refunded_amount"])) and hold
+
+    def refund_in_the_form(self, amount, reason):
+        amount_field = self.driver.find_element(By.ID, "refund-amount")
+        amount_field.clear()
+        if amount is not None:
+            amount_field.send_keys(str(amount))
+        reason_field = self.driver.find_element(By.ID, "refund-reason")
+        reason_field.clear()
+        reason_field.send_keys(reason)
+        self.driver.find_element(By.ID, "refund-submit").click()
+        self.confirm()
+
+    def refund_result(self, contains):
+        return wait_for(lambda: (lambda t: t if contains in t else None)(self.text("refund-result")),
+                        f"the refund's result to say {contains!r}")
+
+    def test_7e_refunds_from_a_hold_and_a_job(self):
+        self.api.account("acct-refund", 100)
+        held = self.api.hold("acct-refund", 40, "ar-1")
+        hold_id = held["hold_id"]
+        self.api.ok("POST", f"/v1/holds/{hold_id}/commit", {"amount": 30})
+        self.signed_in()
+        self.driver.execute_script(self.DROP_REFUND_ANSWERS)
+        self.go(f"#/hold/{hold_id}")
+        wait_for(lambda: self.hold_facts_match_api(hold_id), "the hold's committed and refunded figures")
+        self.assertEqual(self.hold_fact("refunded"), "0")
+        form = self.driver.find_element(By.ID, "refund")
+        wait_for(form.is_displayed, "the refund form of a committed hold")
+        self.assertIn("30 of 30 charged left", self.text("refund-left"))
+        self.mark_page()
+
+        # A refund whose answer is lost: the server refunded 10; the page cannot know.
+        self.driver.execute_script("window.__dropRefundAnswers = 1")
+        self.refund_in_the_form(10, "jammed print")
+        self.refund_result("same request id")
+        self.assertEqual(self.driver.find_element(By.ID, "refund-result").get_attribute("class"), "error")
+        wait_for(lambda: self.api.ok("GET", f"/v1/holds/{hold_id}")["refunded_amount"] == 10, "the first refund in the ledger")
+        wait_for(lambda: self.hold_fact("refunded") == "10", "the page to show it (refreshed)")
+        # Pressed again, as typed: the same request id and body; the server answers that refund.
+        self.driver.find_element(By.ID, "refund-submit").click()
+        self.confirm()
+        self.refund_result("10 of the charge given back in all")
+        sent = self.driver.execute_script("return window.__refunds")
+        self.assertEqual(len(sent), 2, sent)
+        self.assertEqual(sent[0], sent[1], "a press after a lost answer sends the same request")
+        first_id = sent[0]["body"]["request_id"]
+        self.assertEqual(sent[0]["body"], {"amount": 10, "reason": "jammed print", "request_id": first_id})
+        self.assertTrue(sent[0]["url"].endswith(f"/v1/holds/{hold_id}/refund"), sent[0]["url"])
+        hold = wait_for(lambda: self.hold_facts_match_api(hold_id), "the hold's figures after the refund")
+        self.assertEqual((hold["committed_amount"], hold["refunded_amount"]), (30, 10), "refunded once")
+        self.assertIn("20 of 30 charged left", self.text("refund-left"))
+        self.assertNotEqual(form.get_attribute("data-request-id"), first_id, "the next refund gets a new id")
+        self.assertEqual(self.driver.find_element(By.ID, "refund-amount").get_attribute("value"), "")
+        self.shot("hold-refund")
+
+        # More than is left: the server's problem, as it says it; nothing moves.
+        self.refund_in_the_form(25, "too much")
+        detail = self.refund_result("refund_exceeds_charge")
+        self.assertIn("at most 20 can be refunded, not 25", detail)
+        self.assertEqual(self.api.ok("GET", f"/v1/holds/{hold_id}")["refunded_amount"], 10)
+        for scheme in ("light", "dark"):  # the form and its messages readable in both modes
+            try:
+                self.color_scheme(scheme)
+                for selector in ("#refund-form strong", "#refund-left", "#refund-result", "#hold-facts dd"):
+                    self.assertGreaterEqual(self.contrast(selector), 4.5, f"{selector} in {scheme} mode")
+            finally:
+                self.color_scheme("")
+        self.shot("hold-refund-refused")
+
+        # Empty amount: everything left. The form goes away; the figures are the API's.
+        self.refund_in_the_form(None, "the rest")
+        self.refund_result("30 of the charge given back in all")
+        wait_for(lambda: not form.is_displayed(), "the form gone once everything is given back")
+        hold = wait_for(lambda: self.hold_facts_match_api(hold_id), "the hold's figures after the last refund")
+        self.assertEqual(hold["refunded_amount"], 30)
+        events = [e for e in self.api.ok("GET", "/v1/accounts/acct-refund/events")["events"] if e.get("hold_id") == hold_id]
+        refunded = [e for e in events if e["type"] == "refunded"]
+        self.assertEqual([(e["amount"], e["reason"]) for e in refunded], [(10, "jammed print"), (20, "the rest")])
+        self.assertEqual(refunded[0]["reference"], first_id)
+        rows = wait_for(lambda: (lambda r: r if len(r) == len(events) else None)(
+            self.driver.find_elements(By.CSS_SELECTOR, "#hold-events-body tr")), "the refunds in the hold's events")
+        self.assertEqual([x.find_elements(By.TAG_NAME, "td")[2].text for x in rows], [e["type"] for e in events])
+        self.assertEqual([x.find_elements(By.TAG_NAME, "td")[3].text for x in rows], [str(e["amount"]) for e in events])
+        self.go("#/account/acct-refund")
+        wait_for(lambda: self.account_matches_api("acct-refund"), "the account's bar after the refunds")
+        a = self.api.ok("GET", "/v1/accounts/acct-refund")
+        self.assertEqual((a["available"], a["used"], a["purchased"]), (100, 0, 100))
+
+        # A job's hold: refunded through the job's route, from the job's page and from its hold's page.
+        self.api.account("acct-refund-job", 10)
+        self.api.ok("POST", "/v1/jobs", {"client_request_id": "gen-console-refund", "account_id": "acct-refund-job",
+                                         "cost": 3, "provider": "imagegen", "input": {"prompt": "a dog"}})
+        job = self.api.ok("GET", "/v1/jobs/gen-console-refund?wait_ms=20000")
+        self.assertEqual(job["status"], "completed", job)
+        self.go("#/job/gen-console-refund")
+        wait_for(lambda: self.hold_facts_match_api(job["hold_id"]), "the job's hold figures")
+        def form_shown():
+            return self.driver.find_element(By.ID, "refund").is_displayed()
+        wait_for(form_shown, "the job's refund form")
+        self.assertIn("through job gen-console-refund", self.text("refund-left"))
+        self.refund_in_the_form(1, "blurry")
+        self.refund_result("1 of the charge given back in all")
+        self.go(f"#/hold/{job['hold_id']}")
+        wait_for(lambda: self.hold_facts_match_api(job["hold_id"]) and self.hold_fact("refunded") == "1", "the hold's page")
+        wait_for(form_shown, "the job's hold's refund form")
+        self.refund_in_the_form(1, "still blurry")
+        self.refund_result("2 of the charge given back in all")
+        sent = self.driver.execute_script("return window.__refunds")[-2:]
+        self.assertEqual([x["url"].split("/v1/")[1] for x in sent], ["jobs/gen-console-refund/refund"] * 2)
+        self.assertNotEqual(sent[0]["body"]["request_id"], sent[1]["body"]["request_id"])
+        hold = wait_for(lambda: self.hold_facts_match_api(job["hold_id"]), "the job's hold after its refunds")
+        self.assertEqual(hold["refunded_amount"], 2)
+        job_refunds = [e for e in self.api.ok("GET", "/v1/accounts/acct-refund-job/events")["events"] if e["type"] == "refunded"]
+        self.assertEqual([(e["amount"], e["job_id"]) for e in job_refunds], [(1, "gen-console-refund")] * 2)
+        self.assert_not_reloaded()
 
     def test_8_no_request_leaves_the_server(self):
         self.signed_in()

@@ -50,6 +50,14 @@ class ArgumentsTest(ServerTestCase):
             ("ratelimit cost 0", lambda: c.check_ratelimit("login", "u1", cost=0)),
             ("job cost 0", lambda: c.submit_job(a, 0, "imagegen", {})),
             ("hold context amount 0", lambda: c.hold(a, 0)),
+            ("refund amount 0", lambda: c.refund_hold("hold_1", amount=0, reason="r")),
+            ("refund amount 1.5", lambda: c.refund_job("job-1", amount=1.5, reason="r")),  # type: ignore[arg-type]
+            ("refund without a reason", lambda: c.refund_hold("hold_1", reason="")),
+            ("refund reason not a string", lambda: c.refund_hold("hold_1", reason=None)),  # type: ignore[arg-type]
+            ("refund reason too long", lambda: c.refund_job("job-1", reason="r" * 1025)),
+            ("refund request id with a space", lambda: c.refund_hold("hold_1", reason="r", request_id="a b")),
+            ("refund of an empty hold id", lambda: c.refund_hold("", reason="r")),
+            ("refund of a job id with a slash", lambda: c.refund_job("a/b", reason="r")),
         ]
         for name, call in calls:
             with self.subTest(name):

@@ -9,8 +9,8 @@ import unittest
 from typing import ClassVar
 
 from support import Processes, ServerTestCase, fast_client, start_fake_provider, unused_port
-from tollgate_client import (Account, Hold, InsufficientCreditsError, InvalidArgumentError, NotFoundError, ProblemError,
-                             RateLimitedError, TransportError)
+from tollgate_client import (Account, Hold, InsufficientCreditsError, InvalidArgumentError, Job, NotFoundError,
+                             ProblemError, RateLimitedError, RefundExceedsChargeError, TransportError)
 
 
 class CallsTest(ServerTestCase):
@@ -280,6 +280,85 @@ store = "shared"
         with self.assertRaises(InsufficientCreditsError):
             self.admin.submit_job(a, 100, "imagegen", {})
         self.assert_balances(a, available=8, reserved=0, used=2)
+
+    def test_refunds_of_a_hold(self) -> None:
+        a = self.account
+        hold = self.admin.reserve(a, 4)
+        self.assertEqual(hold.refunded_amount, 0)
+        self.admin.commit(hold.hold_id, 3)
+        self.assert_balances(a, available=7, reserved=0, used=3)
+
+        partial = self.admin.refund_hold(hold.hold_id, amount=1, reason="jammed print", request_id=f"rf-1-{a}")
+        self.assertIsInstance(partial, Hold)
+        self.assertEqual((partial.status, partial.committed_amount, partial.refunded_amount), ("committed", 3, 1))
+        self.assertEqual(self.admin.last_call.status if self.admin.last_call else 0, 200)
+        self.assert_balances(a, available=8, reserved=0, used=2)
+        again = self.admin.refund_hold(hold.hold_id, amount=1, reason="jammed print", request_id=f"rf-1-{a}")
+        self.assertEqual(again.refunded_amount, 1, "the same request_id again moves nothing")
+        self.assert_balances(a, available=8, reserved=0, used=2)
+        with self.assertRaises(ProblemError) as mismatch:
+            self.admin.refund_hold(hold.hold_id, amount=2, reason="jammed print", request_id=f"rf-1-{a}")
+        self.assertEqual((mismatch.exception.status, mismatch.exception.code), (422, "idempotency_mismatch"))
+
+        with self.assertRaises(RefundExceedsChargeError) as exceeds:
+            self.admin.refund_hold(hold.hold_id, amount=3, reason="too much")
+        e = exceeds.exception
+        self.assertIsInstance(e, ProblemError)
+        self.assertEqual((e.status, e.code, e.attempts), (409, "refund_exceeds_charge", 1))
+        self.assertIn("at most 2", e.detail)
+        self.assert_balances(a, available=8, reserved=0, used=2)
+
+        rest = self.admin.refund_hold(hold.hold_id, reason="the rest")  # no amount: all that is left
+        self.assertEqual(rest.refunded_amount, 3)
+        self.assert_balances(a, available=10, reserved=0, used=0)
+        with self.assertRaises(RefundExceedsChargeError):
+            self.admin.refund_hold(hold.hold_id, reason="nothing is left")
+        self.assertEqual(self.admin.get_hold(hold.hold_id).refunded_amount, 3)
+
+        refunds = [e for e in self.admin.events(a).events if e.type == "refunded"]
+        self.assertEqual([(e.amount, e.hold_id, e.reason) for e in refunds],
+                         [(1, hold.hold_id, "jammed print"), (2, hold.hold_id, "the rest")])
+        self.assertEqual(refunds[0].reference, f"rf-1-{a}")
+        self.assertTrue((refunds[1].reference or "").startswith("client-"), "the client made the second's id")
+
+        active = self.admin.reserve(a, 1)
+        with self.assertRaises(ProblemError) as nothing_charged:
+            self.admin.refund_hold(active.hold_id, reason="not charged yet")
+        self.assertEqual((nothing_charged.exception.status, nothing_charged.exception.code), (409, "conflict"))
+        with self.assertRaises(NotFoundError):
+            self.admin.refund_hold("hold_does_not_exist", reason="no such hold")
+
+    def test_refunds_of_a_job(self) -> None:
+        a = self.account
+        with self.assertRaises(NotFoundError):
+            self.admin.refund_job(f"never-{a}", reason="no such job")
+        self.admin.submit_job(a, 3, "imagegen", {"prompt": "a dog"}, client_request_id=f"rjob-{a}")
+        self.assertEqual(self.admin.get_job(f"rjob-{a}", wait_ms=10_000).status, "completed")
+        self.assert_balances(a, available=7, reserved=0, used=3)
+
+        refunded = self.admin.refund_job(f"rjob-{a}", amount=2, reason="blurry", request_id=f"rjob-rf-{a}")
+        self.assertIsInstance(refunded, Job)
+        self.assertEqual((refunded.client_request_id, refunded.status, refunded.refunded_amount),
+                         (f"rjob-{a}", "completed", 2))
+        self.assert_balances(a, available=9, reserved=0, used=1)
+        again = self.admin.refund_job(f"rjob-{a}", amount=2, reason="blurry", request_id=f"rjob-rf-{a}")
+        self.assertEqual(again.refunded_amount, 2, "the same request_id again moves nothing")
+        self.assert_balances(a, available=9, reserved=0, used=1)
+        with self.assertRaises(RefundExceedsChargeError):
+            self.admin.refund_job(f"rjob-{a}", amount=2, reason="more than is left")
+        self.assertIsNone(self.admin.get_job(f"rjob-{a}").refunded_amount, "only refund_job's answer carries it")
+        self.assertEqual(self.admin.get_hold(refunded.hold_id).refunded_amount, 2)
+        with self.assertRaises(ProblemError) as through_holds:
+            self.admin.refund_hold(refunded.hold_id, reason="a job's hold")
+        self.assertEqual(through_holds.exception.code, "conflict")
+        refund = [e for e in self.admin.events(a).events if e.type == "refunded"]
+        self.assertEqual([(e.amount, e.job_id, e.reference) for e in refund], [(2, f"rjob-{a}", f"rjob-rf-{a}")])
+
+        stuck = self.admin.submit_job(a, 1, "stuck", {"prompt": "never"})
+        self.admin.cancel_job(stuck.client_request_id)
+        with self.assertRaises(ProblemError) as not_completed:
+            self.admin.refund_job(stuck.client_request_id, reason="it never ran")
+        self.assertEqual((not_completed.exception.status, not_completed.exception.code), (409, "conflict"))
 
     def test_locks(self) -> None:
         key = f"nightly-{self.account}"

@@ -37,6 +37,21 @@ class RetryTest(ServerTestCase):
         self.assertEqual(self.holds_of(self.account), 1)
         self.assert_balances(self.account, available=7, reserved=3, used=0)
 
+    def test_s1_lost_answer_refund_is_resent_with_its_request_id_and_refunds_once(self) -> None:
+        hold = self.admin.commit(self.admin.reserve(self.account, 5).hold_id)
+        proxy = self.proxy("--drop-first-responses", "1")  # the server refunds; the client never hears
+        with fast_client(proxy.url) as c:
+            refunded = c.refund_hold(hold.hold_id, amount=2, reason="lost answer")  # the client makes the id, once
+            self.assertEqual(c.last_call, CallInfo(status=200, attempts=2))
+        sent = proxy.requests()
+        self.assertEqual([r["fault"] for r in sent], ["drop", "none"])
+        self.assertEqual(sent[0]["body"], sent[1]["body"])  # the very same bytes
+        self.assertTrue(json.loads(sent[0]["body"])["request_id"].startswith("client-"))
+        self.assertEqual(refunded.refunded_amount, 2)
+        refunds = [e for e in self.admin.events(self.account).events if e.type == "refunded"]
+        self.assertEqual([(e.amount, e.reference) for e in refunds], [(2, json.loads(sent[0]["body"])["request_id"])])
+        self.assert_balances(self.account, available=7, reserved=0, used=3)
+
     def test_s2_reset_before_the_server_saw_it_is_resent_and_reserves_once(self) -> None:
         proxy = self.proxy("--reset-first-requests", "1")
         with fast_client(proxy.url) as c:

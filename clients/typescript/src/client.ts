@@ -5,9 +5,9 @@
 // or rejects with a TollgateError: ProblemError (the server's refusal: code, status, detail),
 // TransportError (no answer after the attempts) — see errors.ts.
 //
-// Ids: reserve without a requestId (and submitJob without a clientRequestId) makes one ONCE per
-// call, so that all its attempts reuse it. A caller that may repeat the call later (after a crash,
-// a page reload) should pass its own id — newRequestId() makes one — and keep it.
+// Ids: reserve and the refunds without a requestId (and submitJob without a clientRequestId) make
+// one ONCE per call, so that all its attempts reuse it. A caller that may repeat the call later
+// (after a crash, a page reload) should pass its own id — newRequestId() makes one — and keep it.
 //
 // Works in Node 18+ and browsers (ES module; fetch, AbortController, Web Crypto). From a browser
 // kiosk page, serve the page and the API from one origin (e.g. a reverse proxy) and give the page
@@ -75,7 +75,7 @@ export interface ClientOptions {
   /** Each attempt's bound, from sending to the end of the answer. Default 10000. */
   timeoutMs?: number;
   retry?: Partial<RetryPolicy>;
-  /** Prefix of the ids the client makes (reserve, submitJob). Default "client-". */
+  /** Prefix of the ids the client makes (reserve, submitJob, the refunds). Default "client-". */
   requestIdPrefix?: string;
   /** The fetch to use; default globalThis.fetch. */
   fetch?: FetchFunction;
@@ -98,6 +98,15 @@ export interface ReserveOptions {
   /** Server default hold_ttl_ms (5 minutes), bounded by its hold_ttl_max_ms. */
   ttlMs?: number;
   metadata?: Record<string, unknown>;
+}
+
+export interface RefundOptions {
+  /** Why the credits are given back (required, 1-1024 bytes): kept on the refunded event. */
+  reason: string;
+  /** Absent: everything the hold charged and has not given back yet. */
+  amount?: number;
+  /** Every attempt of this call sends it; absent: the client makes one (once per call). */
+  requestId?: string;
 }
 
 export interface SubmitJobOptions {
@@ -188,7 +197,7 @@ export class TollgateClient {
     return Object.assign(Object.create(TollgateClient.prototype) as TollgateClient, this, { retry });
   }
 
-  /** A fresh id for reserve or submitJob: this client's prefix and 16 random hex digits. */
+  /** A fresh id for reserve, submitJob or a refund: this client's prefix and 16 random hex digits. */
   newRequestId(): string {
     return newRequestId(this.requestIdPrefix);
   }
@@ -461,6 +470,18 @@ export class TollgateClient {
   }
 
   /**
+   * Gives back `amount` (default: everything it charged and has not given back) of a charged hold
+   * (committed, or late-charged) from used to available (admin); the hold's refunded_amount is what
+   * it gave back in all. One requestId per call, sent on every attempt: the same id again moves
+   * nothing. 409 refund_exceeds_charge for more than is left; 409 conflict when the hold charged
+   * nothing or is a job's (refundJob); 422 idempotency_mismatch for the id with another hold or amount.
+   */
+  async refundHold(holdId: string, options: RefundOptions): Promise<Hold> {
+    const path = `${holdPath(holdId)}/refund`;
+    return this.json<Hold>({ method: "POST", path, body: refundBody(options, () => this.newRequestId()), resend: "safe" });
+  }
+
+  /**
    * Reserves, runs `work` with the hold, then settles it: committed in full when `work` returns
    * without settling it itself (h.commit(n) commits part, h.release() gives it all back), released
    * when `work` throws (the error is then rethrown as it was). Resolves to what `work` returned.
@@ -499,6 +520,12 @@ export class TollgateClient {
   /** The job, cancelled (its hold released) — or its end state if it had already ended. */
   async cancelJob(clientRequestId: string): Promise<Job> {
     return this.json<Job>({ method: "POST", path: `${jobPath(clientRequestId)}/cancel`, body: {}, resend: "safe" });
+  }
+
+  /** refundHold for a completed job's hold: the job with its refunded_amount; 409 conflict if it did not complete. */
+  async refundJob(clientRequestId: string, options: RefundOptions): Promise<Job> {
+    const path = `${jobPath(clientRequestId)}/refund`;
+    return this.json<Job>({ method: "POST", path, body: refundBody(options, () => this.newRequestId()), resend: "safe" });
   }
 
   async listJobs(options?: PageOptions & { accountId?: string; status?: JobStatus }): Promise<JobPage> {
@@ -692,6 +719,18 @@ function holderBody(holder: LockHolder): Record<string, unknown> {
   const o = checkOptions(holder, "holder", ["key", "owner", "fence"]);
   const body: Record<string, unknown> = { owner: checkId(o.owner, "holder.owner") };
   if (o.fence !== undefined) body["fence"] = checkInteger(o.fence, "holder.fence", 1, Number.MAX_SAFE_INTEGER);
+  return body;
+}
+
+// A refund's body, checked (absent options: reason is missing); `newId` makes the request_id when
+// none is given — once per logical call, so every attempt sends this same body.
+function refundBody(options: RefundOptions, newId: () => string): Record<string, unknown> {
+  const o = checkOptions(options, "options", ["reason", "amount", "requestId"]);
+  const body: Record<string, unknown> = {
+    reason: checkText(o.reason, "reason", REASON_BYTES_MAX, 1),
+    request_id: o.requestId === undefined ? newId() : checkId(o.requestId, "requestId"),
+  };
+  if (o.amount !== undefined) body["amount"] = checkAmount(o.amount, "amount");
   return body;
 }
 

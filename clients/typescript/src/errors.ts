@@ -1,8 +1,9 @@
 // What a call throws, always a TollgateError (an Error subclass) carrying `code`, `status` and
 // `detail`, so a caller branches on `code` alone:
 //   - ProblemError: the server refused or failed the call — its RFC 9457 problem document, decoded
-//     (status 4xx/5xx, code "insufficient_credits", …; "http_<status>" when the answer was not a
-//     problem document, e.g. from a proxy);
+//     (status 4xx/5xx, code "insufficient_credits", "refund_exceeds_charge" (409: a refund of more
+//     than the hold charged and has not given back: ask for less), …; "http_<status>" when the
+//     answer was not a problem document, e.g. from a proxy);
 //   - TransportError: no usable HTTP answer (status 0; code "connect", "timeout", "connection_lost",
 //     "bad_response");
 //   - ArgumentError: the call's arguments or the client's options are wrong (status 0, code

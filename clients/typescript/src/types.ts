@@ -16,6 +16,8 @@ export type EventType =
   | "late_forgiven"
   | "account_updated"
   | "extended"
+  /** Part of a charged hold's charge given back (used → available); reference: the refund's request_id. */
+  | "refunded"
   /** Balance notices (api.md "Balance notices"): amount 0, after the movement that crossed. */
   | "balance_low"
   | "balance_depleted"
@@ -44,6 +46,8 @@ export interface Hold {
   request_id: string;
   amount: number;
   committed_amount: number;
+  /** What refunds have given back of committed_amount (never more). */
+  refunded_amount: number;
   status: HoldStatus;
   /** A commit after expiry, by the server's late_commit policy. */
   late_outcome?: "charged" | "forgiven";
@@ -221,6 +225,8 @@ export interface Job {
   charged: boolean;
   created_at: string;
   updated_at: string;
+  /** Only in refundJob's answer: what the job's hold has given back in all. */
+  refunded_amount?: number;
 }
 
 export interface JobHistory {

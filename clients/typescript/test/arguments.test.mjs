@@ -48,6 +48,8 @@ describe("S10 bad arguments rejected before any request", () => {
       await refused(client.credit("acct", amount, "ref-1"), "amount");
       await refused(client.debit("acct", amount, "ref-2", "why"), "amount");
       await refused(client.submitJob({ accountId: "acct", cost: amount, provider: "p", input: {} }), "cost");
+      await refused(client.refundHold("hold_1", { amount, reason: "r" }), "amount");
+      await refused(client.refundJob("job-1", { amount, reason: "r" }), "amount");
     }
     await refused(client.commit("hold_1", 0), "amount");
   });
@@ -59,6 +61,8 @@ describe("S10 bad arguments rejected before any request", () => {
       await refused(client.credit("acct", 1, id), "reference");
       await refused(client.getAccount(id), "accountId");
       await refused(client.acquireLock("k", id, 1000), "owner");
+      await refused(client.refundHold("hold_1", { reason: "r", requestId: id }), "requestId");
+      await refused(client.refundJob(id, { reason: "r" }), "clientRequestId");
     }
     // "." and ".." are ids, but fetch reads them as relative paths: they cannot be a path segment.
     await refused(client.getAccount(".."), "accountId");
@@ -79,6 +83,12 @@ describe("S10 bad arguments rejected before any request", () => {
     await refused(client.checkRatelimit("login", "u", { cost: 0 }), "cost");
     await refused(client.getHold(""), "holdId");
     await refused(client.submitJob({ accountId: "acct", cost: 1, provider: "p", input: undefined }), "input");
+    await refused(client.refundHold("hold_1", { reason: "" }), "reason");
+    await refused(client.refundHold("hold_1", {}), "reason");
+    await refused(client.refundHold("hold_1"), "reason");
+    await refused(client.refundJob("job-1", { reason: "x".repeat(1025) }), "reason");
+    await refused(client.refundJob("job-1", { reason: "r", requestid: "typo" }), "options.requestid");
+    await refused(client.refundHold("", { reason: "r" }), "holdId");
   });
 
   test("nothing reached the proxy and nothing changed on the server", async () => {

@@ -6,7 +6,7 @@ import { after, before, describe, test } from "node:test";
 import assert from "node:assert/strict";
 
 import { ArgumentError, ProblemError, TollgateClient, lockHolder } from "../dist/index.js";
-import { adminClient, seedAccount } from "./support/fixture.mjs";
+import { adminClient, balances, seedAccount } from "./support/fixture.mjs";
 import { startFakeProvider, startServer, unusedPort } from "./support/processes.mjs";
 
 describe("every call once", () => {
@@ -221,6 +221,49 @@ store = "shared"
     assert.equal((await client.cancelJob("job-1")).status, "completed", "an ended job keeps its end");
     const account = await client.getAccount("painter");
     assert.deepEqual([account.available, account.used], [8, 2]);
+  });
+
+  test("refunds: refundHold in part, again, too much, the rest; refundJob", async () => {
+    await seedAccount(client, "refunded");
+    const hold = await client.reserve("refunded", 4);
+    assert.equal(hold.refunded_amount, 0);
+    await client.commit(hold.hold_id, 3);
+    const partial = await client.refundHold(hold.hold_id, { amount: 1, reason: "jammed print", requestId: "calls-rf-1" });
+    assert.deepEqual([partial.status, partial.committed_amount, partial.refunded_amount], ["committed", 3, 1]);
+    assert.deepEqual(await balances(client, "refunded"), { available: 8, reserved: 0, used: 2 });
+    const again = await client.refundHold(hold.hold_id, { amount: 1, reason: "jammed print", requestId: "calls-rf-1" });
+    assert.equal(again.refunded_amount, 1, "the same requestId again moves nothing");
+    assert.deepEqual(await balances(client, "refunded"), { available: 8, reserved: 0, used: 2 });
+    const mismatch = await client.refundHold(hold.hold_id, { amount: 2, reason: "jammed print", requestId: "calls-rf-1" }).catch((e) => e);
+    assert.deepEqual([mismatch.code, mismatch.status], ["idempotency_mismatch", 422]);
+
+    const exceeds = await client.refundHold(hold.hold_id, { amount: 3, reason: "too much" }).catch((e) => e);
+    assert.ok(exceeds instanceof ProblemError, String(exceeds));
+    assert.deepEqual([exceeds.code, exceeds.status, exceeds.attempts], ["refund_exceeds_charge", 409, 1]);
+    assert.match(exceeds.detail, /at most 2/);
+    const rest = await client.refundHold(hold.hold_id, { reason: "the rest" }); // no amount: all that is left
+    assert.equal(rest.refunded_amount, 3);
+    assert.deepEqual(await balances(client, "refunded"), { available: 10, reserved: 0, used: 0 });
+    assert.equal((await client.refundHold(hold.hold_id, { reason: "nothing left" }).catch((e) => e)).code, "refund_exceeds_charge");
+    const refunds = (await client.events("refunded")).events.filter((e) => e.type === "refunded");
+    assert.deepEqual(refunds.map((e) => [e.amount, e.hold_id, e.reason]), [[1, hold.hold_id, "jammed print"], [2, hold.hold_id, "the rest"]]);
+    assert.equal(refunds[0].reference, "calls-rf-1");
+    assert.match(refunds[1].reference, /^client-[0-9a-f]{16}$/, "an id made by the client");
+    const active = await client.reserve("refunded", 1);
+    const notCharged = await client.refundHold(active.hold_id, { reason: "not charged yet" }).catch((e) => e);
+    assert.deepEqual([notCharged.code, notCharged.status], ["conflict", 409]);
+
+    assert.equal((await client.refundJob("no-such-job", { reason: "x" }).catch((e) => e)).status, 404);
+    await client.submitJob({ clientRequestId: "job-rf", accountId: "refunded", cost: 3, provider: "imagegen", input: { prompt: "a dog" } });
+    assert.equal((await client.getJob("job-rf", { waitMs: 10_000 })).status, "completed");
+    const job = await client.refundJob("job-rf", { amount: 2, reason: "blurry", requestId: "calls-rf-job" });
+    assert.deepEqual([job.client_request_id, job.status, job.refunded_amount], ["job-rf", "completed", 2]);
+    assert.equal((await client.refundJob("job-rf", { amount: 2, reason: "blurry", requestId: "calls-rf-job" })).refunded_amount, 2);
+    assert.equal((await client.refundJob("job-rf", { amount: 2, reason: "more" }).catch((e) => e)).code, "refund_exceeds_charge");
+    assert.equal((await client.refundHold(job.hold_id, { reason: "a job's hold" }).catch((e) => e)).code, "conflict");
+    assert.equal((await client.getHold(job.hold_id)).refunded_amount, 2);
+    // 10 − 1 reserved − 3 charged + 2 refunded.
+    assert.deepEqual(await balances(client, "refunded"), { available: 8, reserved: 1, used: 1 });
   });
 
   test("locks: acquire, read, renew, release, cancel", async () => {

@@ -66,6 +66,23 @@ describe("retry policy through a lossy proxy (scenarios.md)", () => {
     await assertServer("s1", 1, { available: 7, reserved: 3, used: 0 });
   });
 
+  test("S1 lost answer: a refund resent with the same id, refunded once", async () => {
+    const { p, seen, client } = await scenario("s1-refund", ["--drop-first-responses", "1"]);
+    const hold = await admin.commit((await admin.reserve("s1-refund", 5)).hold_id);
+
+    const refunded = await client.refundHold(hold.hold_id, { amount: 2, reason: "lost answer" }); // the client makes the id, once
+
+    assert.deepEqual(seen.retries.map((r) => r.reason), ["connection_lost"]);
+    assert.deepEqual([seen.answers.at(-1).status, seen.answers.at(-1).attempts], [200, 2]);
+    const sent = assertSent(p, ["drop", "none"]);
+    const requestId = JSON.parse(sent[0].body).request_id;
+    assert.match(requestId, /^client-[0-9a-f]{16}$/);
+    assert.equal(refunded.refunded_amount, 2);
+    const refunds = (await admin.events("s1-refund")).events.filter((e) => e.type === "refunded");
+    assert.deepEqual(refunds.map((e) => [e.amount, e.reference]), [[2, requestId]]);
+    await assertServer("s1-refund", 1, { available: 7, reserved: 0, used: 3 });
+  });
+
   test("S2 reset before the server saw it: resent, reserved once", async () => {
     const { p, seen, client } = await scenario("s2", ["--reset-first-requests", "1"]);
 

@@ -14,7 +14,7 @@ See README.md for the retry policy, time-outs and every call.
 
 from .client import UNCHANGED, Client
 from .errors import (InsufficientCreditsError, InvalidArgumentError, NotFoundError, ProblemError, RateLimitedError,
-                     TollgateError, TransportError, UnavailableError)
+                     RefundExceedsChargeError, TollgateError, TransportError, UnavailableError)
 from .hold import HoldContext
 from .models import (Account, AccountPage, Audit, AuditViolation, Event, EventPage, Hold, HoldPage, IdempotencyKey,
                      Job, JobHistory, JobHistoryEntry, JobPage, KeyPage, KeySummary, Lock, NewKey, RateLimitDecision,
@@ -27,8 +27,8 @@ __all__ = [
     "Account", "AccountPage", "Audit", "AuditViolation", "CallInfo", "Client", "Event", "EventPage", "Hold",
     "HoldContext", "HoldPage", "IdempotencyKey", "InsufficientCreditsError", "InvalidArgumentError", "Job",
     "JobHistory", "JobHistoryEntry", "JobPage", "KeyPage", "KeySummary", "Lock", "NewKey", "NotFoundError",
-    "ProblemError", "RateLimitDecision", "RateLimitReset", "RateLimitedError", "Readiness", "RetryPolicy",
-    "RevokedKey", "TollgateError", "Transfer", "TransferRecord", "TransportError", "UNCHANGED",
+    "ProblemError", "RateLimitDecision", "RateLimitReset", "RateLimitedError", "Readiness", "RefundExceedsChargeError",
+    "RetryPolicy", "RevokedKey", "TollgateError", "Transfer", "TransferRecord", "TransportError", "UNCHANGED",
     "UnavailableError", "DeletedWebhookEndpoint", "WebhookDelivery", "WebhookDeliveryPage", "WebhookEndpoint",
     "WebhookEndpointPage", "__version__",
 ]

@@ -65,11 +65,12 @@ class Client:
     retry policy (``retry``, docs/reference/retries.md) repeats a failed call within its budget
     (10 s by default), so the worst case of one call is ``retry.budget_ms`` plus one attempt's
     time-outs. ``with_retry(...)`` gives a client with another policy for some calls.
-    ``request_id_prefix`` starts the ids the client makes for reserve and submit_job when the caller
-    gives none (one per logical call: all its attempts reuse it). ``sleep`` is how the client waits
-    between attempts (tests pass their own). ``tls_context`` is for an ``https://`` base_url whose
-    certificate is signed by a private CA (``ssl.create_default_context(cafile=...)``); without it
-    the system's CAs are used. The certificate and the host name are always checked.
+    ``request_id_prefix`` starts the ids the client makes for reserve, submit_job and the refunds
+    when the caller gives none (one per logical call: all its attempts reuse it). ``sleep`` is how
+    the client waits between attempts (tests pass their own). ``tls_context`` is for an
+    ``https://`` base_url whose certificate is signed by a private CA
+    (``ssl.create_default_context(cafile=...)``); without it the system's CAs are used. The
+    certificate and the host name are always checked.
     """
 
     def __init__(self, base_url: str = "http://127.0.0.1:8080", key: str | None = None, *,
@@ -389,6 +390,30 @@ class Client:
                       starting_after=None if starting_after is None else v.server_id("starting_after", starting_after))
         return HoldPage.from_json(self._get(path))
 
+    def refund_body(self, reason: str, amount: int | None, request_id: str | None) -> dict[str, Any]:
+        """Checks a refund's arguments; makes the request_id if none is given (once per call)."""
+        body: dict[str, Any] = {
+            "reason": v.text("reason", reason, length_min=1),
+            "request_id": self.new_request_id() if request_id is None else v.identifier("request_id", request_id),
+        }
+        if amount is not None:
+            body["amount"] = v.amount("amount", amount)
+        return body
+
+    def refund_hold(self, hold_id: str, *, reason: str, amount: int | None = None,
+                    request_id: str | None = None) -> Hold:
+        """POST /v1/holds/{hold_id}/refund (admin): give back ``amount`` (default: everything the hold
+        charged and has not given back) of a charged hold (committed, or late-charged), from used to
+        available; the hold's ``refunded_amount`` is what it has given back in all.
+
+        Every attempt sends the same request_id (made once here when none is given), so a resent
+        refund finds the first one and moves nothing more; pass your own ``request_id``
+        (new_request_id()) to repeat it later. 409 refund_exceeds_charge (RefundExceedsChargeError)
+        for more than is left; 409 conflict when the hold charged nothing or is a job's (refund_job);
+        422 idempotency_mismatch for the same request_id with another hold or amount."""
+        path = f"/v1/holds/{encode_component(v.server_id('hold_id', hold_id))}/refund"
+        return Hold.from_json(self._post(path, self.refund_body(reason, amount, request_id)))
+
     # --- jobs -----------------------------------------------------------------------------------
 
     def submit_job(self, account_id: str, cost: int, provider: str, input: Any, *,
@@ -418,6 +443,15 @@ class Client:
         """POST /v1/jobs/{id}/cancel: cancelled (its hold released), or its end state if it had ended."""
         path = "/v1/jobs/" + encode_component(v.identifier("client_request_id", client_request_id)) + "/cancel"
         return Job.from_json(self._post(path, {}))
+
+    def refund_job(self, client_request_id: str, *, reason: str, amount: int | None = None,
+                   request_id: str | None = None) -> Job:
+        """POST /v1/jobs/{id}/refund (admin): refund_hold for a completed job's hold; the job with its
+        ``refunded_amount``. 409 conflict if the job did not complete. The request_id is made and
+        reused as refund_hold's."""
+        body = self.refund_body(reason, amount, request_id)
+        path = "/v1/jobs/" + encode_component(v.identifier("client_request_id", client_request_id)) + "/refund"
+        return Job.from_json(self._post(path, body))
 
     def list_jobs(self, *, account_id: str | None = None, status: str | None = None, limit: int | None = None,
                   starting_after: str | None = None) -> JobPage:

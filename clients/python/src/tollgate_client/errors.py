@@ -75,6 +75,11 @@ class InsufficientCreditsError(ProblemError):
     """409 ``insufficient_credits``: ``detail`` can be shown to a kiosk user as it is."""
 
 
+class RefundExceedsChargeError(ProblemError):
+    """409 ``refund_exceeds_charge``: a refund of more than the hold charged and has not given back
+    yet (or of a hold with nothing left to give back). Ask for less, or nothing more."""
+
+
 class NotFoundError(ProblemError):
     """404 ``not_found`` (also what an account key sees of another account's resources)."""
 
@@ -92,6 +97,7 @@ class UnavailableError(ProblemError):
 
 PROBLEM_CLASSES: dict[str, type[ProblemError]] = {
     "insufficient_credits": InsufficientCreditsError,
+    "refund_exceeds_charge": RefundExceedsChargeError,
     "not_found": NotFoundError,
     "rate_limited": RateLimitedError,
     "unavailable": UnavailableError,

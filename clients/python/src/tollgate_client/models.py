@@ -61,7 +61,9 @@ class Account(Model):
 
 @dataclass(frozen=True)
 class Hold(Model):
-    """A reservation; ``status`` is ``active``, ``committed``, ``released`` or ``expired``."""
+    """A reservation; ``status`` is ``active``, ``committed``, ``released`` or ``expired``.
+    ``refunded_amount``: what refunds have given back of ``committed_amount`` (never more; 0 from a
+    server older than refunds)."""
 
     hold_id: str
     account_id: str
@@ -75,6 +77,7 @@ class Hold(Model):
     closed_at: str | None = None
     late_outcome: str | None = None  # "charged" | "forgiven": a commit after expiry
     release_reason: str | None = None
+    refunded_amount: int = 0
 
 
 @dataclass(frozen=True)
@@ -263,6 +266,7 @@ class Job(Model):
     updated_at: str
     result: Any = None
     error: str | None = None
+    refunded_amount: int | None = None  # only in refund_job's answer: what its hold has given back in all
 
 
 @dataclass(frozen=True)

@@ -19,7 +19,7 @@ PAGE_LIMIT_MAX = 1000
 WAIT_MS_MAX = 60_000
 LEASE_TTL_MS_MAX = 86_400_000  # locks and idempotency claims: at most a day
 MAX_ACTIVE_HOLDS_MAX = 1_000_000_000
-TEXT_LENGTH_MAX = 1024          # a release's or a debit's reason
+TEXT_LENGTH_MAX = 1024          # a release's, a debit's or a refund's reason
 FINGERPRINT_BYTES_MAX = 256
 HOLD_STATUSES = ("active", "committed", "released", "expired")
 JOB_STATUSES = ("pending", "running", "completed", "failed", "cancelled")
@@ -51,9 +51,11 @@ def server_id(name: str, value: object) -> str:
     return value
 
 
-def text(name: str, value: object, length_max: int = TEXT_LENGTH_MAX) -> str:
-    if not isinstance(value, str) or len(value) > length_max:
-        raise InvalidArgumentError(name, f"must be a string of at most {length_max} characters")
+def text(name: str, value: object, length_max: int = TEXT_LENGTH_MAX, length_min: int = 0) -> str:
+    """A string of ``length_min`` to ``length_max`` characters (``length_min`` 1: required, not empty)."""
+    if not isinstance(value, str) or not length_min <= len(value) <= length_max:
+        bounds = f"at most {length_max}" if length_min == 0 else f"{length_min} to {length_max}"
+        raise InvalidArgumentError(name, f"must be a string of {bounds} characters")
     return value
 
 
