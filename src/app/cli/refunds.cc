@@ -15,7 +15,7 @@
 namespace tollgate::app::cli {
 namespace {
 
-// The options both refunds take; `what` names the thing refunded in the help.
+// The options both refunds take.
 struct RefundOptions {
   CLI::Option* amount = nullptr;
 };
@@ -42,11 +42,27 @@ client::RefundRequest refund_request(const Args& a, const RefundOptions& o) {
   return request;
 }
 
-// After a failure whose outcome is unknown: how to try again without refunding twice.
-void retry_note(const std::string& command, const Response& last, const client::RefundRequest& request) {
+// Sends the refund (`send`), prints the answer with `summary` (its first line, from the answer's JSON)
+// and every field; after a failure whose outcome is unknown, says how to try again without refunding
+// twice. The exit code.
+template <typename Send, typename Summary>
+int run_refund(const std::string& command, const Args& a, const RefundOptions& o, Send send, Summary summary) {
+  const client::RefundRequest request = refund_request(a, o);
+  Response last = Response::success(0, nullptr);
+  const int code = run(
+      command, a.connection,
+      [&](Client& c) {
+        last = send(c, request);
+        return last;
+      },
+      [&](const Response& r) {
+        std::printf("%s\n", summary(r.json()).c_str());
+        print_fields(r.json());
+      });
   if (last.is_transport_error() || (last.is_problem() && last.status() >= 500)) {
     note(command, "to try again without ever refunding twice, run it again with --request-id " + request.request_id);
   }
+  return code;
 }
 
 }  // namespace
@@ -60,21 +76,13 @@ void add_refund_commands(CLI::App& app, int& exit_code) {
   hold->add_option("HOLD", a->hold_id, "hold id")->required();
   const RefundOptions hold_options = add_refund_options(hold, *a);
   hold->callback([a, &exit_code, hold_options] {
-    const client::RefundRequest request = refund_request(*a, hold_options);
-    Response last = Response::success(0, nullptr);
-    exit_code = run(
-        "refund hold", a->connection,
-        [&](Client& c) {
-          last = c.refund_hold(a->hold_id, request);
-          return last;
-        },
-        [&](const Response& r) {
-          const json::value& h = r.json();
-          std::printf("hold %s: %s of %s charged refunded in all\n", a->hold_id.c_str(),
-                      field(h, "refunded_amount").c_str(), field(h, "committed_amount").c_str());
-          print_fields(h);
+    exit_code = run_refund(
+        "refund hold", *a, hold_options,
+        [&](Client& c, const client::RefundRequest& r) { return c.refund_hold(a->hold_id, r); },
+        [&](const json::value& h) {
+          return "hold " + a->hold_id + ": " + field(h, "refunded_amount") + " of " + field(h, "committed_amount") +
+                 " charged refunded in all";
         });
-    retry_note("refund hold", last, request);
   });
 
   a = std::make_shared<Args>();
@@ -82,21 +90,12 @@ void add_refund_commands(CLI::App& app, int& exit_code) {
   job->add_option("JOB", a->job_id, "the job's client_request_id")->required()->check(kId);
   const RefundOptions job_options = add_refund_options(job, *a);
   job->callback([a, &exit_code, job_options] {
-    const client::RefundRequest request = refund_request(*a, job_options);
-    Response last = Response::success(0, nullptr);
-    exit_code = run(
-        "refund job", a->connection,
-        [&](Client& c) {
-          last = c.refund_job(a->job_id, request);
-          return last;
-        },
-        [&](const Response& r) {
-          const json::value& j = r.json();
-          std::printf("job %s: %s of %s refunded in all\n", a->job_id.c_str(), field(j, "refunded_amount").c_str(),
-                      field(j, "cost").c_str());
-          print_fields(j);
+    exit_code = run_refund(
+        "refund job", *a, job_options,
+        [&](Client& c, const client::RefundRequest& r) { return c.refund_job(a->job_id, r); },
+        [&](const json::value& j) {
+          return "job " + a->job_id + ": " + field(j, "refunded_amount") + " of " + field(j, "cost") + " refunded in all";
         });
-    retry_note("refund job", last, request);
   });
 }
 
