@@ -117,11 +117,15 @@ std::vector<StoreBackend> all_backends() {
                                  options.uri = schema->uri();
                                  options.clock = &clock;
                                  options.readers_max = 4;
-                                 // A hang detector, not a latency goal: a loaded CI machine (a
-                                 // checkpoint's sync took 8 s here once) must not fail an
-                                 // invariant test with `unavailable`.
-                                 options.statement_timeout_ms = 30'000;
-                                 options.lease_wait_ms = 30'000;  // likewise for a reader connection
+                                 // A hang detector, not a latency goal: a loaded CI machine must
+                                 // not fail an invariant test with `unavailable`. A checkpoint's
+                                 // sync took 8 s here once; in a bare Debian 12 run, with the ASan
+                                 // build writing its objects beside the tests, a batch's SELECT …
+                                 // FOR UPDATE (its row locks are WAL records) ran over 30 s
+                                 // (LedgerStress, two PostgreSQL runs at once: 100–150 s each
+                                 // there, 10–18 s here).
+                                 options.statement_timeout_ms = 120'000;
+                                 options.lease_wait_ms = 120'000;  // likewise for a reader connection
                                  auto store = PgStore::open(options);
                                  if (!store) throw std::runtime_error("open postgres: " + store.error().detail);
                                  return std::make_unique<OwningStore>(std::move(schema), std::move(store).value());
