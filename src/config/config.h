@@ -40,6 +40,33 @@ struct RateLimitConfig {
   std::int64_t keys_max = 0;
 };
 
+// What a Stripe refund takes when the credits are no longer there (api.md "Payments").
+enum class RefundShortfall : std::uint8_t {
+  debt,     // all of it: available may go below -overdraft_limit, and the account is frozen until repaid
+  forgive,  // only what is available
+};
+
+// [payments.stripe]: POST /v1/payments/stripe (payments/stripe.h).
+struct StripePaymentsConfig {
+  // The endpoint's signing secrets ("whsec_…"); a signature by any one is accepted (several during a
+  // rotation). Empty: the route refuses every request (invalid_signature: nothing is configured).
+  std::vector<std::string> signing_secrets;
+  std::int64_t tolerance_ms = limits::kPaymentSignatureToleranceMsDefault;  // older signatures are refused
+  RefundShortfall refund_shortfall = RefundShortfall::debt;
+  std::map<std::string, std::int64_t> packs;  // [payments.stripe.packs] name = credits
+};
+
+// [payments.webhook]: POST /v1/payments/webhook, signed as Standard Webhooks (payments/payment_webhook.h).
+struct PaymentWebhookConfig {
+  std::optional<std::string> secret;  // "whsec_<base64>"; unset: the route refuses every request
+  std::int64_t tolerance_ms = limits::kPaymentSignatureToleranceMsDefault;
+};
+
+struct PaymentsConfig {
+  StripePaymentsConfig stripe;
+  PaymentWebhookConfig webhook;
+};
+
 struct ServerConfig {
   std::string listen = "127.0.0.1:8080";
   std::string database = "sqlite:tollgate.db";
@@ -74,6 +101,7 @@ struct ServerConfig {
   // Peers (CIDRs, IPv4 and IPv6) whose X-Forwarded-For / Forwarded header names the client
   // (config/proxies.h); empty: the peer is the client.
   std::vector<std::string> trusted_proxies;
+  PaymentsConfig payments;
 };
 
 struct ConfigOverrides {

@@ -311,6 +311,13 @@ inline constexpr std::int64_t kCliFollowIntervalMs = 500;
 inline constexpr std::int64_t kCliFeedWaitMs = 1'000;
 inline constexpr std::int64_t kCliJobWaitAnswerGraceMs = 1'000;
 
+// Payments (api.md "Payments"): a provider's signature older (or newer) than this is refused; at most
+// this many signing secrets configured; a pack's credits and metadata.tollgate_credits at most
+// kAmountMax; a payment provider's event body at most the API's body limit.
+inline constexpr std::int64_t kPaymentSignatureToleranceMsDefault = 300'000;
+inline constexpr std::int64_t kPaymentSignatureToleranceMsMax = 86'400'000;
+inline constexpr std::size_t kPaymentSigningSecretsMax = 16;
+
 static_assert(kWalWriteBytesMax < 128 * 1024);
 static_assert(kCliFeedWaitMs <= kEventsWaitMsMax);
 static_assert(kEventsPollIntervalMsDefault <= kEventsPollIntervalMsMax);
