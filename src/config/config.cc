@@ -12,6 +12,8 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <array>
+#include <span>
 #include <cctype>
 #include <cerrno>
 #include <cstdlib>
@@ -24,6 +26,7 @@
 #include "core/limits.h"
 #include "core/parse.h"
 #include "core/suggest.h"
+#include "webhooks/signature.h"
 
 namespace tollgate {
 namespace {
@@ -85,14 +88,19 @@ class TableReader {
     out = std::move(values);
   }
 
-  // A string naming one of a few values: `parse` turns it into one, `choices` says which in words.
+  // A string naming one of a few values: `parse` turns it into one, `choices` says which in words;
+  // `names`, when given, are the values' names, of which the closest to a wrong value is suggested
+  // ("must be debt or forgive (did you mean debt?)"; the wrong value itself is not repeated).
   template <typename T, typename Parse>
-  void choice(const char* key, T& out, Parse&& parse, std::string_view choices) {
+  void choice(const char* key, T& out, Parse&& parse, std::string_view choices,
+              std::span<const std::string_view> names = {}) {
     std::optional<std::string> text;
     string(key, text);
     if (!text) return;
     auto value = parse(*text);
-    if (!value) return fail(where(key) + prefix_ + key + " must be " + std::string(choices));
+    if (!value) {
+      return fail(where(key) + prefix_ + key + " must be " + std::string(choices) + did_you_mean(*text, names));
+    }
     out = *value;
   }
 
@@ -138,6 +146,8 @@ class TableReader {
   std::optional<Error> first_error_;
 };
 
+constexpr std::array<std::string_view, 2> kRefundShortfallNames = {"debt", "forgive"};
+
 // Reads every row of `keys` from `r` into `out` (a [providers.NAME] table's rows into a
 // ProviderConfig, …): the parser knows exactly the keys of the table (config/config_keys.h).
 template <typename C>
@@ -156,6 +166,8 @@ void read_keys(TableReader& r, const std::vector<ConfigKey<C>>& keys, C& out) {
             r.choice(k.name, v, parse_late_commit_policy, late_commit_choices());
           } else if constexpr (std::is_same_v<T, RateLimitStore>) {
             r.choice(k.name, v, parse_ratelimit_store, ratelimit_store_choices());
+          } else if constexpr (std::is_same_v<T, RefundShortfall>) {
+            r.choice(k.name, v, parse_refund_shortfall, refund_shortfall_choices(), kRefundShortfallNames);
           } else {
             r.string(k.name, v);
           }
@@ -174,6 +186,76 @@ Status check_trusted_proxies(const std::vector<std::string>& cidrs, Where&& wher
   }
   for (std::size_t i = 0; i < cidrs.size(); ++i) {
     if (auto c = parse_cidr(cidrs[i]); !c) return invalid(where(i) + "trusted_proxies: " + c.error().detail);
+  }
+  return ok_status();
+}
+
+// The payments' secrets. A message names the key (or the variable) and the secret's place in the
+// list, never its text: start-up errors go to the journal.
+//
+// signing_secrets: at most limits::kPaymentSigningSecretsMax, each non-empty printable ASCII without
+// spaces or commas (the variable separates them with commas), no two alike. `subject` is the key
+// ("payments.stripe.signing_secrets") or the variable; `where(i)` the place of entry i.
+template <typename Where>
+Status check_signing_secrets(const std::vector<std::string>& secrets, std::string_view subject, Where&& where) {
+  const std::string name(subject);
+  if (secrets.size() > limits::kPaymentSigningSecretsMax) {
+    return invalid(where(limits::kPaymentSigningSecretsMax) + name + " may list at most " +
+                   std::to_string(limits::kPaymentSigningSecretsMax) + " secrets");
+  }
+  for (std::size_t i = 0; i < secrets.size(); ++i) {
+    const std::string& secret = secrets[i];
+    const std::string nth = "secret " + std::to_string(i + 1);
+    if (secret.empty()) return invalid(where(i) + name + ": " + nth + " is empty");
+    const bool printable =
+        std::all_of(secret.begin(), secret.end(), [](char ch) { return ch > ' ' && ch <= '~' && ch != ','; });
+    if (!printable) return invalid(where(i) + name + ": " + nth + " must be printable ASCII without spaces or commas");
+    for (std::size_t j = 0; j < i; ++j) {
+      if (secrets[j] == secret)
+        return invalid(where(i) + name + ": " + nth + " is the same as secret " + std::to_string(j + 1));
+    }
+  }
+  return ok_status();
+}
+
+// payments.webhook.secret: "whsec_" + base64 (webhooks::secret_key) of at least
+// limits::kPaymentWebhookSecretBytesMin bytes. `where` is its place ("tollgate.toml:9: " or "").
+Status check_payment_webhook_secret(const std::string& secret, std::string_view subject, const std::string& where) {
+  const auto key = webhooks::secret_key(secret);
+  if (!key) return invalid(where + std::string(subject) + " must be whsec_ followed by base64: it does not decode");
+  if (key->size() < limits::kPaymentWebhookSecretBytesMin) {
+    return invalid(where + std::string(subject) + " must decode to at least " +
+                   std::to_string(limits::kPaymentWebhookSecretBytesMin) + " bytes");
+  }
+  return ok_status();
+}
+
+// A [payments.stripe.packs] entry: a name as an id (1-128 of [A-Za-z0-9._:@-], core/checked.h) and
+// its credits from 1 to limits::kAmountMax.
+Status check_pack(const std::string& name, std::int64_t credits, const std::string& where) {
+  const std::string key = "payments.stripe.packs." + name;
+  if (!id_is_valid(name)) {
+    return invalid(where + key + ": a pack name is 1-128 characters of [A-Za-z0-9._:@-], not \".\" or \"..\"");
+  }
+  if (credits < 1 || credits > limits::kAmountMax) {
+    return invalid(where + key + " must be from 1 to " + std::to_string(limits::kAmountMax) + ", got " +
+                   std::to_string(credits));
+  }
+  return ok_status();
+}
+
+// Every integer row of `keys` within its bounds, for a configuration made otherwise than by the
+// parser (which checks as it reads); `prefix` names the table ("payments.webhook.").
+template <typename C>
+Status check_bounds(const std::vector<ConfigKey<C>>& keys, const C& c, std::string_view prefix) {
+  for (const auto& key : keys) {
+    if (const auto* member = std::get_if<std::int64_t C::*>(&key.field)) {
+      const std::int64_t v = c.**member;
+      if (v < key.min || v > key.max) {
+        return invalid(std::string(prefix) + key.name + " must be from " + std::to_string(key.min) + " to " +
+                       std::to_string(key.max) + ", got " + std::to_string(v));
+      }
+    }
   }
   return ok_status();
 }
@@ -268,10 +350,12 @@ std::string key_too_short(const char* key) {
 }
 
 
-// TOLLGATE_<KEY>, when set, replaces the key's value: an integer within the key's bounds, a
-// comma-separated list, a choice's name, or text as it is.
-Status apply_env(const ConfigKey<ServerConfig>& key, EnvLookup env, ServerConfig& c) {
-  const std::string name = config_env_name(key.name);
+// The variable `name` (TOLLGATE_<KEY> for a top-level key, the row's `env` for a nested one), when
+// set, replaces the key's value: an integer within the key's bounds, a comma-separated list (spaces
+// around an item and empty items dropped), a choice's name, or text as it is. A string's or a list's
+// text is never repeated in a message (it may be a secret).
+template <typename C>
+Status apply_env(const ConfigKey<C>& key, const std::string& name, EnvLookup env, C& c) {
   const auto text = env(name.c_str());
   if (!text) return ok_status();
   return std::visit(
@@ -306,13 +390,112 @@ Status apply_env(const ConfigKey<ServerConfig>& key, EnvLookup env, ServerConfig
           if (!policy) return invalid(name + " must be " + std::string(late_commit_choices()));
           v = *policy;
         } else if constexpr (std::is_same_v<T, RateLimitStore>) {
-          TG_ASSERT(false && "no top-level key is a rate-limit store");
+          auto store = parse_ratelimit_store(*text);
+          if (!store) return invalid(name + " must be " + std::string(ratelimit_store_choices()));
+          v = *store;
+        } else if constexpr (std::is_same_v<T, RefundShortfall>) {
+          auto shortfall = parse_refund_shortfall(*text);
+          if (!shortfall) return invalid(name + " must be " + std::string(refund_shortfall_choices()));
+          v = *shortfall;
         } else {
           v = *text;
         }
         return ok_status();
       },
       key.field);
+}
+
+// [payments]: [payments.stripe] (with [payments.stripe.packs]) and [payments.webhook], into `out`.
+Status parse_payments(const toml::table& root, std::string_view source, PaymentsConfig& out) {
+  const toml::node* node = root.get("payments");
+  if (!node) return ok_status();
+  const auto* payments = node->as_table();
+  if (!payments) return invalid(at(source, node->source()) + "payments must be a table");
+  TableReader r(*payments, source, "payments.");
+  TG_TRY(r.finish({"stripe", "webhook"}));
+  auto table = [&](const char* name) -> Result<const toml::table*> {
+    const toml::node* n = payments->get(name);
+    if (!n) return static_cast<const toml::table*>(nullptr);
+    if (const auto* t = n->as_table()) return t;
+    return invalid(at(source, n->source()) + "payments." + name + " must be a table");
+  };
+
+  auto stripe = table("stripe");
+  if (!stripe) return stripe.error();
+  if (const toml::table* t = *stripe) {
+    TableReader sr(*t, source, "payments.stripe.");
+    read_keys(sr, stripe_payments_config_keys(), out.stripe);
+    TG_TRY(sr.finish({"packs"}));
+    TG_TRY(check_signing_secrets(out.stripe.signing_secrets, "payments.stripe.signing_secrets",
+                                 [&](std::size_t i) { return sr.where("signing_secrets", i); }));
+    if (const toml::node* p = t->get("packs")) {
+      const auto* packs = p->as_table();
+      if (!packs) return invalid(at(source, p->source()) + "payments.stripe.packs must be a table (NAME = credits)");
+      for (const auto& [key, value] : *packs) {
+        const std::string name(key.str());
+        const std::string where = at(source, value.source());
+        const auto* credits = value.as_integer();
+        if (!credits) {
+          // `pro.monthly = 10` is the table pro holding monthly: a name with a dot must be quoted.
+          return invalid(
+              where + "payments.stripe.packs." + name + " must be an integer (the pack's credits)" +
+              (value.is_table() ? std::string("; quote a name that holds a '.' (\"pro.monthly\" = 10)") : ""));
+        }
+        TG_TRY(check_pack(name, credits->get(), where));
+        out.stripe.packs.emplace(name, credits->get());
+      }
+    }
+  }
+
+  auto webhook = table("webhook");
+  if (!webhook) return webhook.error();
+  if (const toml::table* t = *webhook) {
+    TableReader wr(*t, source, "payments.webhook.");
+    read_keys(wr, payment_webhook_config_keys(), out.webhook);
+    TG_TRY(wr.finish());
+    if (out.webhook.secret) {
+      TG_TRY(check_payment_webhook_secret(*out.webhook.secret, "payments.webhook.secret", wr.where("secret")));
+    }
+  }
+  return ok_status();
+}
+
+// The payments' values, whoever made them (validate_config): no place to name.
+Status check_payments(const PaymentsConfig& p) {
+  TG_TRY(check_bounds(stripe_payments_config_keys(), p.stripe, "payments.stripe."));
+  TG_TRY(check_bounds(payment_webhook_config_keys(), p.webhook, "payments.webhook."));
+  TG_TRY(check_signing_secrets(p.stripe.signing_secrets, "payments.stripe.signing_secrets",
+                               [](std::size_t) { return std::string(); }));
+  for (const auto& [name, credits] : p.stripe.packs) TG_TRY(check_pack(name, credits, ""));
+  if (p.webhook.secret) TG_TRY(check_payment_webhook_secret(*p.webhook.secret, "payments.webhook.secret", ""));
+  return ok_status();
+}
+
+// The variable of the row `name` of a nested table (the row must exist and have one: a bug otherwise).
+template <typename C>
+const char* env_of(const std::vector<ConfigKey<C>>& keys, std::string_view name) {
+  for (const auto& k : keys) {
+    if (name == k.name && k.env) return k.env;
+  }
+  TG_ASSERT(false && "no such configuration key with a variable");
+  return "";
+}
+
+// The payments' variables (each row's `env`); a bad secret from one is named by the variable.
+Status apply_payments_env(EnvLookup env, PaymentsConfig& p) {
+  for (const auto& key : stripe_payments_config_keys()) {
+    if (key.env) TG_TRY(apply_env(key, key.env, env, p.stripe));
+  }
+  for (const auto& key : payment_webhook_config_keys()) {
+    if (key.env) TG_TRY(apply_env(key, key.env, env, p.webhook));
+  }
+  const char* secrets = env_of(stripe_payments_config_keys(), "signing_secrets");
+  if (env(secrets)) {
+    TG_TRY(check_signing_secrets(p.stripe.signing_secrets, secrets, [](std::size_t) { return std::string(); }));
+  }
+  const char* secret = env_of(payment_webhook_config_keys(), "secret");
+  if (env(secret)) TG_TRY(check_payment_webhook_secret(*p.webhook.secret, secret, ""));
+  return ok_status();
 }
 
 }  // namespace
@@ -344,7 +527,7 @@ Result<ServerConfig> parse_config(std::string_view text, std::string_view source
   ServerConfig c;
   TableReader top(root, source, "");
   read_keys(top, server_config_keys(), c);
-  TG_TRY(top.finish({"providers", "ratelimits"}));
+  TG_TRY(top.finish({"providers", "ratelimits", "payments"}));
   TG_TRY(check_trusted_proxies(c.trusted_proxies, [&](std::size_t i) { return top.where("trusted_proxies", i); }));
   // Values checked again by validate_config() (which also sees the environment and the flags),
   // checked here too so that a bad one in the file is reported with its line.
@@ -419,6 +602,8 @@ Result<ServerConfig> parse_config(std::string_view text, std::string_view source
     return ok_status();
   }));
 
+  TG_TRY(parse_payments(root, source, c.payments));
+
   if (c.hold_ttl_ms > c.hold_ttl_max_ms) {
     return invalid(top.where("hold_ttl_ms") + "hold_ttl_ms (" + std::to_string(c.hold_ttl_ms) +
                    ") must not exceed hold_ttl_max_ms (" + std::to_string(c.hold_ttl_max_ms) + ")");
@@ -476,6 +661,7 @@ Status validate_config(const ServerConfig& c) {
       }
     }
   }
+  TG_TRY(check_payments(c.payments));
   return check_trusted_proxies(c.trusted_proxies, [](std::size_t) { return std::string(); });
 }
 
@@ -488,7 +674,8 @@ Result<ServerConfig> load_config(const ConfigOverrides& o, EnvLookup env) {
     if (!parsed) return parsed.error();
     c = std::move(parsed).value();
   }
-  for (const auto& key : server_config_keys()) TG_TRY(apply_env(key, env, c));
+  for (const auto& key : server_config_keys()) TG_TRY(apply_env(key, config_env_name(key.name), env, c));
+  TG_TRY(apply_payments_env(env, c.payments));
   if (o.listen) c.listen = *o.listen;
   if (o.database) c.database = *o.database;
   if (o.admin_key_file) c.admin_key_file = *o.admin_key_file;

@@ -83,6 +83,36 @@ const std::vector<ConfigKey<RateLimitConfig>>& ratelimit_config_keys() {
   return keys;
 }
 
+const std::vector<ConfigKey<StripePaymentsConfig>>& stripe_payments_config_keys() {
+  using C = StripePaymentsConfig;
+  static const std::string secrets_text =
+      "the endpoint's signing secrets (whsec_…), at most " + std::to_string(limits::kPaymentSigningSecretsMax) +
+      ", several during a rotation: a signature by any one is accepted; empty: every request is refused. In the "
+      "environment, comma-separated";
+  static const std::vector<ConfigKey<C>> keys = {
+      {"signing_secrets", &C::signing_secrets, 0, 0, secrets_text.c_str(), false, true, nullptr, nullptr,
+       "TOLLGATE_STRIPE_SIGNING_SECRETS"},
+      {"tolerance_ms", &C::tolerance_ms, 1, limits::kPaymentSignatureToleranceMsMax,
+       "a signature whose time-stamp is further than this from the server's clock is refused"},
+      {"refund_shortfall", &C::refund_shortfall, 0, 0,
+       "a refund of credits no longer available: debt takes them all (the account may go below its overdraft "
+       "limit and is frozen until repaid); forgive takes only what is available"},
+  };
+  return keys;
+}
+
+const std::vector<ConfigKey<PaymentWebhookConfig>>& payment_webhook_config_keys() {
+  using C = PaymentWebhookConfig;
+  static const std::vector<ConfigKey<C>> keys = {
+      {"secret", &C::secret, 0, 0,
+       "the Standard Webhooks secret: whsec_ and the base64 of at least 24 bytes; unset: every request is refused",
+       false, true, nullptr, nullptr, "TOLLGATE_PAYMENT_WEBHOOK_SECRET"},
+      {"tolerance_ms", &C::tolerance_ms, 1, limits::kPaymentSignatureToleranceMsMax,
+       "a signature whose time-stamp is further than this from the server's clock is refused"},
+  };
+  return keys;
+}
+
 const ConfigKey<ServerConfig>& server_config_key(std::string_view name) {
   for (const auto& k : server_config_keys()) {
     if (name == k.name) return k;
@@ -103,6 +133,18 @@ std::string_view ratelimit_store_choices() { return "shared or local"; }
 std::optional<RateLimitStore> parse_ratelimit_store(std::string_view name) {
   if (name == "shared") return RateLimitStore::shared;
   if (name == "local") return RateLimitStore::local;
+  return std::nullopt;
+}
+
+std::string_view refund_shortfall_choices() { return "debt or forgive"; }
+
+std::string_view refund_shortfall_name(RefundShortfall shortfall) {
+  return shortfall == RefundShortfall::debt ? "debt" : "forgive";
+}
+
+std::optional<RefundShortfall> parse_refund_shortfall(std::string_view name) {
+  if (name == "debt") return RefundShortfall::debt;
+  if (name == "forgive") return RefundShortfall::forgive;
   return std::nullopt;
 }
 
@@ -145,8 +187,11 @@ std::optional<std::string> toml_value(const ConfigKey<C>& key, const C& config) 
           return out + "]";
         } else if constexpr (std::is_same_v<T, LateCommitPolicy>) {
           return quoted(late_commit_policy_name(v));
-        } else {
+        } else if constexpr (std::is_same_v<T, RateLimitStore>) {
           return quoted(v == RateLimitStore::shared ? "shared" : "local");
+        } else {
+          static_assert(std::is_same_v<T, RefundShortfall>);
+          return quoted(refund_shortfall_name(v));
         }
       },
       key.field);
@@ -160,7 +205,8 @@ std::string type_name(const ConfigKey<C>& key) {
     case 2: return "integer";
     case 3: return "list of strings";
     case 4: return "`charge` \\| `forgive` \\| `reject`";
-    default: return "`shared` \\| `local`";
+    case 5: return "`shared` \\| `local`";
+    default: return "`debt` \\| `forgive`";
   }
 }
 
@@ -179,15 +225,27 @@ std::string bounds_text(const ConfigKey<C>& key) {
   return std::to_string(key.min) + " – " + std::to_string(key.max);
 }
 
+// The columns of a table of rows: the top level's (each key has a variable, some a flag), a nested
+// table's with variables for some rows (payments), or a nested table's without any.
+enum class Columns : std::uint8_t { top_level, with_env, plain };
+
 template <typename C>
-void markdown_rows(std::string& out, const std::vector<ConfigKey<C>>& keys, bool top_level) {
-  out += top_level ? "| Key | Type | Default | Bounds | Environment | Flag | Description |\n"
-                     "|---|---|---|---|---|---|---|\n"
-                   : "| Key | Type | Default | Bounds | Description |\n|---|---|---|---|---|\n";
+void markdown_rows(std::string& out, const std::vector<ConfigKey<C>>& keys, Columns columns) {
+  switch (columns) {
+    case Columns::top_level:
+      out += "| Key | Type | Default | Bounds | Environment | Flag | Description |\n|---|---|---|---|---|---|---|\n";
+      break;
+    case Columns::with_env:
+      out += "| Key | Type | Default | Bounds | Environment | Description |\n|---|---|---|---|---|---|\n";
+      break;
+    case Columns::plain: out += "| Key | Type | Default | Bounds | Description |\n|---|---|---|---|---|\n"; break;
+  }
   for (const auto& k : keys) {
     out += "| `" + std::string(k.name) + "` | " + type_name(k) + " | " + default_text(k) + " | " + bounds_text(k) + " | ";
-    if (top_level) {
+    if (columns == Columns::top_level) {
       out += "`" + config_env_name(k.name) + "` | " + (k.flag ? "`" + std::string(k.flag) + "`" : std::string()) + " | ";
+    } else if (columns == Columns::with_env) {
+      out += (k.env ? "`" + std::string(k.env) + "`" : std::string()) + " | ";
     }
     out += std::string(k.description) + (k.secret ? " (a secret: `--print-config` masks it)" : "") + " |\n";
   }
@@ -201,7 +259,7 @@ void toml_rows(std::string& out, const std::vector<ConfigKey<C>>& keys, const C&
       out += "# " + std::string(k.name) + " is not set\n";
       continue;
     }
-    if (k.secret) v = "\"***\"";
+    if (k.secret && *v != "[]") v = "\"***\"";  // an empty list of secrets shows that none is set
     if constexpr (std::is_same_v<C, ServerConfig>) {
       if (std::string_view(k.name) == "database") v = quoted(masked_database(config.database));
     }
@@ -222,17 +280,32 @@ std::string config_reference_markdown() {
       "the file's line. `tollgate serve --print-config` prints the effective configuration (secrets masked)\n"
       "and exits.\n\n"
       "## Top-level keys\n\n";
-  markdown_rows(out, server_config_keys(), true);
+  markdown_rows(out, server_config_keys(), Columns::top_level);
   out +=
       "\n## `[providers.NAME]`\n\n"
       "A paid provider that jobs call (`POST /v1/jobs` names it). One table per provider; no environment\n"
       "variables.\n\n";
-  markdown_rows(out, provider_config_keys(), false);
+  markdown_rows(out, provider_config_keys(), Columns::plain);
   out +=
       "\n## `[ratelimits.NAME]`\n\n"
       "A rate-limit policy served at `/v1/ratelimits/NAME` (a name of 1–128 characters of\n"
       "`[A-Za-z0-9._:@-]`). One table per policy; no environment variables.\n\n";
-  markdown_rows(out, ratelimit_config_keys(), false);
+  markdown_rows(out, ratelimit_config_keys(), Columns::plain);
+  out +=
+      "\n## `[payments.stripe]`\n\n"
+      "`POST /v1/payments/stripe`: Stripe's events, authenticated by their `Stripe-Signature` header. The\n"
+      "variable replaces the file's list; a secret never appears in a message or in `--print-config`.\n"
+      "Each secret is printable ASCII without spaces or commas, and no two are the same.\n\n";
+  markdown_rows(out, stripe_payments_config_keys(), Columns::with_env);
+  out +=
+      "\n## `[payments.stripe.packs]`\n\n"
+      "`NAME = CREDITS`: a payment whose `metadata.tollgate_pack` is `NAME` credits `CREDITS` (1 – " +
+      std::to_string(limits::kAmountMax) +
+      ").\nA name is 1–128 characters of `[A-Za-z0-9._:@-]` (quote it in the file if it holds `.`, `:` or\n"
+      "`@`). None by default; no environment variables.\n"
+      "\n## `[payments.webhook]`\n\n"
+      "`POST /v1/payments/webhook`: a payment provider's events signed as Standard Webhooks.\n\n";
+  markdown_rows(out, payment_webhook_config_keys(), Columns::with_env);
   return out;
 }
 
@@ -247,6 +320,15 @@ std::string effective_config_toml(const ServerConfig& config) {
     out += "\n[ratelimits." + name + "]\n";
     toml_rows(out, ratelimit_config_keys(), r);
   }
+  out += "\n[payments.stripe]\n";
+  toml_rows(out, stripe_payments_config_keys(), config.payments.stripe);
+  if (!config.payments.stripe.packs.empty()) {
+    out += "\n[payments.stripe.packs]\n";
+    for (const auto& [name, credits] : config.payments.stripe.packs)
+      out += quoted(name) + " = " + std::to_string(credits) + "\n";
+  }
+  out += "\n[payments.webhook]\n";
+  toml_rows(out, payment_webhook_config_keys(), config.payments.webhook);
   return out;
 }
 

@@ -317,6 +317,9 @@ inline constexpr std::int64_t kCliJobWaitAnswerGraceMs = 1'000;
 inline constexpr std::int64_t kPaymentSignatureToleranceMsDefault = 300'000;
 inline constexpr std::int64_t kPaymentSignatureToleranceMsMax = 86'400'000;
 inline constexpr std::size_t kPaymentSigningSecretsMax = 16;
+// [payments.webhook] secret: "whsec_" + base64 of at least this many bytes (a shorter key is refused
+// at start-up).
+inline constexpr std::size_t kPaymentWebhookSecretBytesMin = 24;
 
 static_assert(kWalWriteBytesMax < 128 * 1024);
 static_assert(kCliFeedWaitMs <= kEventsWaitMsMax);

@@ -8,6 +8,7 @@
 #include <fstream>
 #include <map>
 #include <sstream>
+#include <tuple>
 
 #include "config/config.h"
 #include "config/config_keys.h"
@@ -139,6 +140,89 @@ TEST(Config, EveryLateCommitPolicyIsRead) {
   }
 }
 
+// A Standard Webhooks secret (whsec_ + base64 of 24 bytes, the least accepted) and Stripe-like
+// signing secrets; their texts must never appear in a message.
+constexpr const char* kWebhookSecret = "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw";
+constexpr const char* kPaymentsConfig = R"([payments.stripe]
+signing_secrets = ["whsec_old-0123456789abcdef",   # several during a rotation
+                   "whsec_new-0123456789abcdef"]
+tolerance_ms = 120000
+refund_shortfall = "forgive"                        # debt | forgive
+[payments.stripe.packs]
+small = 10
+"pro.monthly" = 500
+"team:large@2" = 9007199254740991
+
+[payments.webhook]
+secret = "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw"
+tolerance_ms = 60000
+)";
+
+TEST(Config, ThePaymentsSectionIsRead) {
+  auto parsed = parse_config(kPaymentsConfig, "tollgate.toml");
+  ASSERT_TRUE(parsed.ok()) << parsed.error().detail;
+  const PaymentsConfig& p = parsed->payments;
+  EXPECT_EQ(p.stripe.signing_secrets,
+            (std::vector<std::string>{"whsec_old-0123456789abcdef", "whsec_new-0123456789abcdef"}));
+  EXPECT_EQ(p.stripe.tolerance_ms, 120000);
+  EXPECT_EQ(p.stripe.refund_shortfall, RefundShortfall::forgive);
+  EXPECT_EQ(p.stripe.packs, (std::map<std::string, std::int64_t>{
+                                {"small", 10}, {"pro.monthly", 500}, {"team:large@2", 9007199254740991}}));
+  EXPECT_EQ(p.webhook.secret, kWebhookSecret);
+  EXPECT_EQ(p.webhook.tolerance_ms, 60000);
+  EXPECT_TRUE(validate_config(*parsed).ok()) << validate_config(*parsed).error().detail;
+
+  auto debt = parse_config("[payments.stripe]\nrefund_shortfall = \"debt\"\n", "t.toml");
+  ASSERT_TRUE(debt.ok()) << debt.error().detail;
+  EXPECT_EQ(debt->payments.stripe.refund_shortfall, RefundShortfall::debt);
+  // The longest secret of the 24-byte minimum and more.
+  auto longer = parse_config("[payments.webhook]\nsecret = \"whsec_" + std::string(43, 'A') + "=\"\n", "t.toml");
+  ASSERT_TRUE(longer.ok()) << longer.error().detail;
+}
+
+TEST(Config, WithoutAPaymentsSectionNothingIsConfigured) {
+  for (const char* text : {"", "[payments]\n", "[payments.stripe]\n[payments.webhook]\n"}) {
+    auto parsed = parse_config(text, "t.toml");
+    ASSERT_TRUE(parsed.ok()) << text << ": " << parsed.error().detail;
+    const PaymentsConfig& p = parsed->payments;
+    EXPECT_TRUE(p.stripe.signing_secrets.empty()) << text;
+    EXPECT_EQ(p.stripe.tolerance_ms, 300000) << text;
+    EXPECT_EQ(p.stripe.refund_shortfall, RefundShortfall::debt) << text;
+    EXPECT_TRUE(p.stripe.packs.empty()) << text;
+    EXPECT_FALSE(p.webhook.secret.has_value()) << text;
+    EXPECT_EQ(p.webhook.tolerance_ms, 300000) << text;
+  }
+}
+
+// Made otherwise than by the file (by a caller, or the environment), the payments are checked too.
+TEST(Config, ValidateConfigChecksThePayments) {
+  ServerConfig c;
+  ASSERT_TRUE(validate_config(c).ok());
+  auto refused = [](const ServerConfig& config, const std::string& name) {
+    const Status s = validate_config(config);
+    ASSERT_FALSE(s.ok()) << name;
+    EXPECT_NE(s.error().detail.find(name), std::string::npos) << s.error().detail;
+  };
+  ServerConfig bad = c;
+  bad.payments.stripe.tolerance_ms = 0;
+  refused(bad, "payments.stripe.tolerance_ms");
+  bad = c;
+  bad.payments.webhook.tolerance_ms = limits::kPaymentSignatureToleranceMsMax + 1;
+  refused(bad, "payments.webhook.tolerance_ms");
+  bad = c;
+  bad.payments.stripe.packs = {{"small", 0}};
+  refused(bad, "payments.stripe.packs.small");
+  bad = c;
+  bad.payments.stripe.packs = {{"a b", 1}};
+  refused(bad, "payments.stripe.packs.a b");
+  bad = c;
+  bad.payments.stripe.signing_secrets = {"whsec_a", "whsec_a"};
+  refused(bad, "payments.stripe.signing_secrets: secret 2 is the same as secret 1");
+  bad = c;
+  bad.payments.webhook.secret = "whsec_short";
+  refused(bad, "payments.webhook.secret");
+}
+
 struct InvalidConfig {
   std::string name;
   std::string text;
@@ -147,6 +231,13 @@ struct InvalidConfig {
 };
 
 void PrintTo(const InvalidConfig& c, std::ostream* out) { *out << c.name; }
+
+// [payments.stripe] with 17 signing secrets, one a line from line 3: the 17th on line 19.
+std::string too_many_secrets() {
+  std::string text = "[payments.stripe]\nsigning_secrets = [\n";
+  for (int i = 1; i <= 17; ++i) text += "\"whsec_" + std::to_string(i) + "\",\n";
+  return text + "]\n";
+}
 
 std::vector<InvalidConfig> invalid_configs() {
   return {
@@ -210,6 +301,75 @@ std::vector<InvalidConfig> invalid_configs() {
        {"trusted_proxies", "write 10.0.0.0/8"}},
       {"TrustedProxiesNotAList", "trusted_proxies = \"10.0.0.0/8\"\n", 1, {"trusted_proxies must be a list of strings"}},
       {"TrustedProxiesNotStrings", "trusted_proxies = [10]\n", 1, {"trusted_proxies must be a list of strings"}},
+      // [payments]: every key known, every value checked; a message names the key, never a secret.
+      {"UnknownPaymentsTable", "[payments.strip]\n", 1, {"unknown key payments.strip (did you mean stripe?)"}},
+      {"MisspelledPaymentsTable", "[payment.stripe]\n", 1, {"unknown key payment (did you mean payments?)"}},
+      {"PaymentsNotATable", "payments = 5\n", 1, {"payments must be a table"}},
+      {"PaymentsStripeNotATable", "[payments]\nstripe = \"whsec_x\"\n", 2, {"payments.stripe must be a table"}},
+      {"UnknownStripeKey", "[payments.stripe]\ntolerance_ms = 1000\nsigning_secret = [\"whsec_a\"]\n", 3,
+       {"unknown key payments.stripe.signing_secret (did you mean signing_secrets?)"}},
+      {"UnknownWebhookKey", "[payments.webhook]\nsecrets = \"whsec_a\"\n", 2,
+       {"unknown key payments.webhook.secrets (did you mean secret?)"}},
+      {"SigningSecretsNotAList", "[payments.stripe]\nsigning_secrets = \"whsec_a\"\n", 2,
+       {"payments.stripe.signing_secrets must be a list of strings"}},
+      {"SigningSecretsNotStrings", "[payments.stripe]\nsigning_secrets = [\"whsec_a\", 5]\n", 2,
+       {"payments.stripe.signing_secrets must be a list of strings"}},
+      {"SigningSecretEmpty", "[payments.stripe]\nsigning_secrets = [\"whsec_a\",\n  \"\"]\n", 3,
+       {"payments.stripe.signing_secrets: secret 2 is empty"}},
+      {"SigningSecretWithASpace", "[payments.stripe]\nsigning_secrets = [\"whsec_a b\"]\n", 2,
+       {"payments.stripe.signing_secrets: secret 1 must be printable ASCII without spaces or commas"}},
+      {"SigningSecretWithAComma", "[payments.stripe]\nsigning_secrets = [\"whsec_a,b\"]\n", 2,
+       {"secret 1 must be printable ASCII without spaces or commas"}},
+      {"SigningSecretWithATab", "[payments.stripe]\nsigning_secrets = [\"whsec_a\\tb\"]\n", 2,
+       {"secret 1 must be printable ASCII"}},
+      {"SigningSecretNotAscii", "[payments.stripe]\nsigning_secrets = [\"whsec_\xc3\xa9t\xc3\xa9\"]\n", 2,
+       {"secret 1 must be printable ASCII"}},
+      {"SigningSecretTwice", "[payments.stripe]\nsigning_secrets = [\n\"whsec_a\",\n\"whsec_b\",\n\"whsec_a\"]\n", 5,
+       {"payments.stripe.signing_secrets: secret 3 is the same as secret 1"}},
+      {"TooManySigningSecrets", too_many_secrets(), 19,
+       {"payments.stripe.signing_secrets may list at most 16 secrets"}},
+      {"StripeToleranceZero", "[payments.stripe]\ntolerance_ms = 0\n", 2,
+       {"payments.stripe.tolerance_ms must be from 1 to 86400000"}},
+      {"StripeToleranceTooLong", "[payments.stripe]\n\ntolerance_ms = 86400001\n", 3, {"payments.stripe.tolerance_ms"}},
+      {"StripeToleranceNotANumber", "[payments.stripe]\ntolerance_ms = \"5m\"\n", 2,
+       {"payments.stripe.tolerance_ms must be an integer"}},
+      {"RefundShortfallMisspelled", "[payments.stripe]\nrefund_shortfall = \"dept\"\n", 2,
+       {"payments.stripe.refund_shortfall must be debt or forgive (did you mean debt?)"}},
+      {"RefundShortfallOther", "[payments.stripe]\nrefund_shortfall = \"refuse\"\n", 2,
+       {"payments.stripe.refund_shortfall must be debt or forgive"}},
+      {"RefundShortfallNotAString", "[payments.stripe]\nrefund_shortfall = true\n", 2,
+       {"payments.stripe.refund_shortfall must be a string"}},
+      {"PacksNotATable", "[payments.stripe]\npacks = 10\n", 2, {"payments.stripe.packs must be a table"}},
+      {"PackNameWithASpace", "[payments.stripe.packs]\nsmall = 10\n\"big one\" = 100\n", 3,
+       {"payments.stripe.packs.big one: a pack name is 1-128 characters of [A-Za-z0-9._:@-]"}},
+      {"PackNameDotDot", "[payments.stripe.packs]\n\"..\" = 100\n", 2, {"payments.stripe.packs..."}},
+      {"PackNameEmpty", "[payments.stripe.packs]\n\"\" = 100\n", 2, {"a pack name is 1-128 characters"}},
+      {"PackNameTooLong", "[payments.stripe.packs]\n" + std::string(129, 'p') + " = 100\n", 2,
+       {"a pack name is 1-128 characters"}},
+      {"PackOfNoCredits", "[payments.stripe.packs]\nsmall = 0\n", 2,
+       {"payments.stripe.packs.small must be from 1 to 9007199254740991, got 0"}},
+      {"PackOfNegativeCredits", "[payments.stripe.packs]\nsmall = -5\n", 2,
+       {"payments.stripe.packs.small must be from 1"}},
+      {"PackOfTooManyCredits", "[payments.stripe.packs]\nsmall = 9007199254740992\n", 2,
+       {"payments.stripe.packs.small must be from 1 to 9007199254740991"}},
+      {"PackCreditsAsText", "[payments.stripe.packs]\nsmall = \"10\"\n", 2,
+       {"payments.stripe.packs.small must be an integer"}},
+      {"PackCreditsAsFloat", "[payments.stripe.packs]\nsmall = 10.5\n", 2,
+       {"payments.stripe.packs.small must be an integer"}},
+      {"PackNameWithAnUnquotedDot", "[payments.stripe.packs]\npro.monthly = 10\n", 2,
+       {"payments.stripe.packs.pro must be an integer", "quote a name that holds a '.'"}},
+      {"WebhookSecretNotBase64", "[payments.webhook]\nsecret = \"whsec_not-base64!\"\n", 2,
+       {"payments.webhook.secret must be whsec_ followed by base64: it does not decode"}},
+      {"WebhookSecretEmpty", "[payments.webhook]\n\nsecret = \"\"\n", 3, {"payments.webhook.secret must be whsec_"}},
+      {"WebhookSecretOnlyThePrefix", "[payments.webhook]\nsecret = \"whsec_\"\n", 2,
+       {"payments.webhook.secret must be whsec_"}},
+      {"WebhookSecretOf16Bytes", "[payments.webhook]\nsecret = \"whsec_AAAAAAAAAAAAAAAAAAAAAA==\"\n", 2,
+       {"payments.webhook.secret must decode to at least 24 bytes"}},
+      {"WebhookSecretOf23Bytes", "[payments.webhook]\nsecret = \"whsec_" + std::string(31, 'A') + "=\"\n", 2,
+       {"payments.webhook.secret must decode to at least 24 bytes"}},
+      {"WebhookSecretNotAString", "[payments.webhook]\nsecret = 5\n", 2, {"payments.webhook.secret must be a string"}},
+      {"WebhookToleranceZero", "[payments.webhook]\ntolerance_ms = 0\n", 2,
+       {"payments.webhook.tolerance_ms must be from 1"}},
       // TOML syntax: the line, a hint in plain words, then the parser's own message.
       {"TomlSyntaxError", "listen = \n", 1,
        {"bad.toml:1: listen: the value is missing after '=' (TOML parser: Error while parsing key-value pair: "
@@ -348,6 +508,54 @@ TEST(ConfigSecret, ASyntaxErrorOnTheAdminKeyLineDoesNotRepeatTheKey) {
   EXPECT_EQ(parsed.error().detail.find("secret-0123456789abcdef"), std::string::npos) << parsed.error().detail;
 }
 
+// The payments' secrets are never repeated in a message, whatever is wrong with them or around them.
+TEST(ConfigSecret, APaymentSecretIsNeverRepeatedInAMessage) {
+  const std::string secret = "whsec_TOPSECRET";
+  for (const std::string& text : std::vector<std::string>{
+           "[payments.stripe]\nsigning_secrets = [\"" + secret + " x\"]\n",
+           "[payments.stripe]\nsigning_secrets = [\"" + secret + ",x\"]\n",
+           "[payments.stripe]\nsigning_secrets = [\"" + secret + "\", \"" + secret + "\"]\n",
+           "[payments.stripe]\nsigning_secrets = \"" + secret + "\"\n",
+           "[payments.stripe]\nsigning_secret = [\"" + secret + "\"]\n",
+           "[payments.webhook]\nsecret = \"" + secret + "!\"\n",
+           "[payments.webhook]\nsecret = \"" + secret + "TOPSECRETTOPSEC\"\n",  // decodes, to 18 bytes
+           "[payments.webhook]\nsecret = [\"" + secret + "\"]\n",
+           "[payments.webhook]\nsecrets = \"" + secret + "\"\n",
+       }) {
+    auto parsed = parse_config(text, "bad.toml");
+    ASSERT_FALSE(parsed.ok()) << text;
+    EXPECT_EQ(parsed.error().detail.find("TOPSECRET"), std::string::npos) << parsed.error().detail;
+    EXPECT_EQ(parsed.error().detail.rfind("bad.toml:2: ", 0), 0u) << parsed.error().detail;
+  }
+}
+
+// --print-config's text: the payments' secrets masked, the rest printed so that it parses back.
+TEST(ConfigSecret, ThePrintedConfigurationMasksThePaymentSecrets) {
+  auto parsed = parse_config(kPaymentsConfig, "tollgate.toml");
+  ASSERT_TRUE(parsed.ok()) << parsed.error().detail;
+  const std::string printed = effective_config_toml(*parsed);
+  for (const char* secret : {"whsec_old", "whsec_new", kWebhookSecret}) {
+    EXPECT_EQ(printed.find(secret), std::string::npos) << secret << " in\n" << printed;
+  }
+  EXPECT_NE(printed.find("[payments.stripe]\nsigning_secrets = \"***\"\n"), std::string::npos) << printed;
+  EXPECT_NE(printed.find("[payments.webhook]\nsecret = \"***\"\n"), std::string::npos) << printed;
+  std::string unmasked;
+  std::istringstream lines(printed);
+  for (std::string line; std::getline(lines, line);) {
+    if (line.find("= \"***\"") == std::string::npos) unmasked += line + "\n";
+  }
+  auto back = parse_config(unmasked, "printed");
+  ASSERT_TRUE(back.ok()) << back.error().detail << "\n" << printed;
+  EXPECT_EQ(back->payments.stripe.tolerance_ms, 120000);
+  EXPECT_EQ(back->payments.stripe.refund_shortfall, RefundShortfall::forgive);
+  EXPECT_EQ(back->payments.stripe.packs, parsed->payments.stripe.packs);
+  EXPECT_EQ(back->payments.webhook.tolerance_ms, 60000);
+  // Nothing configured: an empty list and an unset secret say so.
+  const std::string none = effective_config_toml(ServerConfig{});
+  EXPECT_NE(none.find("[payments.stripe]\nsigning_secrets = []\n"), std::string::npos) << none;
+  EXPECT_NE(none.find("[payments.webhook]\n# secret is not set\n"), std::string::npos) << none;
+}
+
 TEST_F(ConfigSources, EnvironmentOverridesTheFileAndFlagsOverrideBoth) {
   ConfigOverrides o;
   o.config_file = write(
@@ -441,6 +649,51 @@ TEST_F(ConfigSources, TrustedProxiesComeFromTheEnvironmentCommaSeparated) {
   EXPECT_NE(bad.error().detail.find("trusted_proxies: '10.0.0.0/40'"), std::string::npos) << bad.error().detail;
 }
 
+// TOLLGATE_STRIPE_SIGNING_SECRETS (comma-separated) and TOLLGATE_PAYMENT_WEBHOOK_SECRET replace the
+// file's; a bad one is named by its variable, its text never repeated.
+TEST_F(ConfigSources, PaymentSecretsComeFromTheEnvironment) {
+  ConfigOverrides o;
+  o.config_file = write(std::string(kPaymentsConfig));
+  auto file = load_config(o, &lookup);
+  ASSERT_TRUE(file.ok()) << file.error().detail;
+  EXPECT_EQ(file->payments.stripe.signing_secrets.size(), 2u);
+  EXPECT_EQ(file->payments.webhook.secret, kWebhookSecret);
+
+  const std::string env_secret = "whsec_" + std::string(40, 'B');  // 30 bytes
+  fake_env() = {{"TOLLGATE_STRIPE_SIGNING_SECRETS", " whsec_env-1 ,whsec_env-2,"},
+                {"TOLLGATE_PAYMENT_WEBHOOK_SECRET", env_secret}};
+  auto with_env = load_config(o, &lookup);
+  ASSERT_TRUE(with_env.ok()) << with_env.error().detail;
+  EXPECT_EQ(with_env->payments.stripe.signing_secrets, (std::vector<std::string>{"whsec_env-1", "whsec_env-2"}));
+  EXPECT_EQ(with_env->payments.webhook.secret, env_secret);
+  EXPECT_EQ(with_env->payments.stripe.tolerance_ms, 120000) << "the file's other keys stay";
+  EXPECT_EQ(with_env->payments.stripe.packs.size(), 3u);
+
+  // Without a file too.
+  auto no_file = load_config(ConfigOverrides{}, &lookup);
+  ASSERT_TRUE(no_file.ok()) << no_file.error().detail;
+  EXPECT_EQ(no_file->payments.stripe.signing_secrets, (std::vector<std::string>{"whsec_env-1", "whsec_env-2"}));
+  EXPECT_EQ(no_file->payments.webhook.secret, env_secret);
+
+  std::string seventeen;
+  for (int i = 1; i <= 17; ++i) seventeen += "whsec_TOPSECRET-" + std::to_string(i) + ",";
+  for (const auto& [name, value, why] : std::vector<std::tuple<std::string, std::string, std::string>>{
+           {"TOLLGATE_STRIPE_SIGNING_SECRETS", "whsec_TOPSECRET,whsec_TOPSECRET", "secret 2 is the same as secret 1"},
+           {"TOLLGATE_STRIPE_SIGNING_SECRETS", "whsec_TOPSECRET,whsec_\x01TOPSECRET",
+            "secret 2 must be printable ASCII"},
+           {"TOLLGATE_STRIPE_SIGNING_SECRETS", seventeen, "may list at most 16 secrets"},
+           {"TOLLGATE_PAYMENT_WEBHOOK_SECRET", "whsec_TOPSECRET!", "does not decode"},
+           {"TOLLGATE_PAYMENT_WEBHOOK_SECRET", "whsec_TOPSECRETTOPSECRETTOPSEC", "at least 24 bytes"},
+           {"TOLLGATE_PAYMENT_WEBHOOK_SECRET", "", "does not decode"}}) {
+    fake_env() = {{name, value}};
+    auto bad = load_config(o, &lookup);
+    ASSERT_FALSE(bad.ok()) << name << "=" << value << " was accepted";
+    EXPECT_EQ(bad.error().detail.rfind(name, 0), 0u) << bad.error().detail;
+    EXPECT_NE(bad.error().detail.find(why), std::string::npos) << bad.error().detail;
+    EXPECT_EQ(bad.error().detail.find("TOPSECRET"), std::string::npos) << bad.error().detail;
+  }
+}
+
 // Every top-level key has its TOLLGATE_<KEY> variable, read with the key's bounds.
 TEST_F(ConfigSources, EveryTopLevelKeyHasItsEnvironmentVariable) {
   for (const auto& key : server_config_keys()) {
@@ -477,6 +730,15 @@ TEST(ConfigReference, TheCommittedPageIsTheGeneratedOne) {
   }
   for (const auto& key : provider_config_keys()) EXPECT_NE(page.find("| `" + std::string(key.name) + "` |"), std::string::npos);
   for (const auto& key : ratelimit_config_keys()) EXPECT_NE(page.find("| `" + std::string(key.name) + "` |"), std::string::npos);
+  for (const auto& key : stripe_payments_config_keys()) {
+    EXPECT_NE(page.find("| `" + std::string(key.name) + "` |"), std::string::npos) << key.name;
+  }
+  for (const auto& key : payment_webhook_config_keys()) {
+    EXPECT_NE(page.find("| `" + std::string(key.name) + "` |"), std::string::npos) << key.name;
+  }
+  for (const char* variable : {"TOLLGATE_STRIPE_SIGNING_SECRETS", "TOLLGATE_PAYMENT_WEBHOOK_SECRET"}) {
+    EXPECT_NE(page.find(std::string("`") + variable + "`"), std::string::npos) << variable;
+  }
   EXPECT_NE(page.find("| `hold_ttl_ms` | integer | `300000` | 1 – 2592000000 |"), std::string::npos) << page;
   const ProcessResult r = testing::run_tollgate({"config", "reference"});
   EXPECT_EQ(r.exit_code, 0) << r.err;
