@@ -17,7 +17,7 @@
 //             by new Webhook(secret).sign(id, new Date(timestamp * 1000), payload) of the
 //             `standardwebhooks` package (secret "whsec_<base64 key>", or the base64 key alone)
 //
-// The payload is signed as its UTF-8 bytes. timestamp must be a positive whole number: the stripe
+// The payload is signed as its UTF-8 bytes (standard input must be UTF-8: other bytes are refused). timestamp must be a positive whole number: the stripe
 // library takes 0 (or none) to mean "now", which a test must never get by accident. Bad input (not
 // JSON, a missing or mistyped field, a secret the library refuses): nothing on stdout, a message on
 // stderr, exit 2. No network: the Stripe client is made with a placeholder key and no request is
@@ -81,9 +81,17 @@ function sign(request, where) {
 
 const chunks = [];
 for await (const chunk of process.stdin) chunks.push(chunk);
+let textIn;
+try {
+  // Strict: an invalid byte would otherwise become U+FFFD, and a payload other than the one sent
+  // would be signed.
+  textIn = new TextDecoder("utf-8", { fatal: true }).decode(Buffer.concat(chunks));
+} catch (e) {
+  fail(`standard input is not UTF-8: ${e.message}`);
+}
 let input;
 try {
-  input = JSON.parse(Buffer.concat(chunks).toString("utf8"));
+  input = JSON.parse(textIn);
 } catch (e) {
   fail(`standard input is not JSON: ${e.message}`);
 }
