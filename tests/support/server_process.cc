@@ -81,13 +81,13 @@ std::optional<int> wait_until(pid_t pid, Clock::time_point deadline) {
 
 // --- processes ------------------------------------------------------------------------------------
 pid_t spawn_process(std::vector<std::string> argv, const EnvVars& env, const std::string& out_path,
-                    const std::string& err_path) {
+                    const std::string& err_path, const std::string& in_path) {
   std::vector<std::string> environment = clean_environment(env);
   auto argv_p = pointers(argv);
   auto env_p = pointers(environment);
   posix_spawn_file_actions_t actions;
   posix_spawn_file_actions_init(&actions);
-  posix_spawn_file_actions_addopen(&actions, STDIN_FILENO, "/dev/null", O_RDONLY, 0);
+  posix_spawn_file_actions_addopen(&actions, STDIN_FILENO, in_path.c_str(), O_RDONLY, 0);
   posix_spawn_file_actions_addopen(&actions, STDOUT_FILENO, out_path.c_str(), O_WRONLY | O_CREAT | O_APPEND, 0644);
   posix_spawn_file_actions_addopen(&actions, STDERR_FILENO, err_path.c_str(), O_WRONLY | O_CREAT | O_APPEND, 0644);
   pid_t pid = -1;
@@ -194,12 +194,16 @@ void ServerProcess::restart(bool same_port) {
 }
 
 // --- one-shot processes -----------------------------------------------------------------------------
-ProcessResult run_process(const std::vector<std::string>& argv, const EnvVars& env, std::chrono::milliseconds timeout) {
+namespace {
+
+// run_process, with stdin from `in_path`.
+ProcessResult run_with_stdin(const std::vector<std::string>& argv, const std::string& in_path, const EnvVars& env,
+                             std::chrono::milliseconds timeout) {
   TempDir dir;
   const std::string out_path = dir.file("stdout");
   const std::string err_path = dir.file("stderr");
   const auto started = Clock::now();
-  const pid_t pid = spawn_process(argv, env, out_path, err_path);
+  const pid_t pid = spawn_process(argv, env, out_path, err_path, in_path);
   ProcessResult result;
   auto code = wait_until(pid, started + timeout);
   if (!code) {
@@ -212,6 +216,24 @@ ProcessResult run_process(const std::vector<std::string>& argv, const EnvVars& e
   result.out = read_file(out_path);
   result.err = read_file(err_path);
   return result;
+}
+
+}  // namespace
+
+ProcessResult run_process(const std::vector<std::string>& argv, const EnvVars& env, std::chrono::milliseconds timeout) {
+  return run_with_stdin(argv, "/dev/null", env, timeout);
+}
+
+ProcessResult run_process_with_input(const std::vector<std::string>& argv, std::string_view input, const EnvVars& env,
+                                     std::chrono::milliseconds timeout) {
+  TempDir dir;
+  const std::string in_path = dir.file("stdin");
+  {
+    std::ofstream in(in_path, std::ios::binary);
+    in.write(input.data(), static_cast<std::streamsize>(input.size()));
+    if (!in.flush()) throw std::runtime_error("cannot write " + in_path);
+  }
+  return run_with_stdin(argv, in_path, env, timeout);
 }
 
 ProcessResult run_tollgate(const std::vector<std::string>& args, const EnvVars& env, std::chrono::milliseconds timeout) {

@@ -21,6 +21,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <utility>
 #include <vector>
 
@@ -94,16 +95,21 @@ struct ProcessResult {
 // `env`, and stdin from /dev/null; waits at most `timeout` (then SIGKILL).
 ProcessResult run_process(const std::vector<std::string>& argv, const EnvVars& env = {},
                           std::chrono::milliseconds timeout = std::chrono::seconds(60));
+// run_process with `input` on its standard input (written to a file first, so that neither side can
+// block on a full pipe).
+ProcessResult run_process_with_input(const std::vector<std::string>& argv, std::string_view input,
+                                     const EnvVars& env = {},
+                                     std::chrono::milliseconds timeout = std::chrono::seconds(60));
 // run_process with the build's tollgate binary as argv[0]: run_tollgate({"account", "show", "a"}).
 ProcessResult run_tollgate(const std::vector<std::string>& args, const EnvVars& env = {},
                            std::chrono::milliseconds timeout = std::chrono::seconds(60));
 
 // Starts argv[0] (a path) with `argv`, a clean environment (without the test's TOLLGATE_*) plus
-// `env`, stdin from /dev/null, and stdout and stderr appended to the two files; its pid, whose
-// ending the caller must collect (exit_code_if_ended, stop_process). Throws std::runtime_error if it
-// cannot be started.
+// `env`, stdin from `in_path` (/dev/null by default), and stdout and stderr appended to the two
+// files; its pid, whose ending the caller must collect (exit_code_if_ended, stop_process). Throws
+// std::runtime_error if it cannot be started.
 pid_t spawn_process(std::vector<std::string> argv, const EnvVars& env, const std::string& out_path,
-                    const std::string& err_path);
+                    const std::string& err_path, const std::string& in_path = "/dev/null");
 // The exit code of a spawned process that has ended (then collected), or 128 + its signal; nullopt
 // while it runs. Does not wait.
 std::optional<int> exit_code_if_ended(pid_t pid);
