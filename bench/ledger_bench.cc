@@ -739,6 +739,7 @@ class TimedStore final : public tollgate::Store {
   tollgate::jobs::JobReads& jobs() override { return inner_->jobs(); }
   tollgate::coord::CoordReads& coord() override { return inner_->coord(); }
   tollgate::webhooks::WebhookReads& webhooks() override { return inner_->webhooks(); }
+  tollgate::payments::PaymentReads& payments() override { return inner_->payments(); }
   tollgate::Result<tollgate::EventPage> read_events(std::string_view id, std::int64_t after,
                                                     std::int64_t limit) override {
     return inner_->read_events(id, after, limit);

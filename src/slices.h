@@ -19,6 +19,7 @@
 #include "core/commands.h"
 #include "core/validate.h"
 #include "jobs/job_batch.h"
+#include "payments/payment_batch.h"
 #include "refunds/refund_batch.h"
 #include "webhooks/webhook_batch.h"
 
@@ -28,7 +29,8 @@ namespace tollgate {
 using Slices = batch::Registry<jobs::JobSlice,           // jobs and their history (jobs/job_batch.h)
                                coord::CoordSlice,        // locks, idempotency keys, rate limits (coord/coord_batch.h)
                                webhooks::WebhookSlice,   // webhook endpoints and deliveries (webhooks/webhook_batch.h)
-                               refunds::RefundSlice>;    // refunds of charged holds (refunds/refund_batch.h)
+                               refunds::RefundSlice,     // refunds of charged holds (refunds/refund_batch.h)
+                               payments::PaymentSlice>;  // credits from payment providers (payments/payment_batch.h)
 
 // The command kinds of the slices, by their short names (as the ledger's own).
 using jobs::ClaimJobCommand;
@@ -43,6 +45,10 @@ using coord::PruneCoordCommand;
 using coord::PruneOutcome;
 using coord::RateLimitCommand;
 using coord::RateLimitOutcome;
+using payments::CreditPaymentCommand;
+using payments::DisputePaymentCommand;
+using payments::PaymentOutcome;
+using payments::TakeBackPaymentCommand;
 using refunds::RefundCommand;
 using refunds::RefundOutcome;
 using webhooks::CreateEndpointCommand;

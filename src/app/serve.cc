@@ -349,6 +349,7 @@ int serve(const ServerConfig& config, const std::function<void(std::uint16_t)>& 
   api_options.metrics_key = config.metrics_key;
   api_options.auth_failures_limit = config.auth_failures_limit;
   api_options.auth_failures_period_ms = config.auth_failures_period_ms;
+  api_options.payments = config.payments;
   std::vector<Cidr> proxies;
   for (const std::string& text : config.trusted_proxies) {
     auto cidr = parse_cidr(text);

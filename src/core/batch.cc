@@ -365,8 +365,10 @@ using State = LedgerBatch::State;
 // --- deciding each command kind (an overload per kind) -----------------------------------------
 struct Context {
   State& state;
-  std::size_t index;  // of the command being decided
+  std::size_t index;  // of the command being decided; kNoResult: a slice's operation
 };
+// A slice's operation is not a batch result of its own (only a transfer's result is told its event id).
+constexpr std::size_t kNoResult = static_cast<std::size_t>(-1);
 
 Error account_not_found(std::string_view account_id) {
   return Error::make(Code::not_found, "account " + std::string(account_id) + " does not exist");
@@ -397,10 +399,27 @@ Event hold_event(const State& s, const Hold& hold, EventType type, std::int64_t 
   return e;
 }
 
+// Below −overdraft_limit only in debt, and an account in debt is frozen (take_back freezes it).
 void set_balances(Account& account, const Balances& after) {
   TG_ASSERT(after.available + after.reserved + after.used == after.purchased);
-  TG_ASSERT(after.available >= -account.overdraft_limit && after.reserved >= 0 && after.used >= 0);
+  TG_ASSERT((after.available >= -account.overdraft_limit || account.frozen) && after.reserved >= 0 && after.used >= 0);
   account.balances = after;
+}
+
+// An account_updated event: the settings after, and why when tollgate itself changed them.
+void append_settings_event(State& s, const Account& a, std::optional<std::string_view> reason) {
+  Event e = make_event(a.account_id, EventType::account_updated, 0, a.balances, s.now());
+  e.settings = a.settings();
+  if (reason) e.reason = std::string(*reason);
+  s.append(std::move(e));
+}
+
+// A credit that brings an account frozen for a refund shortfall back to 0 or above unfreezes it.
+void lift_repaid_freeze(State& s, Account& a) {
+  if (!a.frozen || a.frozen_reason != kFrozenForRefundShortfall || a.balances.available < 0) return;
+  a.frozen = false;
+  a.frozen_reason.reset();
+  append_settings_event(s, a, kUnfrozenRepaid);
 }
 
 // Ends an active hold: `committed` of its amount to used, the rest back to available.
@@ -468,7 +487,9 @@ Result<TransferOutcome> transfer(Context& x, const TransferCommand& c, EventType
                              std::to_string(t.amount) + " on account " + t.account_id);
     }
     // A replay of a transfer made earlier in this batch answers its event once it has its id.
-    if (existing->new_event_index) x.state.result_events().emplace_back(x.index, *existing->new_event_index);
+    if (existing->new_event_index && x.index != kNoResult) {
+      x.state.result_events().emplace_back(x.index, *existing->new_event_index);
+    }
     return TransferOutcome{existing->event, s.view(c.account_id), false};
   }
   Account* a = s.account(c.account_id);
@@ -487,7 +508,8 @@ Result<TransferOutcome> transfer(Context& x, const TransferCommand& c, EventType
   if (!reason.empty()) e.reason = std::string(reason);
   const std::size_t event_index = s.append(e);
   s.insert_transfer(Transfer{c.reference, c.account_id, kind, c.amount, std::string(reason), 0}, event_index, e);
-  x.state.result_events().emplace_back(x.index, event_index);
+  if (x.index != kNoResult) x.state.result_events().emplace_back(x.index, event_index);
+  if (kind == EventType::credited) lift_repaid_freeze(s, *a);
   return TransferOutcome{std::move(e), s.view(c.account_id), true};
 }
 
@@ -620,10 +642,9 @@ Result<AccountOutcome> decide_one(Context& x, const UpdateAccountCommand& c) {
   a->overdraft_limit = after->overdraft_limit;
   a->max_active_holds = after->max_active_holds;
   a->frozen = after->frozen;
+  if (c.frozen) a->frozen_reason.reset();  // an admin's freeze (or unfreeze) says no reason of tollgate's
   a->low_balance_threshold = after->low_balance_threshold;
-  Event e = make_event(c.account_id, EventType::account_updated, 0, a->balances, s.now());
-  e.settings = *after;
-  s.append(std::move(e));
+  append_settings_event(s, *a, std::nullopt);
   return AccountOutcome{s.view(c.account_id), true};
 }
 
@@ -730,17 +751,17 @@ const Hold* LedgerBatch::hold_for_change(std::string_view hold_id) { return batc
 
 // A slice's command is not a batch result of its own: no index (only a transfer's result needs it).
 Result<HoldOutcome> LedgerBatch::reserve(const ReserveCommand& c) {
-  Context x{*state_, static_cast<std::size_t>(-1)};
+  Context x{*state_, kNoResult};
   return decide_one(x, c);
 }
 
 Result<HoldOutcome> LedgerBatch::commit_hold(const CommitCommand& c) {
-  Context x{*state_, static_cast<std::size_t>(-1)};
+  Context x{*state_, kNoResult};
   return batch::commit_hold(x, c);
 }
 
 Result<HoldOutcome> LedgerBatch::release_hold(const ReleaseCommand& c) {
-  Context x{*state_, static_cast<std::size_t>(-1)};
+  Context x{*state_, kNoResult};
   return batch::release_hold(x, c);
 }
 
@@ -766,6 +787,60 @@ Result<LedgerBatch::Refunded> LedgerBatch::refund_hold(const Refund& r) {
   e.reference = r.reference;
   s.append(std::move(e));
   return Refunded{*h, *amount};
+}
+
+Result<TransferOutcome> LedgerBatch::credit(const CreditCommand& c) {
+  Context x{*state_, kNoResult};
+  return decide_one(x, c);
+}
+
+Result<LedgerBatch::TakenBack> LedgerBatch::take_back(const TakeBack& t) {
+  State& s = *state_;
+  if (const KnownTransfer* existing = s.transfer(t.reference)) {
+    const Transfer& tr = existing->transfer;
+    if (tr.account_id != t.account_id || tr.kind != EventType::debited || tr.reason != t.reason) {
+      return Error::make(Code::idempotency_mismatch, "reference " + t.reference + " was already used on account " +
+                                                         tr.account_id);
+    }
+    return TakenBack{s.view(t.account_id), tr.amount, false};
+  }
+  Account* a = s.account(t.account_id);
+  if (!a) return account_not_found(t.account_id);
+  if (a->balances.available < t.amount) expire_overdue_of(s, t.account_id);  // what readers see as available
+  const std::int64_t there = std::max<std::int64_t>(a->balances.available, 0);
+  auto taken = rules::take_back(a->balances, t.amount, t.into_debt);
+  if (!taken) return taken.error();
+  if (taken->taken == 0) return TakenBack{s.view(t.account_id), 0, false};
+  const bool short_of_it = taken->taken > there;
+  const bool freezes = short_of_it && !a->frozen;
+  if (freezes) {  // frozen first: an account below −overdraft_limit is a frozen one (set_balances)
+    a->frozen = true;
+    a->frozen_reason = std::string(kFrozenForRefundShortfall);
+  }
+  set_balances(*a, taken->after);
+  Event e = make_event(t.account_id, EventType::debited, taken->taken, taken->after, s.now());
+  e.reference = t.reference;
+  e.reason = t.reason;
+  const std::size_t event_index = s.append(e);
+  s.insert_transfer(Transfer{t.reference, t.account_id, EventType::debited, taken->taken, t.reason, 0}, event_index, e);
+  if (freezes) append_settings_event(s, *a, kFrozenForRefundShortfall);
+  return TakenBack{s.view(t.account_id), taken->taken, freezes};
+}
+
+std::optional<Account> LedgerBatch::account_view(std::string_view account_id) {
+  if (!state_->account(account_id)) return std::nullopt;
+  return state_->view(account_id);
+}
+
+Result<AccountOutcome> LedgerBatch::freeze(std::string_view account_id, std::string_view reason) {
+  State& s = *state_;
+  Account* a = s.account(account_id);
+  if (!a) return account_not_found(account_id);
+  if (a->frozen && a->frozen_reason == reason) return AccountOutcome{s.view(account_id), false};
+  a->frozen = true;
+  a->frozen_reason = std::string(reason);
+  append_settings_event(s, *a, reason);
+  return AccountOutcome{s.view(account_id), true};
 }
 
 LedgerEffects LedgerBatch::effects(std::vector<std::pair<std::size_t, std::size_t>>& result_events) && {

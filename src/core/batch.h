@@ -265,6 +265,37 @@ class LedgerBatch {
   };
   Result<Refunded> refund_hold(const Refund& r);
 
+  // --- for slices: money in and out (payments/) ----------------------------------------------------
+  // A credit as CreditCommand makes it (the same reference again: a replay, created=false); a
+  // credit that brings an account frozen for a refund shortfall back to 0 or above unfreezes it.
+  // The outcome's event has no id yet (a slice's outcome is not told it).
+  Result<TransferOutcome> credit(const CreditCommand& c);
+  // Takes back `amount` purchased credits under `reference` (a `debited` transfer with `reason`) by
+  // rules::take_back: `into_debt` takes all of it and, when that is more than was available, the
+  // account goes into debt and is frozen (kFrozenForRefundShortfall, an account_updated event with
+  // that reason; an account already frozen keeps its reason); otherwise only what is available.
+  // A frozen account is taken from too. Nothing taken: no event, no transfer. The same reference
+  // again answers what it took (nothing moves). Refusals: not_found, idempotency_mismatch (the
+  // reference names another transfer), overflow.
+  struct TakeBack {
+    std::string account_id;
+    std::int64_t amount = 0;
+    std::string reference;
+    std::string reason;
+    bool into_debt = true;
+  };
+  struct TakenBack {
+    Account account;          // as readers see it now
+    std::int64_t taken = 0;   // what this took (a replay: what the reference took)
+    bool froze = false;       // this put the account into debt and froze it
+  };
+  Result<TakenBack> take_back(const TakeBack& t);
+  // Freezes the account for `reason` (an account_updated event carrying it); already frozen for
+  // that reason: nothing (created=false). Refusal: not_found.
+  Result<AccountOutcome> freeze(std::string_view account_id, std::string_view reason);
+  // The account as readers see it now (named in LedgerKeys::view_accounts); nullopt: none.
+  std::optional<Account> account_view(std::string_view account_id);
+
   // The ledger's effects, and the results that carry a new event: (result index, event index).
   LedgerEffects effects(std::vector<std::pair<std::size_t, std::size_t>>& result_events) &&;
 

@@ -33,9 +33,9 @@ std::vector<std::string> check_balances(const Account& account) {
   if (!total || *total != b.purchased) {
     out.push_back(account.account_id + ": available + reserved + used != purchased (" + describe(b) + ")");
   }
-  if (b.available < -account.overdraft_limit) {
+  if (b.available < -account.overdraft_limit && !account.frozen) {  // debt (a refund shortfall) freezes
     out.push_back(account.account_id + ": available " + std::to_string(b.available) + " is below -overdraft_limit " +
-                  std::to_string(-account.overdraft_limit));
+                  std::to_string(-account.overdraft_limit) + " and the account is not frozen");
   }
   if (b.reserved < 0) out.push_back(account.account_id + ": reserved is negative (" + describe(b) + ")");
   if (b.used < 0) out.push_back(account.account_id + ": used is negative (" + describe(b) + ")");
@@ -85,7 +85,7 @@ Fold fold_events(std::span<const Event> events) {
       if (!e.settings) {
         problem(e, "an account_updated event without settings");
       } else {
-        if (b.available < -e.settings->overdraft_limit) {
+        if (b.available < -e.settings->overdraft_limit && !e.settings->frozen) {
           problem(e, "overdraft_limit " + std::to_string(e.settings->overdraft_limit) +
                          " set below what was already overdrawn (available " + std::to_string(b.available) + ")");
         }

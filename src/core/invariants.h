@@ -2,7 +2,8 @@
 //
 //   1. available + reserved + used == purchased
 //   2. reserved equals the sum of the active holds' amounts (and active_holds their count)
-//   3. available ≥ −overdraft_limit, reserved ≥ 0, used ≥ 0
+//   3. available ≥ −overdraft_limit unless the account is frozen (a refund shortfall's debt freezes it),
+//      reserved ≥ 0, used ≥ 0
 //   4. the account row equals the fold of its events (its balances; and its settings, once an
 //      account_updated event recorded them: the last one's are the row's)
 //   5. every hold ends once; no event follows its terminal event — except that an `expired` hold may

@@ -87,6 +87,7 @@ std::ostream& operator<<(std::ostream& out, const Account& a) {
     out << "none";
   }
   if (a.frozen) out << " frozen";
+  if (a.frozen_reason) out << " (" << *a.frozen_reason << ")";
   if (a.low_balance_threshold) out << " low_balance_threshold=" << *a.low_balance_threshold;
   return out << " active_holds=" << a.active_holds << "}";
 }

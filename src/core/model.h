@@ -35,6 +35,15 @@ struct AccountSettings {
   friend bool operator==(const AccountSettings&, const AccountSettings&) = default;
 };
 
+// The reasons an account is frozen by tollgate itself (payments/): a provider's refund took back
+// credits that were no longer there (available went below 0, past the overdraft if it had to: the
+// account is in debt and stays frozen until a credit brings available back to 0 or above), and a
+// disputed payment (frozen until an admin unfreezes it).
+inline constexpr std::string_view kFrozenForRefundShortfall = "refund shortfall";
+inline constexpr std::string_view kFrozenForDispute = "payment disputed";
+// The reason on the account_updated event of the credit that repaid a refund shortfall.
+inline constexpr std::string_view kUnfrozenRepaid = "refund shortfall repaid";
+
 struct Account {
   std::string account_id;
   Balances balances;
@@ -43,6 +52,9 @@ struct Account {
   // A frozen account refuses new holds and debits (account_frozen); its existing holds still
   // commit, release, extend and expire, and credits still land.
   bool frozen = false;
+  // Why, when the freeze was not an admin's (PATCH): kFrozenForRefundShortfall (lifted by the
+  // credit that brings available back to 0 or above), kFrozenForDispute. Unset when not frozen.
+  std::optional<std::string> frozen_reason;
   // Balance notices (rules::balance_notices): written when `available` crosses it; unset: none.
   std::optional<std::int64_t> low_balance_threshold;
   std::int64_t active_holds = 0;                    // holds in state active

@@ -13,6 +13,7 @@
 //   - retry on another instance, or after an operator restarted this one: storage_failed
 //   - report it:                                  internal
 //   - bring a valid key:                          unauthorized, forbidden
+//   - sign it with a configured secret, now:      invalid_signature (a payment provider's event)
 // The string form of a Code (code_name) is the `code` field of the HTTP problem document: stable.
 //
 // Thread safety: plain values; safe to copy between threads.
@@ -64,6 +65,7 @@ enum class Code : std::uint8_t {
   storage_full,          // the database's disk is full: nothing was written; retry when space returns (HTTP 503)
   storage_failed,        // a flush to disk failed: this instance refuses writes until restarted (HTTP 503)
   refund_exceeds_charge, // a refund of more than the hold charged and was not refunded yet (HTTP 409)
+  invalid_signature,     // a payment provider's event whose signature is missing, wrong or stale (HTTP 400)
 };
 
 constexpr std::string_view code_name(Code code) {
@@ -93,6 +95,7 @@ constexpr std::string_view code_name(Code code) {
     case Code::storage_full: return "storage_full";
     case Code::storage_failed: return "storage_failed";
     case Code::refund_exceeds_charge: return "refund_exceeds_charge";
+    case Code::invalid_signature: return "invalid_signature";
   }
   return "internal";
 }

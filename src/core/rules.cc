@@ -1,5 +1,6 @@
 #include "core/rules.h"
 
+#include <algorithm>
 #include <string>
 
 #include "core/checked.h"
@@ -57,6 +58,18 @@ Balances refund(const Balances& before, std::int64_t amount) {
   after.available += amount;  // ≤ purchased − reserved − used: no overflow while the identity holds
   assert_identity(after);
   return after;
+}
+
+Result<TakenBack> take_back(const Balances& before, std::int64_t amount, bool into_debt) {
+  TG_ASSERT(amount_is_valid(amount));
+  const std::int64_t taken = into_debt ? amount : std::min(amount, std::max<std::int64_t>(before.available, 0));
+  const auto available_after = bounded(checked_sub(before.available, taken));
+  if (!available_after) return overflow_error("taking back " + std::to_string(amount));
+  Balances after = before;
+  after.available = *available_after;
+  after.purchased -= taken;  // ≥ available − … : cannot pass the bound while the identity holds
+  assert_identity(after);
+  return TakenBack{after, taken};
 }
 
 Status check_not_frozen(const Account& account) {

@@ -51,6 +51,16 @@ Result<Balances> late_charge(const Account& before, std::int64_t amount);
 // available stays ≤ purchased.
 Balances refund(const Balances& before, std::int64_t amount);
 
+// A payment's refund takes back `amount` purchased credits (payments/): available −= taken,
+// purchased −= taken. `into_debt`: all of it, even below −overdraft_limit (the caller freezes the
+// account: kFrozenForRefundShortfall); otherwise at most what is available (max(available, 0)).
+// `taken` may be 0. Refusal: overflow (available would pass −limits::kBalanceMax).
+struct TakenBack {
+  Balances after;
+  std::int64_t taken = 0;
+};
+Result<TakenBack> take_back(const Balances& before, std::int64_t amount, bool into_debt);
+
 // --- settings ----------------------------------------------------------------------------------
 
 // The settings `update` asks for, over `before`'s (unset fields unchanged). Refusal: conflict when

@@ -90,6 +90,7 @@ unsigned http_status(Code code) {
     case Code::lock_cancelled:
     case Code::in_progress:
     case Code::refund_exceeds_charge: return 409;
+    case Code::invalid_signature: return 400;
     case Code::rate_limited: return 429;
     case Code::idempotency_mismatch:
     case Code::overflow: return 422;
@@ -392,6 +393,7 @@ void Api::handle_unguarded(Request request, Reply reply, Dispatch dispatch) {
     call.body = std::move(request.body);
     call.authorization = std::move(request.authorization);
     call.if_none_match = std::move(request.if_none_match);
+    call.provider_signature = std::move(request.provider_signature);
     return run_handler(*route, context, call, false);
   }
   if (auto principal = auth_.authenticate_cached(request.authorization)) {

@@ -27,6 +27,7 @@
 #include "coord/coord.h"
 #include "coord/local_limiter.h"
 #include "coord/rate_limits.h"
+#include "config/config.h"
 #include "core/clock.h"
 #include "core/limits.h"
 #include "http/auth.h"
@@ -50,6 +51,13 @@ struct Request {
   std::string client_address;
   std::string x_forwarded_for;  // every X-Forwarded-For line, joined with ","
   std::string forwarded;        // every Forwarded line, joined with ","
+  // A payment provider's signature headers (read only for /v1/payments/…; "" when absent).
+  struct ProviderSignature {
+    std::string stripe;             // Stripe-Signature
+    std::string webhook_id;         // Standard Webhooks: webhook-id, webhook-timestamp, webhook-signature
+    std::string webhook_timestamp;
+    std::string webhook_signature;
+  } provider_signature;
 };
 
 struct Response {
@@ -143,6 +151,9 @@ struct ApiOptions {
   std::int64_t auth_failures_limit = limits::kAuthFailuresLimitDefault;
   std::int64_t auth_failures_period_ms = limits::kAuthFailuresPeriodMsDefault;
   std::size_t auth_failures_addresses_max = limits::kAuthFailuresAddressesMax;
+  // POST /v1/payments/stripe and /v1/payments/webhook (routes_payments.cc): their secrets, packs
+  // and shortfall policy. Without secrets those routes refuse every event (invalid_signature).
+  PaymentsConfig payments;
 };
 
 class Api {

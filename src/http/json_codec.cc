@@ -249,6 +249,7 @@ void append_json(std::string& out, const Account& a) {
   o.num("overdraft_limit", a.overdraft_limit);
   if (a.max_active_holds) o.num("max_active_holds", *a.max_active_holds); else o.null("max_active_holds");
   o.boolean("frozen", a.frozen);
+  if (a.frozen_reason) o.str("frozen_reason", *a.frozen_reason); else o.null("frozen_reason");
   if (a.low_balance_threshold) o.num("low_balance_threshold", *a.low_balance_threshold); else o.null("low_balance_threshold");
   o.num("active_holds", a.active_holds);
   if (a.oldest_active_hold_age_ms) {

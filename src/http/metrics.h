@@ -33,7 +33,29 @@ struct EdgeCounts {
   std::uint64_t tls_handshake_failures = 0;  // TLS handshakes that failed (plain HTTP, old versions)
   std::uint64_t auth_failures = 0;   // requests refused 401: missing, malformed, unknown or revoked key
   std::uint64_t auth_throttled = 0;  // requests refused 429 too_many_failed_auth (api.h)
+  // Payment providers' events (routes_payments.cc): refused signatures by provider, and what each
+  // signed event did — by what tollgate made of it (payment, refund, dispute, other) and outcome.
+  std::uint64_t payment_signature_failures_stripe = 0;
+  std::uint64_t payment_signature_failures_webhook = 0;
+  std::uint64_t payment_credited = 0;         // a payment credited
+  std::uint64_t payment_replayed = 0;         // a payment's event again: nothing moved
+  std::uint64_t payment_pending = 0;          // a checkout not paid yet (its async event follows)
+  std::uint64_t payment_not_found = 0;        // the account does not exist: 404, the provider retries
+  std::uint64_t refund_applied = 0;           // a refund took credits back (or owed none more)
+  std::uint64_t refund_replayed = 0;
+  std::uint64_t refund_not_found = 0;         // no such payment (yet): 404, the provider retries
+  std::uint64_t dispute_applied = 0;          // an account frozen for a dispute
+  std::uint64_t dispute_replayed = 0;
+  std::uint64_t dispute_not_found = 0;
+  std::uint64_t payment_event_ignored = 0;    // an event type tollgate does not act on
+  std::uint64_t payment_event_refused = 0;    // a signed event refused otherwise (bad body, mismatch, unavailable)
 };
+
+inline constexpr std::string_view kPaymentSignatureFailuresHelp =
+    "Payment provider events refused 400 invalid_signature: a missing, malformed, stale or unknown signature.";
+inline constexpr std::string_view kPaymentEventsHelp =
+    "Signed payment provider events, by what tollgate made of them (payment, refund, dispute, other) and what "
+    "happened.";
 
 // Where each counter of EdgeCounts is kept and shown (core/counters.h).
 inline constexpr auto kEdgeFields = std::to_array<metrics::Field<EdgeCounts>>({
@@ -52,6 +74,48 @@ inline constexpr auto kEdgeFields = std::to_array<metrics::Field<EdgeCounts>>({
      {"tollgate_auth_throttled_total", metrics::Type::counter,
       "Requests refused 429 too_many_failed_auth: their address failed authentication too often."},
      ""},
+    {&EdgeCounts::payment_signature_failures_stripe,
+     {"tollgate_payment_signature_failures_total", metrics::Type::counter, kPaymentSignatureFailuresHelp},
+     "provider=\"stripe\""},
+    {&EdgeCounts::payment_signature_failures_webhook,
+     {"tollgate_payment_signature_failures_total", metrics::Type::counter, kPaymentSignatureFailuresHelp},
+     "provider=\"webhook\""},
+    {&EdgeCounts::payment_credited,
+     {"tollgate_payment_events_total", metrics::Type::counter, kPaymentEventsHelp},
+     "type=\"payment\",outcome=\"applied\""},
+    {&EdgeCounts::payment_replayed,
+     {"tollgate_payment_events_total", metrics::Type::counter, kPaymentEventsHelp},
+     "type=\"payment\",outcome=\"replayed\""},
+    {&EdgeCounts::payment_pending,
+     {"tollgate_payment_events_total", metrics::Type::counter, kPaymentEventsHelp},
+     "type=\"payment\",outcome=\"pending\""},
+    {&EdgeCounts::payment_not_found,
+     {"tollgate_payment_events_total", metrics::Type::counter, kPaymentEventsHelp},
+     "type=\"payment\",outcome=\"not_found\""},
+    {&EdgeCounts::refund_applied,
+     {"tollgate_payment_events_total", metrics::Type::counter, kPaymentEventsHelp},
+     "type=\"refund\",outcome=\"applied\""},
+    {&EdgeCounts::refund_replayed,
+     {"tollgate_payment_events_total", metrics::Type::counter, kPaymentEventsHelp},
+     "type=\"refund\",outcome=\"replayed\""},
+    {&EdgeCounts::refund_not_found,
+     {"tollgate_payment_events_total", metrics::Type::counter, kPaymentEventsHelp},
+     "type=\"refund\",outcome=\"not_found\""},
+    {&EdgeCounts::dispute_applied,
+     {"tollgate_payment_events_total", metrics::Type::counter, kPaymentEventsHelp},
+     "type=\"dispute\",outcome=\"applied\""},
+    {&EdgeCounts::dispute_replayed,
+     {"tollgate_payment_events_total", metrics::Type::counter, kPaymentEventsHelp},
+     "type=\"dispute\",outcome=\"replayed\""},
+    {&EdgeCounts::dispute_not_found,
+     {"tollgate_payment_events_total", metrics::Type::counter, kPaymentEventsHelp},
+     "type=\"dispute\",outcome=\"not_found\""},
+    {&EdgeCounts::payment_event_ignored,
+     {"tollgate_payment_events_total", metrics::Type::counter, kPaymentEventsHelp},
+     "type=\"other\",outcome=\"ignored\""},
+    {&EdgeCounts::payment_event_refused,
+     {"tollgate_payment_events_total", metrics::Type::counter, kPaymentEventsHelp},
+     "type=\"any\",outcome=\"refused\""},
 });
 
 // One scrape's text (Prometheus text format 0.0.4), family by family in the order they were first

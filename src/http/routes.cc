@@ -47,6 +47,8 @@ constexpr std::array kRoutes{
     Route{"POST", "/v1/jobs/{client_request_id}/cancel", Access::account, Runs::reader, &cancel_job},
     Route{"GET", "/v1/jobs/{client_request_id}/history", Access::account, Runs::reader, &job_history},
     Route{"POST", "/v1/jobs/{client_request_id}/refund", Access::admin, Runs::reader, &refund_job},
+    Route{"POST", "/v1/payments/stripe", Access::open, Runs::reader, &stripe_payment},
+    Route{"POST", "/v1/payments/webhook", Access::open, Runs::reader, &webhook_payment},
     Route{"POST", "/v1/locks/{key}/acquire", Access::admin, Runs::io, &acquire_lock},
     Route{"POST", "/v1/locks/{key}/renew", Access::admin, Runs::io, &renew_lock},
     Route{"POST", "/v1/locks/{key}/release", Access::admin, Runs::io, &release_lock},

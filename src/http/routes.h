@@ -60,6 +60,7 @@ struct Call {
   std::string authorization;  // the Authorization header, for an open route that checks a key itself
   std::optional<std::string> idempotency_key;  // the Idempotency-Key header, when sent
   std::string if_none_match;                   // the If-None-Match header, for an open route
+  Request::ProviderSignature provider_signature;  // a payment provider's signature headers, for an open route
   Reply reply;        // answer exactly once
   Dispatch dispatch;  // runs work on the request's connection strand
 };
@@ -140,8 +141,12 @@ void rotate_webhook_secret(Context&, Call&);
 void list_webhook_deliveries(Context&, Call&);
 void replay_webhook_endpoint(Context&, Call&);
 
+// routes_refunds.cc
 void refund_hold(Context&, Call&);
 void refund_job(Context&, Call&);
+// routes_payments.cc
+void stripe_payment(Context&, Call&);
+void webhook_payment(Context&, Call&);
 
 // --- what handlers share ------------------------------------------------------------------------
 // An answer whose body `write(out)` appends (no intermediate JSON tree).

@@ -25,6 +25,13 @@ Request to_request(bhttp::request<bhttp::string_body>&& req, std::string client_
   };
   request.x_forwarded_for = joined("X-Forwarded-For");
   request.forwarded = joined("Forwarded");
+  if (request.target.starts_with("/v1/payments/")) {
+    auto& sig = request.provider_signature;
+    sig.stripe = std::string(req["Stripe-Signature"]);
+    sig.webhook_id = std::string(req["webhook-id"]);
+    sig.webhook_timestamp = std::string(req["webhook-timestamp"]);
+    sig.webhook_signature = std::string(req["webhook-signature"]);
+  }
   request.body = std::move(req.body());
   request.client_address = std::move(client_address);
   return request;

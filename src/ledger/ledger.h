@@ -154,6 +154,7 @@ class Ledger {
                                                            const PageRequest& page);
   // The webhook reads as they are, for the deliverer (webhooks/delivery_worker.h).
   webhooks::WebhookReads& webhook_reads() { return store_.webhooks(); }
+  payments::PaymentReads& payment_reads() { return store_.payments(); }
 
   // The reads of jobs (jobs/job_store.h); ids are checked here.
   Result<jobs::Job> get_job(std::string_view client_request_id);

@@ -515,4 +515,38 @@ Result<std::optional<std::int64_t>> WebhookReads::oldest_pending_event_at(std::s
   });
 }
 
+// --- payments -------------------------------------------------------------------------------------
+namespace {
+
+std::optional<payments::Payment> payment_of(const ReadRow& r) {
+  const auto provider = payments::parse_provider(r.text(1));
+  if (!provider) return std::nullopt;
+  return payments::Payment{r.text(0), *provider, r.optional_text(2), r.text(3), r.int64(4), r.int64(5), r.int64(6),
+                           r.int64(7), r.int64(8)};
+}
+
+Result<payments::Payment> found_payment(std::optional<std::optional<payments::Payment>> row, std::string what) {
+  if (!row) return Error::make(Code::not_found, std::move(what) + " does not exist");
+  if (!*row) return Error::make(Code::internal, "a payment row names an unknown provider");
+  return std::move(**row);
+}
+
+}  // namespace
+
+Result<payments::Payment> PaymentReads::get_payment(std::string_view payment_id) {
+  const ReadSql& sql = source_.sql();
+  return read<payments::Payment>(source_, [&](ReadConn& db, std::int64_t) {
+    return found_payment(first_of(db, sql.payment, {payment_id}, payment_of), "payment " + std::string(payment_id));
+  });
+}
+
+Result<payments::Payment> PaymentReads::find_payment(payments::Provider provider, std::string_view provider_payment) {
+  const ReadSql& sql = source_.sql();
+  return read<payments::Payment>(source_, [&](ReadConn& db, std::int64_t) {
+    return found_payment(
+        first_of(db, sql.payment_by_provider, {payments::provider_name(provider), provider_payment}, payment_of),
+        std::string(payments::provider_name(provider)) + " payment " + std::string(provider_payment));
+  });
+}
+
 }  // namespace tollgate::reads

@@ -38,6 +38,7 @@
 #include "store/lists.h"
 #include "store/schema.h"
 #include "store/store.h"
+#include "payments/payment_reads.h"
 #include "webhooks/webhook_reads.h"
 
 namespace tollgate::reads {
@@ -95,6 +96,8 @@ struct ReadSql {
   std::string webhook_deliveries_in_status;  // 1 endpoint_id, 2 status, 3 event_id (before it), 4 limit
   std::string webhook_deliveries_due;        // 1 now_ms, 2 limit
   std::string webhook_oldest_pending;        // 1 endpoint_id → event_at_ms
+  std::string payment;                       // 1 payment_id (the columns payment_of() decodes)
+  std::string payment_by_provider;           // 1 provider, 2 provider_payment; oldest first
 };
 const ReadSql& read_sql(Dialect dialect);
 
@@ -212,6 +215,16 @@ class WebhookReads final : public webhooks::WebhookReads {
                                                    const PageRequest& page) override;
   Result<std::vector<webhooks::Delivery>> due_deliveries(std::int64_t limit) override;
   Result<std::optional<std::int64_t>> oldest_pending_event_at(std::string_view endpoint_id) override;
+
+ private:
+  ReadSource& source_;
+};
+
+class PaymentReads final : public payments::PaymentReads {
+ public:
+  explicit PaymentReads(ReadSource& source) : source_(source) {}
+  Result<payments::Payment> get_payment(std::string_view payment_id) override;
+  Result<payments::Payment> find_payment(payments::Provider provider, std::string_view provider_payment) override;
 
  private:
   ReadSource& source_;

@@ -150,6 +150,12 @@ void list_statements(const Writer& w, const Columns& c, ReadSql& s) {
                              w.p(1, "bigint") + " ORDER BY next_attempt_at_ms LIMIT " + w.p(2, "bigint");
   s.webhook_oldest_pending = "SELECT event_at_ms FROM webhook_deliveries WHERE endpoint_id = " + w.p(1) +
                              " AND status = 'pending' ORDER BY event_id LIMIT 1";
+  // Payments: by the primary key, or by the provider's id through payments_by_provider_payment.
+  const std::string payments = "SELECT payment_id, provider, provider_payment, account_id, credits, "
+                               "refunded_credits, taken_back, created_at_ms, updated_at_ms FROM payments WHERE ";
+  s.payment = payments + "payment_id = " + w.p(1);
+  s.payment_by_provider = payments + "provider = " + w.p(1) + " AND provider_payment = " + w.p(2) +
+                          " ORDER BY created_at_ms, payment_id LIMIT 1";
 }
 
 ReadSql build(Dialect dialect, const Columns& columns) {

@@ -568,6 +568,96 @@ CREATE TABLE refunds (
   created_at_ms    bigint NOT NULL
 );
 )sql"},
+    // 13: payments (payments/payment_batch.h): why tollgate froze an account, and the debt of a
+    // refund shortfall (available below -overdraft_limit only on a frozen account: the CHECK of
+    // version 1 is replaced — on SQLite by rebuilding the accounts table, a copy of its rows, since
+    // SQLite cannot change a table's CHECK in place; on PostgreSQL NOT VALID, no scan under the
+    // lock); each payment a provider told of (its credit's reference, its account, its credits, what
+    // its refunds owed and took back) and each refund or dispute of one (once per provider event).
+    {13, "payments",
+     /*sqlite_legacy=*/0, /*postgres_legacy=*/0,
+     // SQLite
+     R"sql(
+CREATE TABLE accounts_13 (
+  account_id            TEXT    PRIMARY KEY,
+  available             INTEGER NOT NULL,
+  reserved              INTEGER NOT NULL CHECK (reserved >= 0),
+  used                  INTEGER NOT NULL CHECK (used >= 0),
+  purchased             INTEGER NOT NULL,
+  overdraft_limit       INTEGER NOT NULL CHECK (overdraft_limit >= 0),
+  max_active_holds      INTEGER CHECK (max_active_holds IS NULL OR max_active_holds >= 1),
+  active_holds          INTEGER NOT NULL CHECK (active_holds >= 0),
+  created_at_ms         INTEGER NOT NULL,
+  frozen                INTEGER NOT NULL DEFAULT 0 CHECK (frozen IN (0, 1)),
+  low_balance_threshold INTEGER CHECK (low_balance_threshold IS NULL OR low_balance_threshold >= 1),
+  frozen_reason         TEXT    CHECK (frozen_reason IS NULL OR (frozen = 1 AND frozen_reason <> '')),
+  CHECK (available + reserved + used = purchased),
+  CHECK (available >= -overdraft_limit OR frozen = 1)
+) WITHOUT ROWID;
+INSERT INTO accounts_13 (account_id, available, reserved, used, purchased, overdraft_limit, max_active_holds,
+                         active_holds, created_at_ms, frozen, low_balance_threshold)
+  SELECT account_id, available, reserved, used, purchased, overdraft_limit, max_active_holds, active_holds,
+         created_at_ms, frozen, low_balance_threshold FROM accounts;
+DROP TABLE accounts;
+ALTER TABLE accounts_13 RENAME TO accounts;
+CREATE TABLE payments (
+  payment_id       TEXT    PRIMARY KEY,
+  provider         TEXT    NOT NULL CHECK (provider IN ('stripe', 'webhook')),
+  provider_payment TEXT,
+  account_id       TEXT    NOT NULL REFERENCES accounts(account_id),
+  credits          INTEGER NOT NULL CHECK (credits >= 1),
+  refunded_credits INTEGER NOT NULL CHECK (refunded_credits >= 0 AND refunded_credits <= credits),
+  taken_back       INTEGER NOT NULL CHECK (taken_back >= 0 AND taken_back <= refunded_credits),
+  created_at_ms    INTEGER NOT NULL,
+  updated_at_ms    INTEGER NOT NULL
+) WITHOUT ROWID;
+CREATE INDEX payments_by_provider_payment ON payments(provider, provider_payment) WHERE provider_payment IS NOT NULL;
+CREATE TABLE payment_events (
+  reference  TEXT    PRIMARY KEY,
+  payment_id TEXT    NOT NULL REFERENCES payments(payment_id),
+  kind       TEXT    NOT NULL CHECK (kind IN ('refund', 'dispute')),
+  owed       INTEGER NOT NULL CHECK (owed >= 0),
+  taken      INTEGER NOT NULL CHECK (taken >= 0 AND taken <= owed),
+  at_ms      INTEGER NOT NULL
+) WITHOUT ROWID;
+)sql",
+     // PostgreSQL
+     R"sql(
+ALTER TABLE accounts ADD COLUMN frozen_reason text;
+ALTER TABLE accounts ADD CONSTRAINT accounts_frozen_reason
+  CHECK (frozen_reason IS NULL OR (frozen AND frozen_reason <> '')) NOT VALID;
+DO $$
+DECLARE c text;
+BEGIN
+  SELECT conname INTO c FROM pg_constraint
+   WHERE conrelid = 'accounts'::regclass AND contype = 'c'
+     AND pg_get_constraintdef(oid) = 'CHECK ((available >= (- overdraft_limit)))';
+  IF c IS NULL THEN RAISE EXCEPTION 'the accounts table has no CHECK (available >= -overdraft_limit) to replace'; END IF;
+  EXECUTE format('ALTER TABLE accounts DROP CONSTRAINT %I', c);
+END $$;
+ALTER TABLE accounts ADD CONSTRAINT accounts_within_overdraft_unless_frozen
+  CHECK (available >= -overdraft_limit OR frozen) NOT VALID;
+CREATE TABLE payments (
+  payment_id       text   COLLATE "C" PRIMARY KEY,
+  provider         text   NOT NULL CHECK (provider IN ('stripe', 'webhook')),
+  provider_payment text   COLLATE "C",
+  account_id       text   COLLATE "C" NOT NULL REFERENCES accounts(account_id),
+  credits          bigint NOT NULL CHECK (credits >= 1),
+  refunded_credits bigint NOT NULL CHECK (refunded_credits >= 0 AND refunded_credits <= credits),
+  taken_back       bigint NOT NULL CHECK (taken_back >= 0 AND taken_back <= refunded_credits),
+  created_at_ms    bigint NOT NULL,
+  updated_at_ms    bigint NOT NULL
+);
+CREATE INDEX payments_by_provider_payment ON payments(provider, provider_payment) WHERE provider_payment IS NOT NULL;
+CREATE TABLE payment_events (
+  reference  text   COLLATE "C" PRIMARY KEY,
+  payment_id text   COLLATE "C" NOT NULL REFERENCES payments(payment_id),
+  kind       text   NOT NULL CHECK (kind IN ('refund', 'dispute')),
+  owed       bigint NOT NULL CHECK (owed >= 0),
+  taken      bigint NOT NULL CHECK (taken >= 0 AND taken <= owed),
+  at_ms      bigint NOT NULL
+);
+)sql"},
 };
 
 constexpr int legacy_number(const Version& version, Dialect dialect) {

@@ -38,6 +38,7 @@
 #include "store/lists.h"
 #include "coord/coord_reads.h"
 #include "jobs/job_store.h"
+#include "payments/payment_reads.h"
 #include "webhooks/webhook_reads.h"
 
 namespace tollgate {
@@ -111,6 +112,8 @@ class Store {
   virtual coord::CoordReads& coord() = 0;
   // The reads of webhook endpoints (webhooks/webhook_reads.h), a role of the same store.
   virtual webhooks::WebhookReads& webhooks() = 0;
+  // The payments' reads (payments/payment_reads.h).
+  virtual payments::PaymentReads& payments() = 0;
 
   virtual Result<LedgerStats> stats() = 0;
   // Account ids greater than `after`, in order, at most `limit` (1..limits::kHoldsPageMax).

@@ -42,6 +42,8 @@ std::optional<std::string> base64_decode(std::string_view text) {
   return out;
 }
 
+}  // namespace
+
 std::string hmac_sha256(std::string_view key, std::string_view message) {
   unsigned char digest[EVP_MAX_MD_SIZE];
   unsigned int length = 0;
@@ -51,7 +53,9 @@ std::string hmac_sha256(std::string_view key, std::string_view message) {
   return std::string(reinterpret_cast<const char*>(digest), length);
 }
 
-}  // namespace
+bool equal_in_constant_time(std::string_view a, std::string_view b) {
+  return a.size() == b.size() && CRYPTO_memcmp(a.data(), b.data(), a.size()) == 0;
+}
 
 std::string webhook_id(std::int64_t event_id) { return "evt_" + std::to_string(event_id); }
 
@@ -90,7 +94,7 @@ bool verify(std::string_view header, std::string_view secret, std::string_view i
   while (!header.empty()) {
     const auto space = header.find(' ');
     const std::string_view one = header.substr(0, space);
-    if (one.size() == expected->size() && CRYPTO_memcmp(one.data(), expected->data(), one.size()) == 0) found = true;
+    if (equal_in_constant_time(one, *expected)) found = true;
     if (space == std::string_view::npos) break;
     header.remove_prefix(space + 1);
   }

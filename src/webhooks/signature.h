@@ -19,6 +19,11 @@
 
 namespace tollgate::webhooks {
 
+// HMAC-SHA256 of `message` keyed by `key` (32 raw bytes), and a comparison whose time does not
+// depend on where two strings differ (for signatures).
+std::string hmac_sha256(std::string_view key, std::string_view message);
+bool equal_in_constant_time(std::string_view a, std::string_view b);
+
 // "evt_{event_id}": a delivery's webhook-id.
 std::string webhook_id(std::int64_t event_id);
 

@@ -387,6 +387,8 @@ class ServerSuite : public ::testing::Test {
     // A suite's one server sees many tests fail authentication on purpose, all from 127.0.0.1:
     // the failure throttle (tested in auth_security_test.cc) is off here.
     options.env.emplace_back("TOLLGATE_AUTH_FAILURES_LIMIT", "0");
+    // A suite may add to its server's options: `static void configure(ServerOptions&)`.
+    if constexpr (requires { Suite::configure(options); }) Suite::configure(options);
     if (http_suites_on_postgres()) {
       const auto uri = testing::postgres_server_uri();
       if (!uri) {

@@ -8,6 +8,8 @@
 //     scripts/pg, so that restarting it disturbs nobody else);
 //   - kill -9 of one instance under load: its clients retry the same request on another instance,
 //     the others never notice, nothing acknowledged is lost;
+//   - one Stripe checkout (both of its events) and one refund, each delivered 10 times at once over
+//     three instances: one credit, one debit;
 //   - the primary crashes under load and its synchronous standby is promoted: the instances, given
 //     both hosts with target_session_attrs=read-write, follow by themselves; only 2xx or 503 answers,
 //     nothing acknowledged is lost (its own primary and standby, made with scripts/pg).
@@ -29,6 +31,7 @@
 #include <thread>
 
 #include "http/http_test_support.h"
+#include "payments/signature.h"
 #include "store/postgres/pg_conn.h"
 
 namespace tollgate::httptest {
@@ -643,6 +646,83 @@ TEST_F(MultiInstance, ThreeInstancesOnOneDatabaseGrantExactlyAsManyHoldsAsThereA
     for (std::size_t i = 0; i < ports.size(); ++i) {
       EXPECT_TRUE(audit_is_clean(ports[i], round + 1)) << "instance " << i;
     }
+  }
+  for (std::size_t i = 0; i < instances->size(); ++i) {
+    EXPECT_EQ((*instances)[i].stop(SIGTERM), 0) << "instance " << i << ":\n" << tail((*instances)[i].log());
+  }
+}
+
+// 1b. A payment provider delivers the same events many times at once, to every instance: Stripe's
+// checkout.session.completed and its async_payment_succeeded 10 times each, then one
+// charge.refunded 10 times — over three instances. One credit, one debit, nothing else.
+TEST_F(MultiInstance, OnePaymentsEventsDeliveredTenTimesAtOnceToThreeInstancesCreditOnceAndRefundOnce) {
+  constexpr const char* kSecret = "whsec_multi_instance_signing_secret";
+  testing::PgSchema schema(server_uri());
+  std::unique_ptr<Instances> instances;
+  try {
+    instances = std::make_unique<Instances>(3, schema.uri(), EnvVars{{"TOLLGATE_STRIPE_SIGNING_SECRETS", kSecret}});
+  } catch (const std::exception& e) {
+    FAIL() << e.what();
+  }
+  const auto ports = instances->ports();
+  for (const auto port : ports) ASSERT_EQ(wait_until_ready(port).status, 200u) << instances->logs();
+  HttpClient admin(ports[0], kAdminKey);
+  const std::string account = "buyer";
+  ASSERT_EQ(admin.post("/v1/accounts", json::object{{"account_id", account}}).status, 201u);
+
+  const auto event = [&](const std::string& id, const std::string& type, json::object object) {
+    return json::serialize(json::object{{"id", id}, {"type", type}, {"data", json::object{{"object", std::move(object)}}}});
+  };
+  const json::object session{{"id", "cs_multi"},          {"client_reference_id", account},
+                             {"payment_status", "paid"},   {"payment_intent", "pi_multi"},
+                             {"metadata", json::object{{"tollgate_credits", "50"}}}};
+  // Sends each body `copies` times at once, spread over the instances; every answer must be 200.
+  const auto deliver = [&](const std::vector<std::string>& bodies, int copies) {
+    const std::int64_t t =
+        std::chrono::duration_cast<std::chrono::seconds>(std::chrono::system_clock::now().time_since_epoch()).count();
+    std::vector<std::pair<std::string, HttpResponse>> answers(bodies.size() * static_cast<std::size_t>(copies));
+    std::latch go(1);
+    std::vector<std::thread> threads;
+    for (std::size_t i = 0; i < answers.size(); ++i) {
+      threads.emplace_back([&, i] {
+        const std::string& body = bodies[i % bodies.size()];
+        HttpClient provider(ports[i % ports.size()]);
+        go.wait();
+        answers[i] = {body, provider.post("/v1/payments/stripe", body,
+                                          {{"Stripe-Signature", "t=" + std::to_string(t) + ",v1=" +
+                                                                    payments::stripe_signature(kSecret, t, body)}})};
+      });
+    }
+    go.count_down();
+    for (auto& th : threads) th.join();
+    std::map<std::string, int> outcomes;
+    for (const auto& [body, r] : answers) {
+      EXPECT_EQ(r.status, 200u) << r << instances->logs();
+      if (r.status == 200) ++outcomes[jstr(r.object(), "outcome")];
+    }
+    return outcomes;
+  };
+
+  auto paid = deliver({event("evt_1", "checkout.session.completed", session),
+                       event("evt_2", "checkout.session.async_payment_succeeded", session)},
+                      10);
+  EXPECT_EQ(paid["credited"], 1);
+  EXPECT_EQ(paid["replayed"], 19);
+  const json::object refunded{{"id", "ch_multi"}, {"payment_intent", "pi_multi"}, {"amount", 2000}, {"amount_refunded", 500}};
+  auto refunds = deliver({event("evt_3", "charge.refunded", refunded)}, 10);
+  EXPECT_EQ(refunds["taken_back"], 1);
+  EXPECT_EQ(refunds["replayed"], 9);
+
+  const std::vector<json::object> events = all_events(admin, account);
+  ASSERT_EQ(events.size(), 2u);
+  EXPECT_EQ(jstr(events[0], "type"), "credited");
+  EXPECT_EQ(jint(events[0], "amount"), 50);
+  EXPECT_EQ(jstr(events[1], "type"), "debited");
+  EXPECT_EQ(jint(events[1], "amount"), 13);  // ceil(50 × 500 / 2000) = 12.5 → 13
+  for (std::size_t i = 0; i < ports.size(); ++i) {
+    HttpClient reader(ports[i], kAdminKey);
+    EXPECT_EQ(jint(reader.get("/v1/accounts/" + account).object(), "available"), 37) << "instance " << i;
+    EXPECT_TRUE(audit_is_clean(ports[i], 1)) << "instance " << i;
   }
   for (std::size_t i = 0; i < instances->size(); ++i) {
     EXPECT_EQ((*instances)[i].stop(SIGTERM), 0) << "instance " << i << ":\n" << tail((*instances)[i].log());

@@ -78,6 +78,7 @@ class RecordingStore final : public Store {
   jobs::JobReads& jobs() override { return no_jobs_; }
   coord::CoordReads& coord() override { return no_coord_; }
   webhooks::WebhookReads& webhooks() override { return no_webhooks_; }
+  payments::PaymentReads& payments() override { return no_payments_; }
   Result<EventPage> read_events(std::string_view, std::int64_t, std::int64_t) override { return unsupported(); }
   Result<EventPage> read_feed(std::int64_t, std::int64_t) override { return unsupported(); }
   Result<std::int64_t> last_event_id() override { return unsupported(); }
@@ -124,6 +125,12 @@ class RecordingStore final : public Store {
     Result<std::vector<webhooks::Delivery>> due_deliveries(std::int64_t) override { return unsupported(); }
     Result<std::optional<std::int64_t>> oldest_pending_event_at(std::string_view) override { return unsupported(); }
   } no_webhooks_;
+  struct NoPayments final : payments::PaymentReads {
+    Result<payments::Payment> get_payment(std::string_view) override { return Error::make(Code::not_found, "none"); }
+    Result<payments::Payment> find_payment(payments::Provider, std::string_view) override {
+      return Error::make(Code::not_found, "none");
+    }
+  } no_payments_;
   std::mutex mu_;
   std::uint64_t seq_ = 0;
   std::vector<Batch> batches_;

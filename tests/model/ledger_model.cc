@@ -204,6 +204,12 @@ CommandResult LedgerModel::apply(const Command& command, std::int64_t now_ms) {
           return record_deliveries(c);
         } else if constexpr (std::is_same_v<T, refunds::RefundCommand>) {
           return refund(c);
+        } else if constexpr (std::is_same_v<T, payments::CreditPaymentCommand>) {
+          return credit_payment(c);
+        } else if constexpr (std::is_same_v<T, payments::TakeBackPaymentCommand>) {
+          return take_back_payment(c);
+        } else if constexpr (std::is_same_v<T, payments::DisputePaymentCommand>) {
+          return dispute_payment(c);
         } else {
           static_assert(!sizeof(T*), "a command kind the model does not know: add its rules here");
         }
@@ -369,8 +375,14 @@ CommandResult LedgerModel::transfer(const std::string& account_id, std::int64_t 
   e.available_after = a.balances.available;
   e.reserved_after = a.balances.reserved;
   e.used_after = a.balances.used;
-  const Event& written = events_.at(add_event(e));
+  const Event written = events_.at(add_event(e));
   transfers_[reference] = {Transfer{reference, account_id, kind, amount, reason, written.event_id}, written};
+  // A credit that repays the debt of a refund shortfall (available back to 0 or above) unfreezes.
+  if (kind == EventType::credited && a.frozen && a.frozen_reason == kFrozenForRefundShortfall && a.balances.available >= 0) {
+    a.frozen = false;
+    a.frozen_reason.reset();
+    settings_event(a, std::string(kUnfrozenRepaid));
+  }
   return TransferOutcome{written, view(account_id), true};
 }
 
@@ -523,15 +535,9 @@ CommandResult LedgerModel::update(const UpdateAccountCommand& c) {
   a.overdraft_limit = after.overdraft_limit;
   a.max_active_holds = after.max_active_holds;
   a.frozen = after.frozen;
+  if (c.frozen) a.frozen_reason.reset();  // an admin's freeze or unfreeze: no reason of tollgate's
   a.low_balance_threshold = after.low_balance_threshold;
-  Event e;
-  e.account_id = c.account_id;
-  e.type = EventType::account_updated;
-  e.settings = after;
-  e.available_after = a.balances.available;
-  e.reserved_after = a.balances.reserved;
-  e.used_after = a.balances.used;
-  add_event(e);
+  settings_event(a, std::nullopt);
   return AccountOutcome{view(c.account_id), true};
 }
 
@@ -1061,6 +1067,137 @@ CommandResult LedgerModel::refund(const refunds::RefundCommand& c) {
   refunds::Refund r{c.request_id, c.hold_id, h.account_id, amount, c.amount, c.reason, now_};
   refunds_[c.request_id] = r;
   return RefundOutcome{h, r, true};
+}
+
+void LedgerModel::settings_event(const Account& a, std::optional<std::string> reason) {
+  Event e;
+  e.account_id = a.account_id;
+  e.type = EventType::account_updated;
+  e.settings = a.settings();
+  e.reason = std::move(reason);
+  e.available_after = a.balances.available;
+  e.reserved_after = a.balances.reserved;
+  e.used_after = a.balances.used;
+  add_event(e);
+}
+
+// --- payments (docs/api.md "Payments") -------------------------------------------------------------
+// A payment credits its account once, under its id as the transfer's reference; the same payment
+// again moves nothing, with another account, credits or provider it is a mismatch. A refund or a
+// dispute names the payment and its account and applies once per reference. A refund owes the
+// payment's credits × refunded / total rounded up, less what earlier refunds owed (or, counted in
+// credits, at most what is not owed yet); it takes all of it into debt (the account frozen when it
+// took more than was available, unless already frozen) or only what is available. A dispute freezes.
+
+std::optional<payments::Payment> LedgerModel::payment(const std::string& payment_id) const {
+  auto it = payments_.find(payment_id);
+  if (it == payments_.end()) return std::nullopt;
+  return it->second;
+}
+
+CommandResult LedgerModel::credit_payment(const payments::CreditPaymentCommand& c) {
+  if (auto it = payments_.find(c.payment_id); it != payments_.end()) {
+    const payments::Payment& p = it->second;
+    if (p.account_id != c.account_id || p.credits != c.credits || p.provider != c.provider) {
+      return err(Code::idempotency_mismatch);
+    }
+    return PaymentOutcome{p, view(p.account_id), 0, 0, false, false};
+  }
+  CommandResult credited = transfer(c.account_id, c.credits, c.payment_id, "", EventType::credited);
+  if (!credited) return credited;
+  const bool created = std::get<TransferOutcome>(credited.value()).created;
+  payments::Payment p{c.payment_id, c.provider, c.provider_payment, c.account_id, c.credits, 0, 0, now_, now_};
+  payments_[c.payment_id] = p;
+  return PaymentOutcome{p, view(c.account_id), created ? c.credits : 0, 0, created, false};
+}
+
+CommandResult LedgerModel::take_back_payment(const payments::TakeBackPaymentCommand& c) {
+  auto pit = payments_.find(c.payment_id);
+  if (pit == payments_.end() || pit->second.account_id != c.account_id) return err(Code::not_found);
+  payments::Payment& p = pit->second;
+  if (auto e = payment_events_.find(c.reference); e != payment_events_.end()) {
+    if (e->second.payment_id != c.payment_id || e->second.kind != payments::EventKind::refund) {
+      return err(Code::idempotency_mismatch);
+    }
+    return PaymentOutcome{p, view(p.account_id), 0, e->second.owed, false, false};
+  }
+  std::int64_t owed = 0;
+  if (c.share) {
+    // ceil(credits × refunded / total), in exact arithmetic on long division.
+    const std::int64_t q = p.credits / c.share->total;
+    const std::int64_t r = p.credits % c.share->total;
+    __extension__ using Wide = __int128;
+    const Wide rest = static_cast<Wide>(r) * c.share->refunded;
+    const std::int64_t target = q * c.share->refunded + static_cast<std::int64_t>((rest + c.share->total - 1) / c.share->total);
+    owed = std::max<std::int64_t>(0, target - p.refunded_credits);
+  } else {
+    owed = std::min(*c.credits, p.credits - p.refunded_credits);
+  }
+  std::int64_t taken = 0;
+  bool froze = false;
+  if (owed > 0) {
+    const std::string reason = std::string("refunded at ") + std::string(payments::provider_name(p.provider));
+    if (auto t = transfers_.find(c.reference); t != transfers_.end()) {
+      const Transfer& tr = t->second.first;
+      if (tr.account_id != c.account_id || tr.kind != EventType::debited || tr.reason != reason) {
+        return err(Code::idempotency_mismatch);
+      }
+      return PaymentOutcome{p, view(p.account_id), 0, 0, false, false};  // not reached by the generator
+    }
+    Account& a = accounts_.at(c.account_id);
+    if (a.balances.available < owed) expire_overdue_of(c.account_id);
+    const std::int64_t there = std::max<std::int64_t>(0, a.balances.available);
+    taken = c.into_debt ? owed : std::min(owed, there);
+    if (a.balances.available - taken < -kMax) return err(Code::overflow);
+    if (taken > 0) {
+      froze = taken > there && !a.frozen;
+      if (froze) {
+        a.frozen = true;
+        a.frozen_reason = std::string(kFrozenForRefundShortfall);
+      }
+      a.balances.available -= taken;
+      a.balances.purchased -= taken;
+      Event e;
+      e.account_id = c.account_id;
+      e.type = EventType::debited;
+      e.amount = taken;
+      e.reference = c.reference;
+      e.reason = reason;
+      e.available_after = a.balances.available;
+      e.reserved_after = a.balances.reserved;
+      e.used_after = a.balances.used;
+      const Event written = events_.at(add_event(e));
+      transfers_[c.reference] = {Transfer{c.reference, c.account_id, EventType::debited, taken, reason, written.event_id},
+                                 written};
+      if (froze) settings_event(a, std::string(kFrozenForRefundShortfall));
+    }
+  }
+  p.refunded_credits += owed;
+  p.taken_back += taken;
+  p.updated_at_ms = now_;
+  payment_events_[c.reference] = payments::PaymentEvent{c.reference, c.payment_id, payments::EventKind::refund, owed, taken, now_};
+  return PaymentOutcome{p, view(c.account_id), taken, owed, true, froze};
+}
+
+CommandResult LedgerModel::dispute_payment(const payments::DisputePaymentCommand& c) {
+  auto pit = payments_.find(c.payment_id);
+  if (pit == payments_.end() || pit->second.account_id != c.account_id) return err(Code::not_found);
+  const payments::Payment& p = pit->second;
+  if (auto e = payment_events_.find(c.reference); e != payment_events_.end()) {
+    if (e->second.payment_id != c.payment_id || e->second.kind != payments::EventKind::dispute) {
+      return err(Code::idempotency_mismatch);
+    }
+    return PaymentOutcome{p, view(p.account_id), 0, 0, false, false};
+  }
+  Account& a = accounts_.at(c.account_id);
+  const bool froze = !(a.frozen && a.frozen_reason == kFrozenForDispute);
+  if (froze) {
+    a.frozen = true;
+    a.frozen_reason = std::string(kFrozenForDispute);
+    settings_event(a, std::string(kFrozenForDispute));
+  }
+  payment_events_[c.reference] = payments::PaymentEvent{c.reference, c.payment_id, payments::EventKind::dispute, 0, 0, now_};
+  return PaymentOutcome{p, view(c.account_id), 0, 0, true, froze};
 }
 
 }  // namespace tollgate::testing

@@ -48,6 +48,7 @@ class LedgerModel {
   std::size_t rate_rows() const { return rates_.size(); }
   std::optional<webhooks::Endpoint> endpoint(const std::string& endpoint_id) const;
   std::optional<webhooks::Delivery> delivery(const std::string& endpoint_id, std::int64_t event_id) const;
+  std::optional<payments::Payment> payment(const std::string& payment_id) const;
   // Marks the start of a batch: a new endpoint's cursor is the feed's head before the batch (the
   // store reads it when it loads the batch's rows).
   void begin_batch() { feed_head_at_batch_ = next_event_id_ - 1; }
@@ -89,6 +90,10 @@ class LedgerModel {
   CommandResult record_deliveries(const webhooks::RecordDeliveriesCommand& c);
   // refunds
   CommandResult refund(const refunds::RefundCommand& c);
+  // payments
+  CommandResult credit_payment(const payments::CreditPaymentCommand& c);
+  CommandResult take_back_payment(const payments::TakeBackPaymentCommand& c);
+  CommandResult dispute_payment(const payments::DisputePaymentCommand& c);
 
   // helpers
   bool overdue(const Hold& h) const { return h.status == HoldStatus::active && now_ >= h.expires_at_ms; }
@@ -100,6 +105,7 @@ class LedgerModel {
   std::size_t add_event(Event e);  // and the balance notices it writes: its index in events_
   Event hold_event(const Hold& h, EventType type, std::int64_t amount) const;
   void note(const jobs::Job& j, const std::string& kind, std::optional<int> attempt);
+  void settings_event(const Account& a, std::optional<std::string> reason);  // an account_updated event
 
   std::int64_t now_ = 0;
   std::int64_t next_seq_ = 1;
@@ -119,6 +125,8 @@ class LedgerModel {
   std::map<std::pair<std::string, std::int64_t>, webhooks::Delivery> deliveries_;
   std::int64_t feed_head_at_batch_ = 0;
   std::map<std::string, refunds::Refund> refunds_;  // by request_id
+  std::map<std::string, payments::Payment> payments_;             // by payment_id
+  std::map<std::string, payments::PaymentEvent> payment_events_;  // by reference
 };
 
 }  // namespace tollgate::testing

@@ -113,9 +113,18 @@ std::string show(const Account& a) {
   std::ostringstream o;
   o << "account " << a.account_id << " " << a.balances.available << "/" << a.balances.reserved << "/"
     << a.balances.used << "/" << a.balances.purchased << " overdraft=" << a.overdraft_limit
-    << " max_holds=" << opt(a.max_active_holds) << " frozen=" << a.frozen
+    << " max_holds=" << opt(a.max_active_holds) << " frozen=" << a.frozen << " frozen_reason=" << opt(a.frozen_reason)
     << " low_balance_threshold=" << opt(a.low_balance_threshold) << " active=" << a.active_holds
     << " oldest_age=" << opt(a.oldest_active_hold_age_ms) << " created_at=" << a.created_at_ms;
+  return o.str();
+}
+
+std::string show(const payments::Payment& p) {
+  std::ostringstream o;
+  o << "payment " << p.payment_id << " " << payments::provider_name(p.provider) << " provider_payment="
+    << opt(p.provider_payment) << " account=" << p.account_id << " credits=" << p.credits
+    << " refunded=" << p.refunded_credits << " taken_back=" << p.taken_back << " created_at=" << p.created_at_ms
+    << " updated_at=" << p.updated_at_ms;
   return o.str();
 }
 
@@ -241,6 +250,9 @@ std::string show(const CommandResult& r, const Names& n) {
           return made(o.created) + show(o.hold, n) + " | refund " + r.request_id + " hold=" + n.hold(r.hold_id) +
                  " account=" + r.account_id + " amount=" + std::to_string(r.amount) + " asked=" +
                  opt(r.requested_amount) + " reason=" + r.reason + " at=" + std::to_string(r.created_at_ms);
+        } else if constexpr (std::is_same_v<T, PaymentOutcome>) {
+          return made(o.created) + show(o.payment) + " | " + show(o.account) + " moved=" + std::to_string(o.moved) +
+                 " owed=" + std::to_string(o.owed) + " froze=" + std::to_string(o.froze);
         } else {
           static_assert(!sizeof(T*), "an outcome this test does not show");
         }
@@ -279,6 +291,9 @@ std::string kind_of(const Command& c) {
         else if constexpr (std::is_same_v<T, webhooks::ReplayEndpointCommand>) return "replay_endpoint";
         else if constexpr (std::is_same_v<T, webhooks::RecordDeliveriesCommand>) return "record_deliveries";
         else if constexpr (std::is_same_v<T, refunds::RefundCommand>) return "refund";
+        else if constexpr (std::is_same_v<T, payments::CreditPaymentCommand>) return "credit_payment";
+        else if constexpr (std::is_same_v<T, payments::TakeBackPaymentCommand>) return "take_back_payment";
+        else if constexpr (std::is_same_v<T, payments::DisputePaymentCommand>) return "dispute_payment";
         else static_assert(!sizeof(T*), "a command kind this test does not generate: add it");
       },
       c);
@@ -295,6 +310,11 @@ std::string outcome_of(const CommandResult& r) {
         else if constexpr (std::is_same_v<T, coord::RateLimitOutcome>) return o.decision.allowed ? "allowed" : "limited";
         else if constexpr (std::is_same_v<T, EndpointOutcome>) return o.deleted ? "deleted" : "ok";
         else if constexpr (std::is_same_v<T, DeliveriesOutcome>) return o.disabled ? "disabled" : "recorded";
+        else if constexpr (std::is_same_v<T, PaymentOutcome>) {
+          if (o.froze) return "froze";
+          if (o.created && o.moved < o.owed) return "forgiven";
+          return o.created ? "created" : "replay";
+        }
         else if constexpr (std::is_same_v<T, HoldOutcome>) {
           if (o.hold.late_outcome == LateOutcome::charged && o.created) return "late_charged";
           if (o.hold.late_outcome == LateOutcome::forgiven && o.created) return "late_forgiven";
@@ -334,6 +354,10 @@ std::string describe(const Command& c) {
 // ================================================================================================
 // the generator
 
+// The payments the generator makes: Stripe's checkout sessions, then another provider's payments.
+const std::vector<std::string> kPaymentIds = {"stripe:cs_0", "stripe:cs_1", "stripe:cs_2", "stripe:cs_3", "stripe:cs_4",
+                                              "stripe:cs_5", "stripe:cs_6", "payment:p7",  "payment:p8",  "payment:p9"};
+
 class Generator {
  public:
   // Webhook endpoint commands come from a stream of their own, added between the others: they touch no
@@ -341,7 +365,10 @@ class Generator {
   // Refunds likewise (they move money, so the ledger's outcomes after one differ, but the commands
   // the other streams make stay the same).
   explicit Generator(std::uint64_t seed)
-      : rng_(seed), endpoint_rng_(seed ^ 0x77656268'6f6f6b73ULL), refund_rng_(seed ^ 0x72656675'6e647321ULL) {}
+      : rng_(seed),
+        endpoint_rng_(seed ^ 0x77656268'6f6f6b73ULL),
+        refund_rng_(seed ^ 0x72656675'6e647321ULL),
+        payment_rng_(seed ^ 0x7061796d'656e7473ULL) {}
 
   // One batch; hold references are "@<request_id>". `model` tells which holds and jobs exist.
   std::vector<Command> batch(const LedgerModel& model, std::int64_t now_ms) {
@@ -352,6 +379,7 @@ class Generator {
       if (endpoint_pick(100) < 5) out.push_back(endpoint_command(model, endpoint_pick(4)));
       if (endpoint_pick(100) < 5) out.push_back(delivery_command(model, now_ms));
       if (refund_pick(100) < 8) out.push_back(refund_command(model, now_ms));
+      if (payment_pick(100) < 12) out.push_back(payment_command(model));
     }
     return out;
   }
@@ -664,6 +692,57 @@ class Generator {
     return c;
   }
 
+  // Payments: a few payments (Stripe's and another provider's) on the accounts, mostly named with
+  // the account that paid (so refunds and disputes apply), now and then another; refunds as a share
+  // (Stripe: cumulative, in any order) or in credits, into debt or forgiven; the same event again.
+  int payment_pick(int n) { return static_cast<int>(std::uniform_int_distribution<int>(0, n - 1)(payment_rng_)); }
+  bool payment_chance(int percent) { return payment_pick(100) < percent; }
+  std::string payment_account() {
+    if (payment_chance(50)) return "pay";
+    return std::vector<std::string>{"a0", "a1", "a2", "a3", "big", "ghost"}.at(static_cast<std::size_t>(payment_pick(6)));
+  }
+  // "pay" is the payment stream's own account: credited only by payments and spent by its debits,
+  // so that refunds find the credits gone (a shortfall: into debt and frozen, or forgiven).
+  Command payment_command(const LedgerModel& model) {
+    if (payment_chance(4)) return CreateAccountCommand{"pay", 0, std::nullopt};
+    if (payment_chance(20)) {
+      return DebitCommand{"pay", 1 + payment_pick(25), "pd" + std::to_string(next_payment_debit_++), "spent"};
+    }
+    const int n = payment_pick(static_cast<int>(kPaymentIds.size()));
+    const bool stripe = n < 7;
+    const std::string id = stripe ? "stripe:cs_" + std::to_string(n) : "payment:p" + std::to_string(n);
+    const auto paid = model.payment(id);
+    const int kind = payment_pick(100);
+    if (kind < 40 || (!paid && kind < 80)) {
+      payments::CreditPaymentCommand c;
+      c.payment_id = id;
+      c.provider = stripe ? payments::Provider::stripe : payments::Provider::webhook;
+      if (stripe) c.provider_payment = "pi_" + std::to_string(n);
+      c.account_id = paid && payment_chance(80) ? paid->account_id : payment_account();
+      c.credits = paid && payment_chance(80) ? paid->credits : 1 + payment_pick(40);
+      return c;
+    }
+    const std::string account = paid && payment_chance(90) ? paid->account_id : payment_account();
+    if (kind < 90) {
+      payments::TakeBackPaymentCommand c;
+      c.payment_id = id;
+      c.account_id = account;
+      c.into_debt = payment_chance(60);
+      if (stripe) {
+        const std::int64_t total = payment_chance(70) ? 100 : 3;
+        const std::int64_t refunded = payment_pick(static_cast<int>(total) + 1);
+        c.share = payments::RefundShare{refunded, total};
+        c.reference = "stripe:ch_" + std::to_string(n) + ":refunded:" + std::to_string(refunded) + "-" + std::to_string(total);
+      } else {
+        c.credits = 1 + payment_pick(15);
+        c.reference = id + ":refund:w" + std::to_string(payment_pick(8));
+      }
+      return c;
+    }
+    const int dispute = payment_chance(85) ? n : payment_pick(3);  // mostly the payment's own dispute
+    return payments::DisputePaymentCommand{id, account, "stripe:dp_" + std::to_string(dispute)};
+  }
+
   Command remember(Command c) {
     if (made_.size() < 200) made_.push_back(c);
     return c;
@@ -672,6 +751,8 @@ class Generator {
   std::mt19937_64 rng_;
   std::mt19937_64 endpoint_rng_;
   std::mt19937_64 refund_rng_;
+  std::mt19937_64 payment_rng_;
+  int next_payment_debit_ = 0;
   std::vector<Command> refund_requests_;  // refunds made, to send again
   int next_refund_ = 0;
   std::vector<Command> made_;  // transfers, reservations, jobs: sent again as they were
@@ -713,7 +794,8 @@ std::map<std::string, std::string> by_name(const Names& n) {
   return out;
 }
 
-const std::vector<std::string> kAccounts = {"a0", "a1", "a2", "a3", "big", "ghost"};
+const std::vector<std::string> kAccounts = {"a0", "a1", "a2", "a3", "big", "ghost", "pay"};
+
 
 std::vector<std::string> store_state(Store& store, const Names& n, const std::vector<std::string>& job_ids,
                                      const std::vector<std::string>& secrets) {
@@ -759,6 +841,10 @@ std::vector<std::string> store_state(Store& store, const Names& n, const std::ve
     auto e = store.webhooks().get_endpoint(id);
     out.push_back(e.ok() ? show(*e) : id + ": " + std::string(code_name(e.code())));
   }
+  for (const std::string& id : kPaymentIds) {
+    auto p = store.payments().get_payment(id);
+    out.push_back(p.ok() ? show(*p) : id + ": " + std::string(code_name(p.code())));
+  }
   for (const std::string& s : secrets) {
     auto k = store.find_key(s);
     out.push_back(!k.ok() ? "key error" : *k ? show(**k) : "no key " + s.substr(0, 4));
@@ -800,6 +886,10 @@ std::vector<std::string> model_state(const LedgerModel& m, const Names& n, std::
     const std::string id = "we_000000000000000" + std::to_string(i);
     auto e = m.endpoint(id);
     out.push_back(e ? show(*e) : id + ": not_found");
+  }
+  for (const std::string& id : kPaymentIds) {
+    auto p = m.payment(id);
+    out.push_back(p ? show(*p) : id + ": not_found");
   }
   for (const std::string& s : secrets) {
     std::optional<ApiKey> found;
@@ -1027,7 +1117,8 @@ TEST_P(Differential, RandomBatchesOfEveryKindMatchTheModel) {
   for (const char* kind : {"create_account", "credit", "debit", "reserve", "commit", "release", "extend",
                            "update_account", "expire_overdue", "create_key", "revoke_key", "record_key_use",
                            "submit_job", "claim_job", "end_job", "lock", "idempotency", "rate_limit", "prune_coord",
-                           "create_endpoint", "update_endpoint", "delete_endpoint", "rotate_endpoint"}) {
+                           "create_endpoint", "update_endpoint", "delete_endpoint", "rotate_endpoint",
+                           "credit_payment", "take_back_payment", "dispute_payment"}) {
     EXPECT_GT(table[kind].size(), 0u) << "no " << kind << " ran";
   }
   const std::vector<std::pair<const char*, const char*>> wanted = {
@@ -1047,6 +1138,10 @@ TEST_P(Differential, RandomBatchesOfEveryKindMatchTheModel) {
       {"create_endpoint", "ok"},       {"create_endpoint", "conflict"}, {"create_endpoint", "not_found"},
       {"update_endpoint", "ok"},       {"update_endpoint", "not_found"}, {"delete_endpoint", "deleted"},
       {"rotate_endpoint", "ok"},
+      {"credit_payment", "created"},   {"credit_payment", "replay"},   {"credit_payment", "idempotency_mismatch"},
+      {"credit_payment", "not_found"}, {"take_back_payment", "created"}, {"take_back_payment", "replay"},
+      {"take_back_payment", "froze"},  {"take_back_payment", "forgiven"}, {"take_back_payment", "not_found"},
+      {"dispute_payment", "froze"},    {"dispute_payment", "replay"},
       {"balance_notice", "balance_low"}, {"balance_notice", "balance_depleted"},
       {"balance_notice", "balance_recovered"},
   };

@@ -60,18 +60,19 @@ const std::string kReaperHolds = std::string("SELECT ") + kHoldColumns +
 // --- round trip 2: the writes and COMMIT ----------------------------------------------------------
 const std::string kInsertAccounts =
     "INSERT INTO accounts (account_id, available, reserved, used, purchased, overdraft_limit, max_active_holds, "
-    "active_holds, created_at_ms, frozen, low_balance_threshold) SELECT * FROM unnest($1::text[], $2::bigint[], "
-    "$3::bigint[], $4::bigint[], $5::bigint[], $6::bigint[], $7::bigint[], $8::bigint[], $9::bigint[], "
-    "$10::boolean[], $11::bigint[])";
+    "active_holds, created_at_ms, frozen, low_balance_threshold, frozen_reason) SELECT * FROM unnest($1::text[], "
+    "$2::bigint[], $3::bigint[], $4::bigint[], $5::bigint[], $6::bigint[], $7::bigint[], $8::bigint[], $9::bigint[], "
+    "$10::boolean[], $11::bigint[], $12::text[])";
 const std::string kUpdateAccounts =
     "WITH u AS (UPDATE accounts a SET available = v.available, reserved = v.reserved, used = v.used, "
     "purchased = v.purchased, active_holds = v.active_holds, overdraft_limit = v.overdraft_limit, "
-    "max_active_holds = v.max_active_holds, frozen = v.frozen, low_balance_threshold = v.low_balance_threshold "
+    "max_active_holds = v.max_active_holds, frozen = v.frozen, low_balance_threshold = v.low_balance_threshold, "
+    "frozen_reason = v.frozen_reason "
     "FROM unnest($1::text[], $2::bigint[], $3::bigint[], $4::bigint[], $5::bigint[], $6::bigint[], $7::bigint[], "
     "$8::bigint[], $9::bigint[], $10::bigint[], $11::bigint[], $12::bigint[], $13::bigint[], $15::boolean[], "
-    "$16::bigint[]) "
+    "$16::bigint[], $17::text[]) "
     "AS v(account_id, available, reserved, used, purchased, active_holds, overdraft_limit, max_active_holds, "
-    "b_available, b_reserved, b_used, b_purchased, b_active_holds, frozen, low_balance_threshold) "
+    "b_available, b_reserved, b_used, b_purchased, b_active_holds, frozen, low_balance_threshold, frozen_reason) "
     "WHERE a.account_id = v.account_id AND a.available = v.b_available AND a.reserved = v.b_reserved "
     "AND a.used = v.b_used AND a.purchased = v.b_purchased AND a.active_holds = v.b_active_holds RETURNING 1) "
     "SELECT tollgate_assert(count(*) = $14, 'an account changed behind the batch''s lock') FROM u";
@@ -274,7 +275,8 @@ std::vector<std::int64_t> PgBatchIo::write_and_commit(const batch::Effects& e) {
                          int_array(column(a, [](const Account& x) { return x.active_holds; })),
                          int_array(column(a, [](const Account& x) { return x.created_at_ms; })),
                          bool_array(column(a, [](const Account& x) { return x.frozen; })),
-                         int_array(column(a, [](const Account& x) { return x.low_balance_threshold; })))});
+                         int_array(column(a, [](const Account& x) { return x.low_balance_threshold; })),
+                         text_array(column(a, [](const Account& x) { return x.frozen_reason; })))});
   }
   if (!e.changed_accounts.empty()) {
     using C = batch::Change<Account>;
@@ -295,7 +297,8 @@ std::vector<std::int64_t> PgBatchIo::write_and_commit(const batch::Effects& e) {
                          int_array(column(c, [](const C& x) { return x.before.active_holds; })),
                          static_cast<std::int64_t>(c.size()),
                          bool_array(column(c, [](const C& x) { return x.after.frozen; })),
-                         int_array(column(c, [](const C& x) { return x.after.low_balance_threshold; })))});
+                         int_array(column(c, [](const C& x) { return x.after.low_balance_threshold; })),
+                         text_array(column(c, [](const C& x) { return x.after.frozen_reason; })))});
   }
   if (!e.new_holds.empty()) {
     const auto& h = e.new_holds;

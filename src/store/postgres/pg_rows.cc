@@ -74,8 +74,8 @@ Event read_event(const Rows& r, int row, int first) {
 
 const char* const kAccountColumns =
     "account_id, available, reserved, used, purchased, overdraft_limit, max_active_holds, active_holds, created_at_ms, "
-    "frozen, low_balance_threshold";
-constexpr int kAccountColumnCount = 11;  // read_account() reads columns 0..10; a view's own follow
+    "frozen, low_balance_threshold, frozen_reason";
+constexpr int kAccountColumnCount = 12;  // read_account() reads columns 0..11; a view's own follow
 
 Account read_account(const Rows& r, int row) {
   Account a;
@@ -87,6 +87,7 @@ Account read_account(const Rows& r, int row) {
   a.created_at_ms = r.int64(row, 8);
   a.frozen = r.text(row, 9) == "t";
   a.low_balance_threshold = r.optional_int64(row, 10);
+  a.frozen_reason = r.optional_text(row, 11);
   return a;
 }
 

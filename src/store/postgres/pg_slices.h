@@ -15,3 +15,4 @@
 #include "store/postgres/pg_jobs.h"   // jobs::JobSlice
 #include "store/postgres/pg_webhooks.h"  // webhooks::WebhookSlice
 #include "store/postgres/pg_refunds.h"  // refunds::RefundSlice
+#include "store/postgres/pg_payments.h"  // payments::PaymentSlice

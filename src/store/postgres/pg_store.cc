@@ -72,7 +72,8 @@ PgStore::PgStore(PgOptions options)
       lists_(source_),
       jobs_(source_),
       coord_(source_),
-      webhooks_(source_) {}
+      webhooks_(source_),
+      payments_(source_) {}
 PgStore::~PgStore() = default;
 
 Result<std::unique_ptr<PgStore>> PgStore::open(const PgOptions& options) {

@@ -117,7 +117,8 @@ std::optional<jobs::Job> job_row(Conn& db, std::string_view client_request_id) {
 
 std::optional<Account> account_row(Conn& db, std::string_view account_id) {
   Query q(db.stmt("SELECT account_id, available, reserved, used, purchased, overdraft_limit, max_active_holds, "
-                  "active_holds, created_at_ms, frozen, low_balance_threshold FROM accounts WHERE account_id = ?"),
+                  "active_holds, created_at_ms, frozen, low_balance_threshold, frozen_reason FROM accounts "
+                  "WHERE account_id = ?"),
           account_id);
   if (!q.step()) return std::nullopt;
   Stmt& s = q.row();
@@ -130,6 +131,7 @@ std::optional<Account> account_row(Conn& db, std::string_view account_id) {
   a.created_at_ms = s.int64(8);
   a.frozen = s.int64(9) != 0;
   a.low_balance_threshold = s.optional_int64(10);
+  a.frozen_reason = s.optional_text(11);
   return a;
 }
 

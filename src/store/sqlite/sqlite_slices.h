@@ -12,3 +12,4 @@
 #include "store/sqlite/sqlite_jobs.h"   // jobs::JobSlice
 #include "store/sqlite/sqlite_webhooks.h"  // webhooks::WebhookSlice
 #include "store/sqlite/sqlite_refunds.h"  // refunds::RefundSlice
+#include "store/sqlite/sqlite_payments.h"  // payments::PaymentSlice

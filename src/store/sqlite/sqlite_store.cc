@@ -69,6 +69,33 @@ void raise_to(std::atomic<std::int64_t>& value, std::int64_t at_least) {
   }
 }
 
+// Brings the file's schema to the current version in one transaction (store/schema.h).
+// A migration may rebuild a table that others refer to (SQLite cannot change a CHECK in place: its
+// documented twelve steps — a new table, the rows copied, the old one dropped, the new one renamed).
+// Foreign keys are off while it runs (the pragma is a no-op inside a transaction) and every
+// reference is checked before the commit: a violation rolls the migration back.
+Status migrate(Conn& writer, const Clock& clock, const std::string& path) {
+  writer.exec("PRAGMA foreign_keys=OFF");
+  writer.exec("BEGIN IMMEDIATE");
+  try {
+    SchemaConn schema_conn(writer);
+    Status migrated = schema::migrate(schema::Dialect::sqlite, schema_conn, clock.now_ms(), path);
+    if (migrated) {
+      Query broken(writer.stmt("PRAGMA foreign_key_check"));
+      if (broken.step()) {
+        migrated = Error::make(Code::internal, "the schema migration of " + path + " left table " + broken->text(0) +
+                                                   " referring to a row that does not exist");
+      }
+    }
+    writer.exec(migrated ? "COMMIT" : "ROLLBACK");
+    writer.exec("PRAGMA foreign_keys=ON");
+    return migrated;
+  } catch (...) {
+    sqlite3_exec(writer.raw(), "ROLLBACK", nullptr, nullptr, nullptr);
+    throw;
+  }
+}
+
 }  // namespace
 
 // Runs `body` on a reader inside one read transaction (one snapshot); SQL failures become errors.
@@ -103,7 +130,8 @@ SqliteStore::SqliteStore(SqliteOptions options, const Clock& clock, FileLock loc
       lists_(source_),
       jobs_(source_),
       coord_(source_),
-      webhooks_(source_) {
+      webhooks_(source_),
+      payments_(source_) {
   if (options_.checkpoint_interval_ms > 0) checkpointer_ = std::thread([this] { checkpoint_loop(); });
 }
 
@@ -183,19 +211,7 @@ Result<std::unique_ptr<SqliteStore>> SqliteStore::open(const SqliteOptions& opti
         return Error::make(Code::internal, "could not put " + options.path + " in WAL mode");
       }
     }
-    writer->exec("BEGIN IMMEDIATE");
-    try {
-      SchemaConn schema_conn(*writer);
-      if (Status migrated = schema::migrate(schema::Dialect::sqlite, schema_conn, clock.now_ms(), options.path);
-          !migrated) {
-        writer->exec("ROLLBACK");
-        return migrated.error();
-      }
-      writer->exec("COMMIT");
-    } catch (...) {
-      sqlite3_exec(writer->raw(), "ROLLBACK", nullptr, nullptr, nullptr);
-      throw;
-    }
+    if (Status migrated = migrate(*writer, clock, options.path); !migrated) return migrated.error();
     // The migration's commit is durable before the store is handed out.
     // The WAL's name as SQLite made it (a filename object of the writer connection, valid while
     // it is open: a VFS may read the URI parameters around it).

@@ -139,6 +139,7 @@ class SqliteStore final : public Store {
   jobs::JobReads& jobs() override { return jobs_; }
   coord::CoordReads& coord() override { return coord_; }
   webhooks::WebhookReads& webhooks() override { return webhooks_; }
+  payments::PaymentReads& payments() override { return payments_; }
   Result<LedgerStats> stats() override;
   Result<std::vector<std::string>> list_account_ids(std::string_view after, std::int64_t limit) override;
   Result<std::optional<ApiKey>> find_key(std::string_view secret_sha256) override;
@@ -184,6 +185,7 @@ class SqliteStore final : public Store {
   reads::JobReads jobs_;
   reads::CoordReads coord_;
   reads::WebhookReads webhooks_;
+  reads::PaymentReads payments_;
   // Background checkpointer.
   Mutex checkpoint_mu_;
   CondVar checkpoint_cv_;
