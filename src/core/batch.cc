@@ -262,7 +262,26 @@ class LedgerBatch::State {
     const std::size_t index = events_.size() - 1;
     const auto notices = rules::balance_notices(available_before, account.balances.available, account.low_balance_threshold);
     for (const EventType type : notices.list()) events_.push_back(notice(events_[index], type));
+    lift_repaid_freeze(slot->second.now);
     return index;
+  }
+  // An account frozen for a refund shortfall is open again as soon as available is back to 0 or
+  // above — whatever brought it there (a credit, a release, an expiry, a refund): an
+  // account_updated event with the reason kUnfrozenRepaid follows the event that did.
+  void lift_repaid_freeze(Account& a) {
+    if (!a.frozen || a.frozen_reason != kFrozenForRefundShortfall || a.balances.available < 0) return;
+    a.frozen = false;
+    a.frozen_reason.reset();
+    Event e;
+    e.account_id = a.account_id;
+    e.type = EventType::account_updated;
+    e.settings = a.settings();
+    e.reason = std::string(kUnfrozenRepaid);
+    e.at_ms = now();
+    e.available_after = a.balances.available;
+    e.reserved_after = a.balances.reserved;
+    e.used_after = a.balances.used;
+    append(std::move(e));  // no balance moved: no notice, and no second lift
   }
   // The event at `index` as appended (to answer with it before its id is known).
   const Event& event(std::size_t index) const { return events_.at(index); }
@@ -414,13 +433,6 @@ void append_settings_event(State& s, const Account& a, std::optional<std::string
   s.append(std::move(e));
 }
 
-// A credit that brings an account frozen for a refund shortfall back to 0 or above unfreezes it.
-void lift_repaid_freeze(State& s, Account& a) {
-  if (!a.frozen || a.frozen_reason != kFrozenForRefundShortfall || a.balances.available < 0) return;
-  a.frozen = false;
-  a.frozen_reason.reset();
-  append_settings_event(s, a, kUnfrozenRepaid);
-}
 
 // Ends an active hold: `committed` of its amount to used, the rest back to available.
 void end_hold(State& s, Hold& h, HoldStatus status, std::int64_t committed, std::int64_t closed_at_ms, bool overdue) {
@@ -509,7 +521,6 @@ Result<TransferOutcome> transfer(Context& x, const TransferCommand& c, EventType
   const std::size_t event_index = s.append(e);
   s.insert_transfer(Transfer{c.reference, c.account_id, kind, c.amount, std::string(reason), 0}, event_index, e);
   if (x.index != kNoResult) x.state.result_events().emplace_back(x.index, event_index);
-  if (kind == EventType::credited) lift_repaid_freeze(s, *a);
   return TransferOutcome{std::move(e), s.view(c.account_id), true};
 }
 
@@ -638,7 +649,10 @@ Result<AccountOutcome> decide_one(Context& x, const UpdateAccountCommand& c) {
   Result<AccountSettings> after = rules::update_settings(*a, c);
   if (!after && expire_overdue_of(s, c.account_id)) after = rules::update_settings(*a, c);
   if (!after) return after.error();
-  if (*after == a->settings()) return AccountOutcome{s.view(c.account_id), false};
+  // An admin's frozen (true or false) takes the freeze over from tollgate: its reason goes, so a
+  // repaying credit no longer lifts it.
+  const bool takes_over = c.frozen.has_value() && a->frozen_reason.has_value();
+  if (*after == a->settings() && !takes_over) return AccountOutcome{s.view(c.account_id), false};
   a->overdraft_limit = after->overdraft_limit;
   a->max_active_holds = after->max_active_holds;
   a->frozen = after->frozen;
@@ -798,7 +812,7 @@ Result<LedgerBatch::TakenBack> LedgerBatch::take_back(const TakeBack& t) {
   State& s = *state_;
   if (const KnownTransfer* existing = s.transfer(t.reference)) {
     const Transfer& tr = existing->transfer;
-    if (tr.account_id != t.account_id || tr.kind != EventType::debited || tr.reason != t.reason) {
+    if (tr.account_id != t.account_id || tr.kind != EventType::debited || tr.reason != t.reason || tr.amount > t.amount) {
       return Error::make(Code::idempotency_mismatch, "reference " + t.reference + " was already used on account " +
                                                          tr.account_id);
     }

@@ -85,7 +85,10 @@ Result<AccountSettings> update_settings(const Account& before, const UpdateAccou
   if (update.frozen) after.frozen = *update.frozen;
   if (update.low_balance_threshold) after.low_balance_threshold = *update.low_balance_threshold;
   TG_ASSERT(after.overdraft_limit >= 0);
-  if (before.balances.available < -after.overdraft_limit) {
+  // Past the overdraft (a refund shortfall's debt: the account is frozen) it may stay frozen and
+  // change other settings; neither a lower overdraft nor an unfreeze may leave it past the limit.
+  const bool past_limit = before.balances.available < -after.overdraft_limit;
+  if (past_limit && (after.overdraft_limit < before.overdraft_limit || !after.frozen)) {
     return Error::make(Code::conflict, "account " + before.account_id + " is overdrawn by " +
                                            std::to_string(-before.balances.available) + ", more than overdraft_limit " +
                                            std::to_string(after.overdraft_limit) +

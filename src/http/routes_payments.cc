@@ -13,6 +13,7 @@
 #include <string>
 
 #include "config/config.h"
+#include "core/checked.h"
 #include "core/log.h"
 #include "core/parse.h"
 #include "http/routes.h"
@@ -22,6 +23,10 @@ namespace tollgate::http {
 namespace {
 
 using payments::Provider;
+
+// Another provider's ids: payment:{payment_id}:refund:{webhook-id} must fit an id (128).
+constexpr std::size_t kPaymentIdLengthMax = 64;
+constexpr std::size_t kWebhookIdLengthMax = 48;
 
 // What a provider's event asks of tollgate.
 enum class Kind { payment, refund, dispute };
@@ -81,9 +86,9 @@ Result<std::int64_t> checkout_credits(const json::object& metadata, const Stripe
 // session is not paid yet.
 Result<std::optional<CreditPaymentCommand>> checkout_command(const json::object& session, bool async_succeeded,
                                                              const StripePaymentsConfig& config) {
-  const std::string_view status = text_of(session, "payment_status");
-  // no_payment_required: a session a coupon made free — the pack is given as if paid.
-  if (!async_succeeded && status != "paid" && status != "no_payment_required") return std::optional<CreditPaymentCommand>();
+  // Only money that arrived credits: "unpaid" waits for async_payment_succeeded, and
+  // "no_payment_required" (a free trial, a setup session) is no payment.
+  if (!async_succeeded && text_of(session, "payment_status") != "paid") return std::optional<CreditPaymentCommand>();
   const std::string_view session_id = text_of(session, "id");
   if (session_id.empty()) return bad_event("data.object.id (the checkout session's id) is missing");
   const json::value* m = session.if_contains("metadata");
@@ -182,6 +187,22 @@ void answer_without_change(Context& ctx, Call& call, std::string_view provider, 
   call.reply(json_response(200, body));
 }
 
+// A refused signature: counted (unless the route is not configured at all: 404, a scanner's probe
+// must not page anyone) and logged with its reason, never the body.
+void refuse_signature(Context& ctx, Call& call, std::string_view provider, bool configured, const Error& e) {
+  if (!configured) {
+    return call.reply(problem(Error::make(Code::not_found, "payments from " + std::string(provider) +
+                                                               " are not configured on this server")));
+  }
+  if (provider == "stripe") {
+    ctx.metrics.edge.add<&EdgeCounts::payment_signature_failures_stripe>();
+  } else {
+    ctx.metrics.edge.add<&EdgeCounts::payment_signature_failures_webhook>();
+  }
+  log("warn", "payment event from " + std::string(provider) + " refused: " + e.detail);
+  call.reply(problem(e));
+}
+
 void refuse(Context& ctx, Call& call, const Error& e) {
   ctx.metrics.edge.add<&EdgeCounts::payment_event_refused>();
   call.reply(problem(e));
@@ -207,8 +228,7 @@ void stripe_payment(Context& ctx, Call& call) {
   if (auto s = payments::verify_stripe(call.provider_signature.stripe, config.signing_secrets, call.body,
                                        ctx.clock.now_ms(), config.tolerance_ms);
       !s) {
-    ctx.metrics.edge.add<&EdgeCounts::payment_signature_failures_stripe>();
-    return call.reply(problem(s.error()));
+    return refuse_signature(ctx, call, "stripe", !config.signing_secrets.empty(), s.error());
   }
   auto event = body_object(call);
   if (!event) return refuse(ctx, call, event.error());
@@ -267,8 +287,7 @@ void webhook_payment(Context& ctx, Call& call) {
   if (auto s = payments::verify_standard({sig.webhook_id, sig.webhook_timestamp, sig.webhook_signature},
                                          config.secret.value_or(""), call.body, ctx.clock.now_ms(), config.tolerance_ms);
       !s) {
-    ctx.metrics.edge.add<&EdgeCounts::payment_signature_failures_webhook>();
-    return call.reply(problem(s.error()));
+    return refuse_signature(ctx, call, "webhook", config.secret.has_value(), s.error());
   }
   auto body = body_object(call);
   if (!body) return refuse(ctx, call, body.error());
@@ -280,17 +299,28 @@ void webhook_payment(Context& ctx, Call& call) {
   }
   auto payment_id = f.id("payment_id");
   if (!payment_id) return refuse(ctx, call, payment_id.error());
+  // The references made of it must stay ids, and apart from each other (payment:{id},
+  // payment:{id}:refund:{webhook-id}): no ':' in a payment_id, bounded lengths.
+  if (payment_id->size() > kPaymentIdLengthMax || payment_id->find(':') != std::string::npos) {
+    return refuse(ctx, call, bad_event("payment_id must be 1-" + std::to_string(kPaymentIdLengthMax) +
+                                       " characters of [A-Za-z0-9._@-] (no ':')"));
+  }
+  if (!id_is_valid(sig.webhook_id) || sig.webhook_id.size() > kWebhookIdLengthMax) {
+    return refuse(ctx, call, bad_event("webhook-id must be 1-" + std::to_string(kWebhookIdLengthMax) +
+                                       " characters of [A-Za-z0-9._:@-]"));
+  }
   auto account_id = f.id("account_id");
   if (!account_id) return refuse(ctx, call, account_id.error());
   auto credits = f.amount("credits");
   if (!credits) return refuse(ctx, call, credits.error());
+  // Other fields (an adapter's currency, amount, timestamp) are ignored; these three are not: they
+  // would change what is credited.
   for (const char* lot_field : {"expires_at", "priority", "category"}) {
     if (body->contains(lot_field)) {
       return refuse(ctx, call, bad_event(std::string(lot_field) + ": credit lots (expiry, priority, category) are not "
                                                                   "supported by this version"));
     }
   }
-  if (auto s = f.finish(); !s) return refuse(ctx, call, s.error());
   const std::string payment = "payment:" + *payment_id;
   if (*type == "payment.succeeded") {
     return apply(ctx, call, Kind::payment,

@@ -139,11 +139,14 @@ PaymentOutcome PaymentState::replay(const Payment& p, batch::LedgerBatch& ledger
 Result<PaymentOutcome> PaymentState::credit(const CreditPaymentCommand& c, batch::LedgerBatch& ledger) {
   if (auto it = payments_.find(c.payment_id); it != payments_.end()) {
     const Payment& earlier = it->second.now;
-    if (earlier.account_id != c.account_id || earlier.credits != c.credits || earlier.provider != c.provider) {
+    if (earlier.account_id != c.account_id || earlier.provider != c.provider) {
       return Error::make(Code::idempotency_mismatch, "payment " + c.payment_id + " already credited " +
                                                          std::to_string(earlier.credits) + " to account " +
                                                          earlier.account_id);
     }
+    // Other credits for the same payment (a pack changed in the configuration before the provider
+    // redelivered): the payment was credited once, as it was then — a replay, not a refusal the
+    // provider would retry for days.
     return replay(earlier, ledger);
   }
   auto credited = ledger.credit(CreditCommand{c.account_id, c.credits, c.payment_id});

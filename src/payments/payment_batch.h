@@ -76,7 +76,8 @@ struct PaymentEvent {
 // --- the commands ---------------------------------------------------------------------------------
 
 // Credits `credits` to the account once per payment_id: the same payment again answers it as it is
-// and moves nothing (created=false); with another account or credits, idempotency_mismatch.
+// and moves nothing (created=false), even with other credits (a pack changed before a redelivery:
+// it was credited as it was then); with another account or provider, idempotency_mismatch.
 // Refusal: not_found (no such account: the provider retries; create the account meanwhile).
 struct CreditPaymentCommand {
   std::string payment_id;

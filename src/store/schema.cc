@@ -629,11 +629,15 @@ ALTER TABLE accounts ADD CONSTRAINT accounts_frozen_reason
 DO $$
 DECLARE c text;
 BEGIN
-  SELECT conname INTO c FROM pg_constraint
-   WHERE conrelid = 'accounts'::regclass AND contype = 'c'
-     AND pg_get_constraintdef(oid) = 'CHECK ((available >= (- overdraft_limit)))';
+  -- Version 1's CHECK (available >= -overdraft_limit), found by the columns it names (no other
+  -- CHECK of accounts names both), not by how this server's version prints it.
+  FOR c IN SELECT conname FROM pg_constraint
+             WHERE conrelid = 'accounts'::regclass AND contype = 'c'
+               AND pg_get_constraintdef(oid) LIKE '%available%' AND pg_get_constraintdef(oid) LIKE '%overdraft_limit%'
+  LOOP
+    EXECUTE format('ALTER TABLE accounts DROP CONSTRAINT %I', c);
+  END LOOP;
   IF c IS NULL THEN RAISE EXCEPTION 'the accounts table has no CHECK (available >= -overdraft_limit) to replace'; END IF;
-  EXECUTE format('ALTER TABLE accounts DROP CONSTRAINT %I', c);
 END $$;
 ALTER TABLE accounts ADD CONSTRAINT accounts_within_overdraft_unless_frozen
   CHECK (available >= -overdraft_limit OR frozen) NOT VALID;

@@ -286,6 +286,19 @@ TEST_F(HttpApi, GetHoldIs200AndAnUnknownHoldIs404) {
   EXPECT_TRUE(is_problem(admin().get("/v1/holds/hold_no_such_thing"), 404, "not_found"));
 }
 
+TEST_F(HttpApi, PaymentRoutesOfAnUnconfiguredProviderAre404AndCountNoSignatureFailure) {
+  // This server has no [payments] section: a probe is not a signature failure (api.md, Payments).
+  HttpClient anonymous(port());
+  const HttpResponse stripe = anonymous.post("/v1/payments/stripe", R"({"id":"evt_1"})", {{"Stripe-Signature", "t=1,v1=00"}});
+  EXPECT_TRUE(is_problem(stripe, 404, "not_found")) << stripe;
+  const HttpResponse other = anonymous.post("/v1/payments/webhook", R"({"type":"payment.succeeded"})",
+                                            {{"webhook-id", "msg_1"}, {"webhook-timestamp", "1"}, {"webhook-signature", "v1,AA=="}});
+  EXPECT_TRUE(is_problem(other, 404, "not_found")) << other;
+  const std::string metrics = anonymous.get("/metrics").body;
+  EXPECT_NE(metrics.find("tollgate_payment_signature_failures_total{provider=\"stripe\"} 0\n"), std::string::npos) << metrics;
+  EXPECT_NE(metrics.find("tollgate_payment_signature_failures_total{provider=\"webhook\"} 0\n"), std::string::npos) << metrics;
+}
+
 TEST_F(HttpApi, HoldsAreListedNewestFirstAndFilteredByAccountStatusAndLimit) {
   const std::string id = make_account(20);
   const std::string other = make_account(20);

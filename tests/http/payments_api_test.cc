@@ -132,6 +132,11 @@ TEST_F(HttpPayments, AnUnpaidSessionCreditsNothingUntilItsAsyncPaymentSucceeds) 
   const HttpResponse paid = stripe(event("checkout.session.async_payment_succeeded", s));
   ASSERT_EQ(paid.status, 200u) << paid;
   EXPECT_EQ(jstr(paid.object(), "outcome"), "credited");
+  // A session that needed no payment (a 100% discount) credits nothing either: only "paid" does.
+  const HttpResponse free = stripe(event("checkout.session.completed",
+                                         session(unique("cs_test"), account, {{"tollgate_credits", "5"}}, "no_payment_required")));
+  ASSERT_EQ(free.status, 200u) << free;
+  EXPECT_TRUE(free.object().at("pending").as_bool());
   EXPECT_EQ(jint(get_account(account), "available"), 7);
 }
 

@@ -264,6 +264,14 @@ std::size_t LedgerModel::add_event(Event e) {
     n.used_after = e.used_after;
     events_.push_back(n);
   }
+  // Whatever brings an account frozen for a refund shortfall back to 0 or above unfreezes it.
+  Account& a = accounts_.at(e.account_id);
+  if (e.type != EventType::account_updated && a.frozen && a.frozen_reason == kFrozenForRefundShortfall &&
+      a.balances.available >= 0) {
+    a.frozen = false;
+    a.frozen_reason.reset();
+    settings_event(a, std::string(kUnfrozenRepaid));
+  }
   return index;
 }
 
@@ -377,12 +385,6 @@ CommandResult LedgerModel::transfer(const std::string& account_id, std::int64_t 
   e.used_after = a.balances.used;
   const Event written = events_.at(add_event(e));
   transfers_[reference] = {Transfer{reference, account_id, kind, amount, reason, written.event_id}, written};
-  // A credit that repays the debt of a refund shortfall (available back to 0 or above) unfreezes.
-  if (kind == EventType::credited && a.frozen && a.frozen_reason == kFrozenForRefundShortfall && a.balances.available >= 0) {
-    a.frozen = false;
-    a.frozen_reason.reset();
-    settings_event(a, std::string(kUnfrozenRepaid));
-  }
   return TransferOutcome{written, view(account_id), true};
 }
 
@@ -528,10 +530,16 @@ CommandResult LedgerModel::update(const UpdateAccountCommand& c) {
   if (c.max_active_holds) after.max_active_holds = *c.max_active_holds;
   if (c.frozen) after.frozen = *c.frozen;
   if (c.low_balance_threshold) after.low_balance_threshold = *c.low_balance_threshold;
-  // The overdraft may not be lowered below what is already overdrawn (after zombies gave back).
-  if (a.balances.available < -after.overdraft_limit) expire_overdue_of(c.account_id);
-  if (a.balances.available < -after.overdraft_limit) return err(Code::conflict);
-  if (after == a.settings()) return AccountOutcome{view(c.account_id), false};
+  // The overdraft may not be lowered below what is already overdrawn (after zombies gave back), nor
+  // an account in debt (past its overdraft, frozen) unfrozen.
+  const auto refused = [&] {
+    return a.balances.available < -after.overdraft_limit &&
+           (after.overdraft_limit < a.overdraft_limit || !after.frozen);
+  };
+  if (refused()) expire_overdue_of(c.account_id);
+  if (refused()) return err(Code::conflict);
+  // An admin's frozen takes a freeze of tollgate's over (its reason goes) even if nothing else changes.
+  if (after == a.settings() && !(c.frozen && a.frozen_reason)) return AccountOutcome{view(c.account_id), false};
   a.overdraft_limit = after.overdraft_limit;
   a.max_active_holds = after.max_active_holds;
   a.frozen = after.frozen;
@@ -1098,9 +1106,7 @@ std::optional<payments::Payment> LedgerModel::payment(const std::string& payment
 CommandResult LedgerModel::credit_payment(const payments::CreditPaymentCommand& c) {
   if (auto it = payments_.find(c.payment_id); it != payments_.end()) {
     const payments::Payment& p = it->second;
-    if (p.account_id != c.account_id || p.credits != c.credits || p.provider != c.provider) {
-      return err(Code::idempotency_mismatch);
-    }
+    if (p.account_id != c.account_id || p.provider != c.provider) return err(Code::idempotency_mismatch);
     return PaymentOutcome{p, view(p.account_id), 0, 0, false, false};
   }
   CommandResult credited = transfer(c.account_id, c.credits, c.payment_id, "", EventType::credited);
@@ -1139,7 +1145,7 @@ CommandResult LedgerModel::take_back_payment(const payments::TakeBackPaymentComm
     const std::string reason = std::string("refunded at ") + std::string(payments::provider_name(p.provider));
     if (auto t = transfers_.find(c.reference); t != transfers_.end()) {
       const Transfer& tr = t->second.first;
-      if (tr.account_id != c.account_id || tr.kind != EventType::debited || tr.reason != reason) {
+      if (tr.account_id != c.account_id || tr.kind != EventType::debited || tr.reason != reason || tr.amount > owed) {
         return err(Code::idempotency_mismatch);
       }
       return PaymentOutcome{p, view(p.account_id), 0, 0, false, false};  // not reached by the generator

@@ -72,15 +72,17 @@ void raise_to(std::atomic<std::int64_t>& value, std::int64_t at_least) {
 // Brings the file's schema to the current version in one transaction (store/schema.h).
 // A migration may rebuild a table that others refer to (SQLite cannot change a CHECK in place: its
 // documented twelve steps — a new table, the rows copied, the old one dropped, the new one renamed).
-// Foreign keys are off while it runs (the pragma is a no-op inside a transaction) and every
-// reference is checked before the commit: a violation rolls the migration back.
+// Foreign keys are off while it runs (the pragma is a no-op inside a transaction) and, when a version
+// was applied, every reference is checked before the commit: a violation rolls the migration back.
+// (A start with nothing to migrate checks nothing: the check reads every referring table.)
 Status migrate(Conn& writer, const Clock& clock, const std::string& path) {
   writer.exec("PRAGMA foreign_keys=OFF");
   writer.exec("BEGIN IMMEDIATE");
   try {
+    const int version_before = schema_version(writer);
     SchemaConn schema_conn(writer);
     Status migrated = schema::migrate(schema::Dialect::sqlite, schema_conn, clock.now_ms(), path);
-    if (migrated) {
+    if (migrated && schema_version(writer) != version_before) {
       Query broken(writer.stmt("PRAGMA foreign_key_check"));
       if (broken.step()) {
         migrated = Error::make(Code::internal, "the schema migration of " + path + " left table " + broken->text(0) +
@@ -92,6 +94,7 @@ Status migrate(Conn& writer, const Clock& clock, const std::string& path) {
     return migrated;
   } catch (...) {
     sqlite3_exec(writer.raw(), "ROLLBACK", nullptr, nullptr, nullptr);
+    sqlite3_exec(writer.raw(), "PRAGMA foreign_keys=ON", nullptr, nullptr, nullptr);
     throw;
   }
 }
