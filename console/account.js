@@ -1,10 +1,27 @@
 // One account: its balances as one stacked bar (available / reserved / used = purchased), its
 // active holds with live ages and expiry countdowns (commit, release), credit and debit, and its
 // event log (GET /v1/accounts/{id}/events: oldest first, paged by `after`; filtered here by type
-// and hold, as the API has no such filter).
+// and hold, as the API has no such filter). A frozen account says why (frozen_reason); a credit or
+// debit a payment provider's webhook made (reference stripe:… or payment:…) carries a "payment"
+// label naming the provider; an account_updated event shows its reason (a freeze, a repaid debt).
 import { api, enc, duration, num, h, confirmAction, randomRef } from './api.js';
 
 const EVENTS_PAGE = 50;
+// Why an account is frozen (Account.frozen_reason); null: an admin froze it.
+const FROZEN_WHY = {
+  'refund shortfall': 'a payment was refunded after its credits were spent: the account is in debt, and opens ' +
+    'again once credits bring available back to 0',
+  'payment disputed': 'the customer disputed a payment at the provider: only an admin unfreezes it',
+};
+// The provider of a credit or debit made by a payment provider's webhook (api.md "Payments"), from
+// its reference: stripe:{session} or stripe:{charge}:refunded:{n} (Stripe), payment:{id} or
+// payment:{id}:refund:{webhook-id} (any other provider, through Standard Webhooks); null otherwise.
+function paymentProvider(e) {
+  if (e.type !== 'credited' && e.type !== 'debited') return null;
+  if ((e.reference || '').startsWith('stripe:')) return 'stripe';
+  if ((e.reference || '').startsWith('payment:')) return 'webhook';
+  return null;
+}
 const TYPES = ['credited', 'debited', 'reserved', 'committed', 'released', 'expired', 'late_charged',
   'late_forgiven', 'refunded', 'extended', 'account_updated'];
 
@@ -14,6 +31,7 @@ export function mount(ctx, accountId) {
   const bar = h('div', { class: 'bar', id: 'bar', role: 'img' }, seg('available'), seg('reserved'), seg('used'));
   const legend = h('div', { class: 'legend', id: 'legend' });
   const settings = h('p', { class: 'note', id: 'settings' });
+  const frozen = h('p', { class: 'frozen', id: 'frozen', role: 'status', hidden: true });
   const holdsBody = h('tbody', { id: 'holds-body' });
   const eventsBody = h('tbody', { id: 'events-body' });
   const typeFilter = h('select', { id: 'filter-type', onchange: () => drawEvents() },
@@ -34,7 +52,7 @@ export function mount(ctx, accountId) {
 
   ctx.container.append(
     h('h1', {}, 'Account ', h('code', { id: 'account-id' }, accountId)),
-    bar, legend, settings,
+    bar, legend, settings, frozen,
     h('div', { class: 'actions' },
       h('form', { id: 'credit-form', onsubmit: (ev) => { ev.preventDefault(); transfer('credits', creditAmount); } },
         h('strong', {}, 'Credit'), creditAmount, h('button', { type: 'submit', id: 'credit-submit' }, 'Credit…')),
@@ -122,6 +140,11 @@ export function mount(ctx, accountId) {
       h('strong', { id: 'legend-purchased' }, `= purchased ${num(a.purchased)}`));
     settings.textContent = `overdraft limit ${num(a.overdraft_limit)} · max active holds ${a.max_active_holds ?? 'none'}` +
       ` · ${a.frozen ? 'FROZEN' : 'not frozen'} · created ${a.created_at}`;
+    frozen.hidden = !a.frozen;
+    frozen.dataset.reason = a.frozen_reason ?? '';
+    frozen.replaceChildren(...(!a.frozen ? [] : a.frozen_reason
+      ? [h('strong', {}, `Frozen: ${a.frozen_reason}`), FROZEN_WHY[a.frozen_reason] ? ` — ${FROZEN_WHY[a.frozen_reason]}.` : '']
+      : [h('strong', {}, 'Frozen'), ' by an admin: new holds, jobs and debits are refused.']));
   }
 
   // Rows are kept across refreshes (a typed amount survives); only holds that came or went change.
@@ -158,6 +181,17 @@ export function mount(ctx, accountId) {
     }
   }
 
+  // The reference / reason cell: a payment provider's label first, then the reference and the reason.
+  function what(e) {
+    const provider = paymentProvider(e);
+    const parts = [];
+    if (provider) parts.push(h('span', { class: 'tag payment', dataset: { provider } }, `payment · ${provider}`), ' ');
+    if (e.reference) parts.push(h('span', { class: 'reference' }, e.reference));
+    if (e.reference && e.reason) parts.push(' · ');
+    if (e.reason) parts.push(h('span', { class: 'reason' }, e.reason));
+    return parts;
+  }
+
   function drawEvents() {
     const type = typeFilter.value;
     const hold = holdFilter.value.trim();
@@ -166,7 +200,7 @@ export function mount(ctx, accountId) {
       h('td', {}, String(e.event_id)), h('td', {}, e.at), h('td', {}, e.type), h('td', { class: 'num' }, num(e.amount)),
       h('td', {}, e.hold_id ? h('a', { href: `#/hold/${enc(e.hold_id)}` }, e.hold_id) : ''),
       h('td', {}, e.job_id ? h('a', { href: `#/job/${enc(e.job_id)}` }, e.job_id) : ''),
-      h('td', {}, [e.reference, e.reason].filter(Boolean).join(' · ')),
+      h('td', { class: 'what' }, what(e)),
       h('td', { class: 'num' }, num(e.available_after)), h('td', { class: 'num' }, num(e.reserved_after)),
       h('td', { class: 'num' }, num(e.used_after)))));
     pageInfo.textContent = `page ${page + 1} (oldest first, ${EVENTS_PAGE} a page)` +

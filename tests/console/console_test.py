@@ -2,8 +2,14 @@
 sign-in, the overview's figures against the API's, an account's bar and events against the API's,
 holds appearing and leaving live, commit and release from the console, refunds from a hold's and a
 job's page (the figures against the API's; a press after a lost answer resends the same request id),
-webhook endpoints and their deliveries against the API's, an account key kept out, no request outside
-the server. Screenshots of each page go to $CONSOLE_SCREENSHOTS."""
+webhook endpoints and their deliveries against the API's, payments (signed Stripe and Standard
+Webhooks events posted to the server: the events' "payment" labels, a shortfall's and a dispute's
+freeze and its reason), an account key kept out, no request outside the server. Screenshots of each
+page go to $CONSOLE_SCREENSHOTS."""
+import base64
+import hashlib
+import hmac
+import http.client
 import json
 import os
 import sys
@@ -18,6 +24,10 @@ import support
 BINARY = os.environ.get("TOLLGATE_BIN", os.path.join(os.path.dirname(__file__), "../../build/tollgate"))
 SHOTS = os.environ.get("CONSOLE_SCREENSHOTS", os.path.join(os.path.dirname(__file__), "../../build/console-screenshots"))
 PATIENCE = 15  # seconds before a wait calls it a failure (a hang detector, not a goal)
+# The server's payment secrets (api.md "Payments"): Stripe's through its variable, Standard Webhooks'
+# ("whsec_" + base64 of 32 bytes) in the configuration file.
+STRIPE_SECRET = "whsec_console_test_stripe_signing_secret"
+WEBHOOK_SECRET = "whsec_" + base64.b64encode(bytes(range(32))).decode()
 
 
 def wait_for(check, what, timeout=PATIENCE):
@@ -44,7 +54,9 @@ class ConsoleTest(unittest.TestCase):
         with open(config, "a") as f:  # two rate-limit policies for the policies page
             f.write('\n[ratelimits.login]\nlimit = 5\nperiod_ms = 60000\nstore = "shared"\n'
                     '\n[ratelimits.search]\nlimit = 100\nperiod_ms = 1000\nstore = "local"\n')
-        cls.server = support.Server(BINARY, extra_args=("--config", config))
+            f.write(f'\n[payments.webhook]\nsecret = "{WEBHOOK_SECRET}"\n')
+        cls.server = support.Server(BINARY, env={"TOLLGATE_STRIPE_SIGNING_SECRETS": STRIPE_SECRET},
+                                    extra_args=("--config", config))
         cls.api = support.Api(cls.server.url)
         cls.driver = support.chrome()
 
@@ -620,6 +632,126 @@ class ConsoleTest(unittest.TestCase):
         job_refunds = [e for e in self.api.ok("GET", "/v1/accounts/acct-refund-job/events")["events"] if e["type"] == "refunded"]
         self.assertEqual([(e["amount"], e["job_id"]) for e in job_refunds], [(1, "gen-console-refund")] * 2)
         self.assert_not_reloaded()
+
+    def stripe(self, event_type, obj):
+        """A Stripe event, signed as Stripe signs it: Stripe-Signature t=…,v1= hex HMAC-SHA256 of "{t}.{body}"."""
+        body = json.dumps({"id": f"evt_{obj['id']}_{event_type}", "object": "event", "type": event_type,
+                           "data": {"object": obj}})
+        t = int(time.time())
+        v1 = hmac.new(STRIPE_SECRET.encode(), f"{t}.{body}".encode(), hashlib.sha256).hexdigest()
+        return self.signed_post("/v1/payments/stripe", body, {"Stripe-Signature": f"t={t},v1={v1}"})
+
+    def standard_webhook(self, webhook_id, payload):
+        """Another provider's event, signed as Standard Webhooks: v1,base64 HMAC-SHA256 of "{id}.{t}.{body}"."""
+        body = json.dumps(payload)
+        t = int(time.time())
+        key = base64.b64decode(WEBHOOK_SECRET[len("whsec_"):])
+        signature = base64.b64encode(hmac.new(key, f"{webhook_id}.{t}.{body}".encode(), hashlib.sha256).digest()).decode()
+        return self.signed_post("/v1/payments/webhook", body, {"webhook-id": webhook_id, "webhook-timestamp": str(t),
+                                                               "webhook-signature": f"v1,{signature}"})
+
+    def signed_post(self, path, body, headers):
+        conn = http.client.HTTPConnection("127.0.0.1", self.server.port, timeout=30)
+        try:
+            conn.request("POST", path, body=body.encode(), headers={"Content-Type": "application/json", **headers})
+            r = conn.getresponse()
+            answer = json.loads(r.read())
+        finally:
+            conn.close()
+        self.assertEqual(r.status, 200, f"POST {path}: {answer}")
+        return answer
+
+    def payment_events_match_api(self, account_id):
+        """The event log's rows against the API's events: amounts, balances after, the "payment" label
+        on exactly the provider's credits and debits (naming the provider), every reason shown."""
+        events = self.api.ok("GET", f"/v1/accounts/{account_id}/events?limit=50")["events"]
+        rows = self.driver.find_elements(By.CSS_SELECTOR, "#events-body tr")
+        if len(rows) != len(events):
+            return None
+        for row, e in zip(rows, events):
+            cells = row.find_elements(By.TAG_NAME, "td")
+            if (cells[0].text, cells[2].text) != (str(e["event_id"]), e["type"]):
+                return None
+            self.assertEqual(cells[3].text.replace(",", ""), str(e["amount"]))
+            self.assertEqual(cells[7].text.replace(",", ""), str(e["available_after"]))
+            reference = e.get("reference", "")
+            provider = ("stripe" if reference.startswith("stripe:") else "webhook" if reference.startswith("payment:")
+                        else None) if e["type"] in ("credited", "debited") else None
+            tags = row.find_elements(By.CSS_SELECTOR, ".tag.payment")
+            if provider:
+                self.assertEqual([(t.text, t.get_attribute("data-provider")) for t in tags],
+                                 [(f"payment · {provider}", provider)], e)
+            else:
+                self.assertEqual(tags, [], e)
+            if e.get("reason"):
+                self.assertEqual(row.find_element(By.CLASS_NAME, "reason").text, e["reason"])
+        return events
+
+    def frozen_shown(self, account_id):
+        """The page's freeze notice against the API's account: hidden when not frozen, else its reason."""
+        a = self.api.ok("GET", f"/v1/accounts/{account_id}")
+        notice = self.driver.find_element(By.ID, "frozen")
+        if notice.is_displayed() != a["frozen"] or notice.get_attribute("data-reason") != (a["frozen_reason"] or ""):
+            return None
+        return a
+
+    def test_7f_payments_are_labelled_and_a_freeze_says_why(self):
+        self.api.account("acct-pay")
+        session = {"id": "cs_console_1", "object": "checkout.session", "client_reference_id": "acct-pay",
+                   "payment_status": "paid", "payment_intent": "pi_console_1", "metadata": {"tollgate_credits": "25"}}
+        self.assertEqual(self.stripe("checkout.session.completed", session)["outcome"], "credited")
+        self.assertEqual(self.standard_webhook("msg_console_1", {"type": "payment.succeeded", "payment_id": "order-c1",
+                                                                 "account_id": "acct-pay", "credits": 5})["outcome"],
+                         "credited")
+        h = self.api.hold("acct-pay", 28, "pay-spend")
+        self.api.ok("POST", f"/v1/holds/{h['hold_id']}/commit", {})
+        # The Stripe payment refunded in full after its credits were spent: 25 taken back from 2, in debt.
+        charge = {"id": "ch_console_1", "object": "charge", "payment_intent": "pi_console_1",
+                  "amount": 2500, "amount_refunded": 2500}
+        refunded = self.stripe("charge.refunded", charge)
+        self.assertEqual(refunded["taken_back"], 25, refunded)
+        a = self.api.ok("GET", "/v1/accounts/acct-pay")
+        self.assertEqual((a["available"], a["used"], a["frozen"], a["frozen_reason"]), (-23, 28, True, "refund shortfall"))
+
+        self.signed_in()
+        self.go("#/account/acct-pay")
+        wait_for(lambda: self.account_matches_api("acct-pay"), "the bar to show the API's balances (in debt)")
+        wait_for(lambda: self.frozen_shown("acct-pay"), "the freeze and its reason")
+        self.assertIn("Frozen: refund shortfall", self.text("frozen"))
+        self.assertIn("FROZEN", self.text("settings"))
+        events = wait_for(lambda: self.payment_events_match_api("acct-pay"), "the event log as the API has it")
+        self.assertEqual([(e["type"], e.get("reference"), e.get("reason")) for e in events if e["type"] != "reserved"], [
+            ("credited", "stripe:cs_console_1", None), ("credited", "payment:order-c1", None),
+            ("committed", None, None), ("debited", "stripe:ch_console_1:refunded:2500", "refunded at stripe"),
+            ("account_updated", None, "refund shortfall")])
+        self.assertEqual(len(self.driver.find_elements(By.CSS_SELECTOR, "#events-body .tag.payment")), 3)
+        self.mark_page()
+        self.shot("account-payments")
+        try:
+            for scheme in ("light", "dark"):
+                self.color_scheme(scheme)
+                for selector in ("#frozen", "#frozen strong", "#events-body .tag.payment", "#events-body .reason"):
+                    self.assertGreaterEqual(self.contrast(selector), 4.5, f"{selector} in {scheme} mode")
+                self.shot(f"account-payments-{scheme}")
+        finally:
+            self.color_scheme("")
+
+        # A credit repays the debt: open again, live; then a dispute freezes it for another reason.
+        self.api.ok("POST", "/v1/accounts/acct-pay/credits", {"amount": 30, "reference": "acct-pay-repay"})
+        a = wait_for(lambda: self.frozen_shown("acct-pay"), "the freeze notice gone once repaid")
+        self.assertEqual((a["available"], a["frozen"], a["frozen_reason"]), (7, False, None))
+        wait_for(lambda: self.payment_events_match_api("acct-pay"), "the repayment in the event log")
+        self.assertEqual(self.driver.find_elements(By.CSS_SELECTOR, "#events-body .reason")[-1].text,
+                         "refund shortfall repaid")
+        self.assertEqual(self.stripe("charge.dispute.created", {"id": "dp_console_1", "object": "dispute",
+                                                                "payment_intent": "pi_console_1",
+                                                                "charge": "ch_console_1"})["outcome"], "frozen")
+        a = wait_for(lambda: self.frozen_shown("acct-pay"), "the dispute's freeze")
+        self.assertEqual(a["frozen_reason"], "payment disputed")
+        self.assertIn("Frozen: payment disputed", self.text("frozen"))
+        wait_for(lambda: self.payment_events_match_api("acct-pay"), "the dispute in the event log")
+        self.assert_not_reloaded()
+        self.shot("account-payment-disputed")
 
     def test_8_no_request_leaves_the_server(self):
         self.signed_in()

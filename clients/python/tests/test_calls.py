@@ -71,6 +71,7 @@ store = "shared"
         self.assertIsInstance(created, Account)
         self.assertEqual(self.admin.last_call.status if self.admin.last_call else 0, 201)
         self.assertEqual((created.available, created.max_active_holds, created.frozen), (0, 3, False))
+        self.assertIsNone(created.frozen_reason)
         self.admin.create_account(f"{a}-new", overdraft_limit=0, max_active_holds=3)
         self.assertEqual(self.admin.last_call.status if self.admin.last_call else 0, 200)
         with self.assertRaises(ProblemError) as conflict:
@@ -91,6 +92,7 @@ store = "shared"
 
         updated = self.admin.update_account(a, frozen=True, max_active_holds=2)
         self.assertEqual((updated.frozen, updated.max_active_holds), (True, 2))
+        self.assertIsNone(updated.frozen_reason, "an admin's freeze has no reason")
         with self.assertRaises(ProblemError) as frozen:
             self.admin.reserve(a, 1)
         self.assertEqual(frozen.exception.code, "account_frozen")

@@ -33,6 +33,12 @@ export interface Account {
   overdraft_limit: number;
   max_active_holds: number | null;
   frozen: boolean;
+  /**
+   * Why a frozen account is frozen: "refund shortfall" (a payment's refund took back credits already
+   * spent: open again once credits repay it) or "payment disputed" (an admin unfreezes it); null when
+   * not frozen or frozen by an admin. Absent from servers older than payments.
+   */
+  frozen_reason?: string | null;
   /** Balance notices when available crosses it; null: none. */
   low_balance_threshold: number | null;
   active_holds: number;

@@ -59,6 +59,8 @@ store = "shared"
     const created = await client.createAccount("calls", { overdraftLimit: 0, maxActiveHolds: 5 });
     assert.equal(created.account_id, "calls");
     assert.equal(created.max_active_holds, 5);
+    assert.equal(created.frozen, false);
+    assert.equal(created.frozen_reason, null, "a fresh account: frozen_reason null, not absent");
     assert.deepEqual(await client.createAccount("calls", { overdraftLimit: 0, maxActiveHolds: 5 }), created, "the same settings: the account");
     const conflict = await client.createAccount("calls", { maxActiveHolds: 6 }).catch((e) => e);
     assert.equal(conflict.code, "conflict");

@@ -57,6 +57,10 @@ class Account(Model):
     max_active_holds: int | None = None
     oldest_active_hold_age_ms: int | None = None
     low_balance_threshold: int | None = None  # balance notices when available crosses it; None: none
+    # Why a frozen account is frozen: "refund shortfall" (a payment's refund took back credits
+    # already spent: open again once credits repay it) or "payment disputed" (an admin unfreezes it);
+    # None when not frozen or frozen by an admin.
+    frozen_reason: str | None = None
 
 
 @dataclass(frozen=True)
