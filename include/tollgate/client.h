@@ -73,6 +73,7 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <variant>
 #include <vector>
 
@@ -467,6 +468,15 @@ class Client {
   // the path and query, already encoded; `body` (may be null) is sent as application/json.
   Response call(std::string_view method, std::string_view target, const boost::json::value* body,
                 Resend resend = Resend::safe);
+  // The same with a body sent byte for byte as given (as application/json; empty: an empty body)
+  // and further header fields — e.g. a payment provider's event, whose signature covers the body's
+  // exact bytes (POST /v1/payments/stripe with Stripe-Signature). A field named in `headers`
+  // replaces the client's own (Authorization, Content-Type, …); Content-Length is the body's. An
+  // empty name, a name with ':', CR or LF, or a value with CR or LF answers a TransportError
+  // (invalid_url) and sends nothing.
+  using Header = std::pair<std::string, std::string>;
+  Response call_raw(std::string_view method, std::string_view target, std::string body,
+                    const std::vector<Header>& headers = {}, Resend resend = Resend::safe);
 
   // A fresh random id: `prefix` followed by 16 hex digits (64 bits from the OS's random source).
   static std::string new_request_id(std::string_view prefix);

@@ -419,23 +419,32 @@ struct Client::Impl {
     }
   }
 
-  Response perform(bhttp::verb verb, std::string_view target, const json::value* body, Resend resend,
-                   bool retry_insufficient_credits) {
-    if (configuration_error) return Response::failed({TransportFailure::invalid_url, *configuration_error});
-    // The request is built once: every attempt sends exactly these bytes.
+  // A request's method, target and the header fields of every call (no body yet).
+  bhttp::request<bhttp::string_body> new_request(bhttp::verb verb, std::string_view target) const {
     bhttp::request<bhttp::string_body> request{verb, std::string(target), 11};
     request.set(bhttp::field::host, host_header);
     request.set(bhttp::field::user_agent, std::string("tollgate-client/") + kVersion);
     request.set(bhttp::field::accept, "application/json");
     request.set("X-Request-Id", Client::new_request_id("c-"));  // one per logical call: joins the server's log lines
     if (!options.key.empty()) request.set(bhttp::field::authorization, "Bearer " + options.key);
+    request.keep_alive(true);
+    return request;
+  }
+
+  Response perform(bhttp::verb verb, std::string_view target, const json::value* body, Resend resend,
+                   bool retry_insufficient_credits) {
+    auto request = new_request(verb, target);
     if (body != nullptr) {
       request.set(bhttp::field::content_type, "application/json");
       request.body() = json::serialize(*body);
     }
-    request.keep_alive(true);
     request.prepare_payload();
+    return send(request, resend, retry_insufficient_credits);
+  }
 
+  // Sends `request` (built once: every attempt sends exactly these bytes) under the retry policy.
+  Response send(const bhttp::request<bhttp::string_body>& request, Resend resend, bool retry_insufficient_credits) {
+    if (configuration_error) return Response::failed({TransportFailure::invalid_url, *configuration_error});
     const RetryPolicy& policy = options.retry;
     const auto started = std::chrono::steady_clock::now();
     auto backoff = policy.backoff_initial;
@@ -552,6 +561,28 @@ Response Client::call(std::string_view method, std::string_view target, const bo
     return Response::failed({TransportFailure::invalid_url, "unknown HTTP method " + std::string(method)});
   }
   return impl_->perform(verb, target, body, resend, false);
+}
+
+Response Client::call_raw(std::string_view method, std::string_view target, std::string body,
+                          const std::vector<Header>& headers, Resend resend) {
+  const bhttp::verb verb = bhttp::string_to_verb(method);
+  if (verb == bhttp::verb::unknown) {
+    return Response::failed({TransportFailure::invalid_url, "unknown HTTP method " + std::string(method)});
+  }
+  auto request = impl_->new_request(verb, target);
+  request.set(bhttp::field::content_type, "application/json");
+  for (const auto& [name, value] : headers) {
+    const bool bad_name = name.empty() || name.find_first_of(":\r\n") != std::string::npos;
+    if (bad_name || value.find_first_of("\r\n") != std::string::npos) {
+      return Response::failed({TransportFailure::invalid_url,
+                               "header " + name + ": an empty name, or a name or value with ':' (name), CR or LF; "
+                               "nothing was sent"});
+    }
+    request.set(name, value);
+  }
+  request.body() = std::move(body);
+  request.prepare_payload();
+  return impl_->send(request, resend, false);
 }
 
 Response Client::create_account(const CreateAccountRequest& r) {

@@ -33,6 +33,7 @@
 #include "core/limits.h"
 #include "core/parse.h"
 #include "demo/webhook_receiver.h"
+#include "payments/signature.h"
 #include "tollgate/client.h"
 #include "webhooks/signature.h"
 
@@ -48,6 +49,9 @@ using std::chrono::milliseconds;
 constexpr const char* kAdminKey = "demo-admin-key-0123456789abcdef0123";
 constexpr const char* kAccount = "event-kiosks";
 constexpr const char* kProvider = "imagegen";
+constexpr const char* kPack = "kiosk";  // [payments.stripe.packs] kiosk = the credits: what the owner buys
+constexpr const char* kJamReason = "the print jammed";
+constexpr const char* kJamRequestId = "kiosk-jammed-print";  // the refund's request_id, the same on both sends
 // Real-world figures, in provider time (divided by the time scale).
 constexpr std::int64_t kNaiveClientTimeoutMs = 25'000;  // the kiosk app gives up after 25 s (the longest generation)
 constexpr std::int64_t kDemoDeadlineMs = 55'000;        // everything must have ended by then
@@ -532,6 +536,12 @@ NaiveFigures simulate_naive(const DemoKioskOptions& options, std::int64_t client
       events.emplace(resume_at, seq++, kiosk_free, k, -1, -1);
     }
   }
+  // A print jammed: its refund reaches the app twice (a second click, a resend after a lost answer);
+  // with no request id to tell them apart, each adds the credit back.
+  if (f.images_delivered > 0) {
+    f.refunded = 2;
+    balance += f.refunded;
+  }
   f.frozen_credits = in_progress;
   f.final_balance = balance;
   f.double_spends = std::max<std::int64_t>(0, f.charged - options.credits);
@@ -539,6 +549,25 @@ NaiveFigures simulate_naive(const DemoKioskOptions& options, std::int64_t client
 }
 
 namespace {
+
+// The owner's purchase of the account's credits at Stripe: one checkout session, its
+// checkout.session.completed event posted to tollgate signed, then delivered again as Stripe does.
+struct Purchase {
+  std::string session;         // cs_demo_… (made per run)
+  std::string reference;       // stripe:{session}: the credit's reference
+  std::int64_t credits = 0;    // what the first delivery's answer says it credited
+  std::string outcome;         // the first delivery: credited
+  std::string replay_outcome;  // the same event again: replayed
+  std::int64_t purchased_after_replay = -1;  // the account's purchased once both were delivered
+};
+
+// The jammed print: one completed job's charge given back (POST /v1/jobs/{id}/refund), the refund
+// sent twice with one request_id. job empty: no job completed, nothing refunded.
+struct JammedPrint {
+  std::string job;
+  std::int64_t refunded = -1, refunded_after_resend = -1;  // the answers' refunded_amount
+  std::int64_t used_before = -1, used_after = -1, used_after_resend = -1;
+};
 
 // One run of the demo: its folder, the provider, the server, and the admin's client.
 struct DemoSetup {
@@ -549,6 +578,8 @@ struct DemoSetup {
   client::Options admin_options;
   std::unique_ptr<client::Client> admin;
   std::string kiosk_key;
+  std::string stripe_secret;  // [payments.stripe] signing_secrets: whsec_… made per run
+  Purchase purchase;
   std::int64_t expected_ms = 0;  // the longest generation, scaled
   // The kiosk owner's system, told "credits low" and "no credits" by webhook (the inbox outlives
   // the receiver that feeds it).
@@ -583,6 +614,9 @@ struct ServerFigures {
   std::int64_t available = 0, reserved = 0, used = 0, purchased = 0;
   std::int64_t audit_violations = -1, accounts_checked = 0;
   std::int64_t charge_events = 0, charged_amount = 0, double_charges = 0, jobs_charged = 0;
+  std::int64_t credit_events = 0, credited_amount = 0;  // `credited`: the purchase
+  std::int64_t refund_events = 0, refunded_amount = 0;  // `refunded`: the jammed print
+  std::vector<std::string> credit_references, refund_references, refund_jobs;
   std::int64_t jobs_completed_listed = -1;
   std::int64_t recovered = -1;  // jobs the restarted server recovered (its counters start at its start)
   std::vector<std::int64_t> notice_events;  // the account's balance_* events, by id
@@ -593,7 +627,9 @@ struct ServerFigures {
 struct DemoReport {
   const DemoKioskOptions& options;
   const std::filesystem::path& dir;
+  const Purchase& purchase;
   CrashReport crash;
+  JammedPrint jam;
   GuestTally tally;
   ServerFigures figures;
   jobs::FakeProviderStats provider;
@@ -608,7 +644,8 @@ struct DemoReport {
   bool ok() const { return failures.empty(); }
 };
 
-void write_demo_config(const std::filesystem::path& dir, const jobs::FakeProvider& provider, std::int64_t expected_ms) {
+void write_demo_config(const std::filesystem::path& dir, const jobs::FakeProvider& provider, std::int64_t expected_ms,
+                       const std::string& stripe_secret, std::int64_t credits) {
   std::ofstream toml(dir / "tollgate.toml");
   toml << "listen = \"127.0.0.1:0\"\n"
        << "database = \"sqlite:" << (dir / "tollgate.db").string() << "\"\n"
@@ -620,19 +657,79 @@ void write_demo_config(const std::filesystem::path& dir, const jobs::FakeProvide
        << "status_url = \"" << provider.base_url() << "/status/{id}\"\n"
        << "timeout_ms = " << 3 * expected_ms << "\n"
        << "expected_duration_ms = " << expected_ms << "\n"
-       << "max_attempts = 3\n";
+       << "max_attempts = 3\n\n"
+       << "[payments.stripe]\n"
+       << "signing_secrets = [\"" << stripe_secret << "\"]\n\n"
+       << "[payments.stripe.packs]\n"
+       << kPack << " = " << credits << "\n";
 }
 
-// The account the kiosks share, its credits and the kiosks' key; false (with `error`) when refused.
-bool create_kiosk_account(client::Client& admin, std::int64_t credits, std::string& kiosk_key, std::string& error) {
-  auto a = admin.create_account({kAccount, std::nullopt, std::nullopt});
-  auto c = a.ok() ? admin.credit(kAccount, credits, "demo-purchase") : a;
-  auto k = c.ok() ? admin.create_key(kAccount) : c;
+// Stripe's checkout.session.completed for the owner's purchase of the pack: paid, the account as
+// client_reference_id, the pack in the metadata (the shape of Stripe's event, the fields tollgate reads).
+std::string checkout_event(const std::string& session) {
+  const std::int64_t now_s = std::chrono::duration_cast<std::chrono::seconds>(
+                                 std::chrono::system_clock::now().time_since_epoch()).count();
+  json::object checkout{{"id", session},
+                        {"object", "checkout.session"},
+                        {"mode", "payment"},
+                        {"status", "complete"},
+                        {"payment_status", "paid"},
+                        {"client_reference_id", kAccount},
+                        {"metadata", json::object{{"tollgate_pack", kPack}}}};
+  json::object event{{"id", client::Client::new_request_id("evt_demo_")},
+                     {"object", "event"},
+                     {"type", "checkout.session.completed"},
+                     {"created", now_s},
+                     {"livemode", false},
+                     {"data", json::object{{"object", std::move(checkout)}}}};
+  return json::serialize(event);
+}
+
+// The owner buys the account's credits at Stripe: Stripe posts the session's event to
+// /v1/payments/stripe signed with the endpoint's secret (no API key), then delivers the very same
+// event again (it delivers at least once; each delivery signed anew). False (with `error`) when a
+// delivery was refused; the outcomes are checked at the end.
+bool buy_credits(DemoSetup& s, std::string& error) {
+  client::Options so = s.admin_options;
+  so.key.clear();  // the signature is the authentication
+  client::Client stripe(so);
+  Purchase& p = s.purchase;
+  p.session = client::Client::new_request_id("cs_demo_");
+  p.reference = "stripe:" + p.session;
+  const std::string body = checkout_event(p.session);
+  for (std::string* outcome : {&p.outcome, &p.replay_outcome}) {
+    const std::int64_t t = std::chrono::duration_cast<std::chrono::seconds>(
+                               std::chrono::system_clock::now().time_since_epoch()).count();
+    const std::string signature = "t=" + std::to_string(t) + ",v1=" + payments::stripe_signature(s.stripe_secret, t, body);
+    auto r = stripe.call_raw("POST", "/v1/payments/stripe", body, {{"Stripe-Signature", signature}});
+    if (!r.ok() || !r.json().is_object()) {
+      error = "POST /v1/payments/stripe: " + r.describe();
+      return false;
+    }
+    const auto* o = r.json().as_object().if_contains("outcome");
+    *outcome = o != nullptr && o->is_string() ? std::string(o->as_string()) : "?";
+    if (outcome == &p.outcome) p.credits = num(r.json().as_object(), "credits");
+  }
+  auto a = s.admin->get_account(kAccount);
+  if (a.ok()) p.purchased_after_replay = num(a.json().as_object(), "purchased");
+  return true;
+}
+
+// The account the kiosks share, its credits (bought at Stripe) and the kiosks' key; false (with
+// `error`) when refused.
+bool create_kiosk_account(DemoSetup& s, std::string& error) {
+  auto a = s.admin->create_account({kAccount, std::nullopt, std::nullopt});
+  if (!a.ok()) {
+    error = a.describe();
+    return false;
+  }
+  if (!buy_credits(s, error)) return false;
+  auto k = s.admin->create_key(kAccount);
   if (!k.ok()) {
     error = k.describe();
     return false;
   }
-  kiosk_key = std::string(k.json().as_object().at("secret").as_string());
+  s.kiosk_key = std::string(k.json().as_object().at("secret").as_string());
   return true;
 }
 
@@ -686,7 +783,8 @@ int set_up_demo(const DemoKioskOptions& o, DemoSetup& s) {
     return 3;
   }
   s.expected_ms = scaled(s.provider_options.latency_max_ms, o.time_scale);
-  write_demo_config(s.dir, *s.provider, s.expected_ms);
+  s.stripe_secret = client::Client::new_request_id("whsec_") + client::Client::new_request_id("");
+  write_demo_config(s.dir, *s.provider, s.expected_ms, s.stripe_secret, o.credits);
   s.server = std::make_unique<ChildServer>(self_binary(), s.dir);
   std::string error;
   if (!s.server->start(0, error)) {
@@ -698,7 +796,7 @@ int set_up_demo(const DemoKioskOptions& o, DemoSetup& s) {
   s.admin_options.connect_timeout = milliseconds(1000);
   s.admin_options.request_timeout = milliseconds(15000);
   s.admin = std::make_unique<client::Client>(s.admin_options);
-  if (!create_kiosk_account(*s.admin, o.credits, s.kiosk_key, error)) {
+  if (!create_kiosk_account(s, error)) {
     std::fprintf(stderr, "tollgate: demo kiosk: setting up the account: %s\n", error.c_str());
     return 3;
   }
@@ -722,6 +820,12 @@ void print_banner(const DemoKioskOptions& o, const DemoSetup& s) {
                static_cast<long long>(s.expected_ms), static_cast<unsigned long long>(o.seed), s.server->url().c_str(),
                s.dir.c_str(), o.crash ? "; it will be killed (SIGKILL) mid-run and restarted" : "",
                static_cast<long long>(s.low_balance_threshold), s.owner_receiver->url("/owner").c_str());
+  const Purchase& p = s.purchase;
+  std::fprintf(stderr,
+               "  purchase: the owner bought the pack %s at Stripe; its signed checkout.session.completed (session %s) "
+               "-> %s %lld credits; the same event delivered again -> %s; purchased %lld\n",
+               kPack, p.session.c_str(), p.outcome.c_str(), static_cast<long long>(p.credits), p.replay_outcome.c_str(),
+               static_cast<long long>(p.purchased_after_replay));
 }
 
 // One kiosk: serves the next waiting guest until none is left.
@@ -826,6 +930,47 @@ CrashReport crash_and_restart(const DemoKioskOptions& o, ChildServer& server, Sh
   return c;
 }
 
+// One completed print jammed: the owner gives its credit back — POST /v1/jobs/{id}/refund (admin)
+// with reason "the print jammed", sent twice with one request_id — and reads `used` around each
+// send. Nothing when no job completed.
+JammedPrint refund_jammed_print(client::Client& admin, const std::vector<Guest>& guests,
+                                std::vector<std::string>& failures) {
+  JammedPrint j;
+  const auto printed = std::find_if(guests.begin(), guests.end(), [](const Guest& g) { return g.end == GuestEnd::image; });
+  if (printed == guests.end()) {
+    std::fprintf(stderr, "jammed print: no job completed, so none jammed; nothing refunded\n");
+    return j;
+  }
+  j.job = printed->id;
+  std::string error;
+  auto used = [&]() -> std::int64_t {
+    const auto a = get_json(admin, "/v1/accounts/" + std::string(kAccount), error);
+    if (!a) failures.push_back("reading the account around the refund: " + error);
+    return a ? num(*a, "used") : -1;
+  };
+  const client::RefundRequest refund{std::nullopt, kJamReason, kJamRequestId};
+  auto send = [&](std::int64_t& refunded, std::int64_t& used_after) {
+    auto r = admin.refund_job(j.job, refund);
+    if (r.ok() && r.json().is_object()) {
+      refunded = num(r.json().as_object(), "refunded_amount");
+    } else {
+      failures.push_back("refunding the jammed print " + j.job + ": " + r.describe());
+    }
+    used_after = used();
+  };
+  j.used_before = used();
+  send(j.refunded, j.used_after);
+  send(j.refunded_after_resend, j.used_after_resend);
+  std::fprintf(stderr,
+               "jammed print: %s's print jammed; its credit given back (POST /v1/jobs/%s/refund, reason \"%s\", "
+               "request_id %s): refunded %lld, used %lld -> %lld; sent again: refunded %lld, used %lld (%s)\n",
+               j.job.c_str(), j.job.c_str(), kJamReason, kJamRequestId, static_cast<long long>(j.refunded),
+               static_cast<long long>(j.used_before), static_cast<long long>(j.used_after),
+               static_cast<long long>(j.refunded_after_resend), static_cast<long long>(j.used_after_resend),
+               j.used_after_resend == j.used_after ? "nothing moved" : "IT MOVED AGAIN");
+  return j;
+}
+
 GuestTally tally_guests(const std::vector<Guest>& guests, std::vector<std::string>& failures) {
   GuestTally t;
   for (const auto& g : guests) {
@@ -894,6 +1039,20 @@ void read_charges(client::Client& admin, ServerFigures& f, std::vector<std::stri
       const auto& e = ev.as_object();
       const std::string_view type = e.at("type").as_string();
       if (type.starts_with("balance_")) f.notice_events.push_back(num(e, "event_id"));
+      const auto* reference = e.if_contains("reference");
+      const std::string ref = reference && reference->is_string() ? std::string(reference->as_string()) : "";
+      if (type == "credited") {
+        ++f.credit_events;
+        f.credited_amount += num(e, "amount");
+        f.credit_references.push_back(ref);
+      }
+      if (type == "refunded") {
+        ++f.refund_events;
+        f.refunded_amount += num(e, "amount");
+        f.refund_references.push_back(ref);
+        const auto* job = e.if_contains("job_id");
+        f.refund_jobs.push_back(job && job->is_string() ? std::string(job->as_string()) : "");
+      }
       if (type == "committed" || type == "late_charged") {
         ++f.charge_events;
         f.charged_amount += num(e, "amount");
@@ -960,22 +1119,68 @@ void check_figures(const DemoKioskOptions& o, const GuestTally& t, const ServerF
   };
   const int images = t.images;
   const auto s = [](std::int64_t v) { return std::to_string(v); };
-  check(f.purchased == o.credits, "purchased " + s(f.purchased) + " != the " + s(o.credits) + " credits bought");
   check(f.lost_credits() == 0, "lost credits: " + s(f.lost_credits()));
   check(f.reserved == 0, s(f.reserved) + " credits still reserved after every job ended");
   check(f.audit_violations == 0, "audit violations: " + s(f.audit_violations));
   check(f.double_charges == 0, s(f.double_charges) + " jobs charged more than once");
-  check(f.used == images, "used credits " + s(f.used) + " != images charged " + s(images));
+  check(f.used == images - f.refunded_amount, "used credits " + s(f.used) + " != images charged " + s(images) +
+                                                 " - refunded " + s(f.refunded_amount));
   check(t.charged_flags == images, "jobs marked charged " + s(t.charged_flags) + " != completed " + s(images));
-  check(f.charged_amount == f.used && f.charge_events == images && f.jobs_charged == images,
+  check(f.charged_amount == images && f.charge_events == images && f.jobs_charged == images,
         "charge events " + s(f.charge_events) + " (" + s(f.charged_amount) + " credits, " + s(f.jobs_charged) +
-            " jobs) do not match images " + s(images) + " / used " + s(f.used));
+            " jobs) do not match images " + s(images));
   check(f.jobs_completed_listed == images,
         "GET /v1/jobs lists " + s(f.jobs_completed_listed) + " completed jobs, the kiosks saw " + s(images));
   check(static_cast<std::int64_t>(p.completed) == images,
         "the provider completed " + std::to_string(p.completed) + " works, tollgate charged " + s(images));
   check(p.work_started == p.completed + p.failed + p.running, "provider counters disagree");
   check(images <= o.credits, "more images charged than credits bought");
+}
+
+// The purchase (credited once under stripe:{session}, its redelivery replayed) and the jammed print's
+// refund (one `refunded` event, the second send moved nothing): each mismatch a failure.
+void check_purchase_and_refund(const DemoKioskOptions& o, const Purchase& p, const JammedPrint& j,
+                               const ServerFigures& f, std::vector<std::string>& failures) {
+  auto check = [&](bool ok, const std::string& what) {
+    if (!ok) failures.push_back(what);
+  };
+  const auto s = [](std::int64_t v) { return std::to_string(v); };
+  check(p.outcome == "credited" && p.credits == o.credits,
+        "the checkout's first delivery: " + p.outcome + " " + s(p.credits) + ", not credited " + s(o.credits));
+  check(p.replay_outcome == "replayed", "the checkout delivered again: " + p.replay_outcome + ", not replayed");
+  check(p.purchased_after_replay == o.credits,
+        "purchased " + s(p.purchased_after_replay) + " after both deliveries, not " + s(o.credits));
+  check(f.purchased == o.credits, "purchased " + s(f.purchased) + " != the " + s(o.credits) + " credits bought at Stripe");
+  check(f.credit_events == 1 && f.credited_amount == o.credits && f.credit_references == std::vector{p.reference},
+        s(f.credit_events) + " credited events (" + s(f.credited_amount) + " credits), not one of " + s(o.credits) +
+            " under " + p.reference);
+  if (j.job.empty()) {
+    check(f.refund_events == 0, s(f.refund_events) + " refunds, none was made");
+    return;
+  }
+  check(j.refunded == 1 && j.refunded_after_resend == 1,
+        "the jammed print's refunded_amount: " + s(j.refunded) + ", then " + s(j.refunded_after_resend) + ", not 1 and 1");
+  check(j.used_after == j.used_before - 1 && j.used_after_resend == j.used_after,
+        "used around the refund: " + s(j.used_before) + " -> " + s(j.used_after) + " -> " + s(j.used_after_resend));
+  check(f.refund_events == 1 && f.refunded_amount == 1 && f.refund_references == std::vector<std::string>{kJamRequestId} &&
+            f.refund_jobs == std::vector{j.job},
+        s(f.refund_events) + " refunded events (" + s(f.refunded_amount) + " credits), not one of 1 for " + j.job +
+            " under " + kJamRequestId);
+}
+
+// What the owner was told by webhook, on one line of the summary.
+void print_owner_line(const DemoReport& r) {
+  std::string told;
+  for (const OwnerNotice& n : r.owner_notices) {
+    char buf[160];
+    std::snprintf(buf, sizeof buf, "%s%s (%s) at %.1f s, %lld left", told.empty() ? "" : "; ", n.type.c_str(),
+                  OwnerInbox::meaning(n.type), n.at_s, static_cast<long long>(n.available_after));
+    told += buf;
+  }
+  std::printf("  owner told by webhook (threshold %lld; each signature verified with webhooks::verify): %s%s\n",
+              static_cast<long long>(r.threshold), told.empty() ? "nothing" : told.c_str(),
+              r.owner_repeats > 0 ? ("; " + std::to_string(r.owner_repeats) + " sent again after the restart, "
+                                     "ignored by webhook-id").c_str() : "");
 }
 
 void print_summary(const DemoReport& r) {
@@ -994,16 +1199,19 @@ void print_summary(const DemoReport& r) {
                   static_cast<long long>(r.crash.restart_ms));
     crash_note = buf;
   }
-  std::printf("\n%d guests, %d kiosks, one account of %lld credits; provider seed %llu%s\n", o.guests, o.kiosks,
-              static_cast<long long>(o.credits), static_cast<unsigned long long>(o.seed), crash_note.c_str());
+  std::printf("\n%d guests, %d kiosks, one account of %lld credits bought at Stripe (credited once under %s, its "
+              "redelivery %s); provider seed %llu%s\n",
+              o.guests, o.kiosks, static_cast<long long>(o.credits), r.purchase.reference.c_str(),
+              r.purchase.replay_outcome.c_str(), static_cast<unsigned long long>(o.seed), crash_note.c_str());
   std::printf("  %-40s %18s %12s\n", "", "textbook flow", "tollgate");
   row("guests who got an image", s(r.naive.images_delivered), s(t.images));
-  row("credits charged", s(r.naive.charged), s(f.used));
+  row("credits charged", s(r.naive.charged), s(f.charged_amount));
   row("credits spent twice (double spends)", s(r.naive.double_spends), s(f.double_charges));
   row("works done, never paid (free generations)", s(r.naive.free_generations),
       s(static_cast<std::int64_t>(r.provider.completed) - t.images));
   row("lowest balance", s(r.naive.min_balance), s(r.min_available));
   row("credits frozen after the crash", s(r.naive.frozen_credits), s(f.reserved));
+  row("credits given back (refund sent twice)", s(r.naive.refunded), s(f.refunded_amount));
   row("credits lost (purchased - a - r - u)", "-", s(f.lost_credits()));
   row("audit violations", "no audit", s(f.audit_violations));
   std::printf("  tollgate: %d failed jobs (released), %d guests turned away (sold out), %d re-sends after errors, "
@@ -1015,24 +1223,19 @@ void print_summary(const DemoReport& r) {
   std::printf("  double spends: credits charged beyond what the account had (kiosks passed the check on the same last "
               "credits); frozen: calls in flight at the crash whose marks nothing settles (tollgate: credits still "
               "reserved at the end)\n");
-  std::printf("  textbook: reads the balance, calls, then subtracts; gives up after %lld ms; %lld calls, %lld refused\n",
+  std::printf("  textbook: reads the balance, calls, then subtracts; gives up after %lld ms; %lld calls, %lld refused; "
+              "a refund adds the credit back each time it arrives (the jammed print's came twice)\n",
               static_cast<long long>(r.naive_timeout_ms), static_cast<long long>(r.naive.calls),
               static_cast<long long>(r.naive.refused));
-  std::string told;
-  for (const OwnerNotice& n : r.owner_notices) {
-    char buf[160];
-    std::snprintf(buf, sizeof buf, "%s%s (%s) at %.1f s, %lld left", told.empty() ? "" : "; ", n.type.c_str(),
-                  OwnerInbox::meaning(n.type), n.at_s, static_cast<long long>(n.available_after));
-    told += buf;
-  }
-  std::printf("  owner told by webhook (threshold %lld; each signature verified with webhooks::verify): %s%s\n",
-              static_cast<long long>(r.threshold), told.empty() ? "nothing" : told.c_str(),
-              r.owner_repeats > 0 ? ("; " + std::to_string(r.owner_repeats) + " sent again after the restart, "
-                                     "ignored by webhook-id").c_str() : "");
+  print_owner_line(r);
   if (r.ok()) {
-    std::printf("checks: images charged == completed jobs == used credits == charge events == provider's completed works (%d); "
-                "audit clean; nothing lost, nothing reserved, nothing charged twice. %.1f s\n",
-                t.images, r.total_seconds);
+    std::printf("checks: images charged == completed jobs == charge events == provider's completed works (%d); used == "
+                "charged - refunded (%lld); purchased == the %lld credits bought, one credit under %s; %s; audit "
+                "clean; nothing lost, nothing reserved, nothing charged twice. %.1f s\n",
+                t.images, static_cast<long long>(f.used), static_cast<long long>(f.purchased),
+                r.purchase.reference.c_str(),
+                r.jam.job.empty() ? "no refund (no job completed)" : "one refunded event for the jammed print",
+                r.total_seconds);
   } else {
     std::printf("CHECKS FAILED (server log and database kept in %s):\n", r.dir.c_str());
     for (const auto& failure : r.failures) std::printf("  - %s\n", failure.c_str());
@@ -1061,7 +1264,20 @@ void print_json_line(const DemoReport& r) {
   j["guests_refused"] = r.tally.refused;
   j["guests_unresolved"] = r.tally.unresolved;
   j["resends"] = r.tally.resends;
+  j["charged"] = f.charged_amount;
   j["charge_events"] = f.charge_events;
+  j["purchase_session"] = r.purchase.session;
+  j["purchase_reference"] = r.purchase.reference;
+  j["purchase_credits"] = r.purchase.credits;
+  j["purchase_outcome"] = r.purchase.outcome;
+  j["purchase_replay_outcome"] = r.purchase.replay_outcome;
+  j["credit_events"] = f.credit_events;
+  j["credited"] = f.credited_amount;
+  j["refund_job"] = r.jam.job.empty() ? json::value(nullptr) : json::value(r.jam.job);
+  j["refund_request_id"] = kJamRequestId;
+  j["refunded"] = f.refunded_amount;
+  j["refund_events"] = f.refund_events;
+  j["refund_resend_moved"] = r.jam.job.empty() ? 0 : r.jam.used_after - r.jam.used_after_resend;
   j["jobs_recovered"] = f.recovered;
   j["provider_works_completed"] = r.provider.completed;
   j["provider_works_started"] = r.provider.work_started;
@@ -1079,6 +1295,7 @@ void print_json_line(const DemoReport& r) {
   j["naive_min_balance"] = r.naive.min_balance;
   j["naive_frozen_credits"] = r.naive.frozen_credits;
   j["naive_refused"] = r.naive.refused;
+  j["naive_refunded"] = r.naive.refunded;
   j["elapsed_ms"] = static_cast<std::int64_t>(r.total_seconds * 1000);
   json::array notices;
   for (const OwnerNotice& n : r.owner_notices) notices.emplace_back(n.type);
@@ -1170,8 +1387,9 @@ int run_demo_kiosk(const DemoKioskOptions& o) {
   shared.min_available = o.credits;
   std::vector<Guest> guests(static_cast<std::size_t>(o.guests));
   for (int g = 0; g < o.guests; ++g) guests[static_cast<std::size_t>(g)].id = demo_guest_id(o, g);
-  DemoReport r{o, s.dir, {}, {}, {}, {}, {}, 0, 0, {}, 0};
+  DemoReport r{o, s.dir, s.purchase, {}, {}, {}, {}, {}, {}, 0, 0, {}, 0};
   r.crash = serve_every_guest(o, s, guests, shared, tty);
+  r.jam = refund_jammed_print(*s.admin, guests, r.failures);
 
   // Check tollgate's figures, then run the textbook flow on the same arrivals.
   r.tally = tally_guests(guests, r.failures);
@@ -1180,6 +1398,7 @@ int run_demo_kiosk(const DemoKioskOptions& o) {
   r.provider = compare_with_provider(*s.provider, guests, r.failures);
   r.figures = read_server_figures(*s.admin, r.failures);
   check_figures(o, r.tally, r.figures, r.provider, r.failures);
+  check_purchase_and_refund(o, s.purchase, r.jam, r.figures, r.failures);
   wait_for_owner(*s.owner, r.figures, tty, r.failures);
   r.owner_notices = s.owner->notices();
   r.owner_repeats = s.owner->repeats();
@@ -1211,9 +1430,10 @@ void add_demo_command(CLI::App& app, int& exit_code) {
   auto o = std::make_shared<DemoKioskOptions>();
   auto* kiosk = demo->add_subcommand(
       "kiosk",
-      "N kiosks share one account at an event; the server is killed mid-run; tollgate against the textbook flow");
+      "N kiosks share one account bought at Stripe; the server is killed mid-run; a jammed print is refunded; tollgate "
+      "against the textbook flow");
   kiosk->add_option("--kiosks", o->kiosks, "kiosks sharing the account")->default_str("8")->check(CLI::Range(1, 256));
-  kiosk->add_option("--credits", o->credits, "credits bought")->default_str("20")->check(CLI::Range(1, 100000));
+  kiosk->add_option("--credits", o->credits, "credits bought (a Stripe checkout of a pack of that size)")->default_str("20")->check(CLI::Range(1, 100000));
   kiosk->add_option("--guests", o->guests, "guests arriving at once")->default_str("40")->check(CLI::Range(1, 5000));
   kiosk->add_option("--seed", o->seed, "the provider's seed: what happens to each guest's generation")->default_str("42");
   kiosk->add_option("--time-scale", o->time_scale, "provider time is divided by this (15-25 s become 600-1000 ms)")

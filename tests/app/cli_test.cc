@@ -30,6 +30,8 @@
 #include <thread>
 #include <vector>
 
+#include "http/http_test_support.h"
+#include "payments/signature.h"
 #include "support/cli_output.h"
 #include "support/server_process.h"
 #include "tollgate/client.h"
@@ -596,6 +598,7 @@ TEST_F(CliTest, AccountUpdateChangesTheGivenSettingsAndFrozenRefusesNewHolds) {
   ASSERT_EQ(r.exit_code, 0) << describe(r);
   json::value account = one_document(r);
   EXPECT_EQ(account.at("frozen"), true);
+  EXPECT_TRUE(account.at("frozen_reason").is_null()) << "an admin's freeze has no reason: " << r.out;
   EXPECT_EQ(account.at("overdraft_limit"), 3);
   EXPECT_EQ(account.at("max_active_holds"), 2);  // not given: unchanged
   r = cli({"hold", "reserve", "kim", "1", "--request-id", "kim-r1"});
@@ -625,6 +628,72 @@ TEST_F(CliTest, AccountUpdateChangesTheGivenSettingsAndFrozenRefusesNewHolds) {
   }
   r = cli({"account", "show", "kim", "--json"});
   EXPECT_EQ(one_document(r).at("frozen"), false) << "a refused update changed something";
+}
+
+// The value `account show` printed for `key` ("key:   value"), or "(no line)".
+std::string shown_field(const std::string& out, const std::string& key) {
+  for (const std::string& line : lines_of(out)) {
+    if (line.rfind(key + ":", 0) != 0) continue;
+    const std::size_t value = line.find_first_not_of(' ', key.size() + 1);
+    return value == std::string::npos ? "" : line.substr(value);
+  }
+  return "(no line)";
+}
+
+// A payment provider's freeze says why: after a signed Stripe checkout and its dispute, `account
+// show` prints frozen: true and frozen_reason: payment disputed (and "-" before it, and once an
+// admin unfreezes the account).
+TEST(CliFrozenReason, AccountShowSaysWhyAPaymentProviderFroze) {
+  constexpr const char* kSecret = "whsec_cli_frozen_reason_test";
+  testing::ServerOptions options;
+  options.env = {{"TOLLGATE_STRIPE_SIGNING_SECRETS", kSecret}};
+  ServerProcess server(options);
+  const auto cli = [&](std::vector<std::string> args) {
+    args.insert(args.end(), {"--url", server.url(), "--key", server.admin_key()});
+    return run_tollgate(args);
+  };
+  // POST /v1/payments/stripe, signed as Stripe signs (t=, v1= HMAC-SHA256 of "{t}.{body}").
+  const auto stripe = [&](const std::string& id, const std::string& type, json::object object) {
+    const std::string body = json::serialize(json::object{
+        {"id", id}, {"object", "event"}, {"type", type}, {"data", json::object{{"object", std::move(object)}}}});
+    const std::int64_t t = std::chrono::duration_cast<std::chrono::seconds>(
+                               std::chrono::system_clock::now().time_since_epoch())
+                               .count();
+    httptest::HttpClient open(server.port());
+    return open.post("/v1/payments/stripe", body,
+                     {{"Stripe-Signature", "t=" + std::to_string(t) + ",v1=" + payments::stripe_signature(kSecret, t, body)}});
+  };
+
+  ASSERT_EQ(cli({"account", "create", "dora"}).exit_code, 0);
+  ProcessResult r = cli({"account", "show", "dora"});
+  ASSERT_EQ(r.exit_code, 0) << describe(r);
+  EXPECT_EQ(shown_field(r.out, "frozen"), "false") << r.out;
+  EXPECT_EQ(shown_field(r.out, "frozen_reason"), "-") << r.out;
+
+  const auto paid = stripe("evt_cli_1", "checkout.session.completed",
+                           {{"id", "cs_cli_1"}, {"object", "checkout.session"}, {"client_reference_id", "dora"},
+                            {"payment_status", "paid"}, {"payment_intent", "pi_cli_1"},
+                            {"metadata", json::object{{"tollgate_credits", "10"}}}});
+  ASSERT_EQ(paid.status, 200u) << paid;
+  const auto disputed = stripe("evt_cli_2", "charge.dispute.created",
+                               {{"id", "dp_cli_1"}, {"object", "dispute"}, {"payment_intent", "pi_cli_1"},
+                                {"charge", "ch_cli_1"}});
+  ASSERT_EQ(disputed.status, 200u) << disputed;
+
+  r = cli({"account", "show", "dora"});
+  ASSERT_EQ(r.exit_code, 0) << describe(r);
+  EXPECT_EQ(shown_field(r.out, "available"), "10") << r.out;
+  EXPECT_EQ(shown_field(r.out, "frozen"), "true") << r.out;
+  EXPECT_EQ(shown_field(r.out, "frozen_reason"), "payment disputed") << r.out;
+  r = cli({"account", "show", "dora", "--json"});
+  ASSERT_EQ(r.exit_code, 0) << describe(r);
+  EXPECT_EQ(one_document(r).at("frozen_reason"), "payment disputed") << r.out;
+
+  // Only an admin unfreezes a disputed account; the reason goes with the freeze.
+  r = cli({"account", "update", "dora", "--frozen", "false"});
+  ASSERT_EQ(r.exit_code, 0) << describe(r);
+  EXPECT_EQ(shown_field(r.out, "frozen"), "false") << r.out;
+  EXPECT_EQ(shown_field(r.out, "frozen_reason"), "-") << r.out;
 }
 
 // `account update --low-balance-threshold N|none` sets and clears the balance notices' threshold;
@@ -1136,6 +1205,32 @@ TEST_F(ClientTest, Answer503IsRetriedWithTheSameBodyButNotForCreateKey) {
   ASSERT_TRUE(gave_up.is_problem()) << gave_up.describe();
   EXPECT_EQ(gave_up.status(), 503u);
   EXPECT_EQ(gave_up.attempts(), 4);
+}
+
+// call_raw sends the body's very bytes (a payment provider's signature covers them) and the given
+// header fields, the same on every attempt; a field that would split the request sends nothing.
+TEST_F(ClientTest, CallRawSendsTheBodyByteForByteWithItsHeadersOnEveryAttempt) {
+  FaultProxy proxy(server_.port());
+  client::Client c = client_for(proxy.url());
+  const std::string raw = "{\"amount\": 3,   \"reference\":\"raw-1\"}";
+  proxy.inject(FaultProxy::Fault::answer_503);
+  auto r = c.call_raw("POST", "/v1/accounts/acct/credits", raw, {{"X-Signed", "t=1,v1=ab"}});
+  ASSERT_TRUE(r.ok()) << r.describe();
+  EXPECT_EQ(r.attempts(), 2);
+  EXPECT_EQ(r.json().at("account").at("available"), 13);
+  auto requests = proxy.requests();
+  ASSERT_EQ(requests.size(), 2u);
+  for (const auto& request : requests) {
+    EXPECT_EQ(body_of(request), raw);
+    EXPECT_NE(request.find("\r\nX-Signed: t=1,v1=ab\r\n"), std::string::npos) << request;
+    EXPECT_NE(request.find("\r\nContent-Type: application/json\r\n"), std::string::npos) << request;
+  }
+  auto refused = c.call_raw("POST", "/v1/accounts/acct/credits", raw, {{"X-Signed", "a\r\nX-Injected: 1"}});
+  ASSERT_TRUE(refused.is_transport_error());
+  EXPECT_EQ(refused.transport_error().failure, client::TransportFailure::invalid_url);
+  EXPECT_EQ(c.call_raw("POST", "/v1/accounts/acct/credits", raw, {{"Bad:Name", "x"}}).transport_error().failure,
+            client::TransportFailure::invalid_url);
+  EXPECT_EQ(proxy.requests().size(), 2u) << "nothing more was sent";
 }
 
 TEST_F(ClientTest, AServerThatNeverAnswersTimesOutAfterBoundedAttempts) {

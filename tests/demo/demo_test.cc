@@ -4,6 +4,8 @@
 // textbook flow it simulates on the same arrivals shows the damage tollgate prevents. The provider's
 // fates and the simulation are functions of the seed, so the naive figures are deterministic. The
 // kiosk owner's webhook receiver (in the demo's process) must be told "credits low" and "no credits".
+// The credits are bought at Stripe (a signed checkout.session.completed, delivered twice: credited
+// once), and one completed print "jams" at the end: its refund, sent twice, moves one credit once.
 #include <gtest/gtest.h>
 
 #include <boost/json.hpp>
@@ -50,10 +52,37 @@ TEST(DemoKiosk, CrashMidRunChargesExactlyTheCreditsAndTheTextbookFlowDoesNot) {
   EXPECT_EQ(get(j, "credits"), 10);
   EXPECT_TRUE(j.at("crashed").as_bool()) << "the server was not killed in the middle";
   EXPECT_GT(get(j, "in_flight_at_crash"), 0);
-  // 20 guests for 10 credits: exactly 10 images charged, the rest refused or failed (released).
+  // The owner bought the 10 credits at Stripe: one signed checkout event, credited once under
+  // stripe:{session}; the same event delivered again moved nothing.
+  EXPECT_EQ(j.at("purchase_outcome").as_string(), "credited");
+  EXPECT_EQ(j.at("purchase_replay_outcome").as_string(), "replayed");
+  EXPECT_EQ(get(j, "purchase_credits"), 10);
+  const std::string session(j.at("purchase_session").as_string());
+  EXPECT_EQ(session.rfind("cs_demo_", 0), 0u) << session;
+  EXPECT_EQ(j.at("purchase_reference").as_string(), "stripe:" + session);
+  EXPECT_EQ(get(j, "credit_events"), 1);
+  EXPECT_EQ(get(j, "credited"), 10);
+  EXPECT_EQ(get(j, "purchased"), 10);
+  EXPECT_NE(r.err.find("purchase: the owner bought the pack kiosk at Stripe; its signed checkout.session.completed (session " +
+                       session + ") -> credited 10 credits; the same event delivered again -> replayed; purchased 10"),
+            std::string::npos)
+      << r.err;
+
+  // 20 guests for 10 credits: exactly 10 images charged, the rest refused or failed (released); then
+  // one print jammed: its credit given back once, though the refund was sent twice.
   EXPECT_EQ(get(j, "images_charged"), 10);
-  EXPECT_EQ(get(j, "used"), 10);
+  EXPECT_EQ(get(j, "charged"), 10);
   EXPECT_EQ(get(j, "charge_events"), 10);
+  EXPECT_TRUE(j.at("refund_job").is_string()) << json::serialize(j);
+  EXPECT_EQ(j.at("refund_request_id").as_string(), "kiosk-jammed-print");
+  EXPECT_EQ(get(j, "refunded"), 1);
+  EXPECT_EQ(get(j, "refund_events"), 1);
+  EXPECT_EQ(get(j, "refund_resend_moved"), 0);
+  EXPECT_EQ(get(j, "used"), 9);
+  EXPECT_EQ(get(j, "available"), 1);
+  EXPECT_NE(r.err.find("'s print jammed; its credit given back (POST /v1/jobs/"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("refunded 1, used 10 -> 9; sent again: refunded 1, used 9 (nothing moved)"), std::string::npos)
+      << r.err;
   EXPECT_EQ(get(j, "provider_works_completed"), 10);
   EXPECT_EQ(get(j, "audit_violations"), 0);
   EXPECT_EQ(get(j, "lost_credits"), 0);
@@ -85,6 +114,7 @@ TEST(DemoKiosk, CrashMidRunChargesExactlyTheCreditsAndTheTextbookFlowDoesNot) {
   EXPECT_GT(get(j, "naive_free_generations"), 0);
   EXPECT_GT(get(j, "naive_frozen_credits"), 0);
   EXPECT_GT(get(j, "naive_images"), 10);
+  EXPECT_EQ(get(j, "naive_refunded"), 2) << "the textbook flow gives the jammed print's credit back twice";
 }
 
 // The simulation alone: deterministic, and without a crash nothing is frozen.
@@ -102,6 +132,7 @@ TEST(DemoKiosk, TextbookSimulationIsDeterministic) {
   EXPECT_EQ(a.frozen_credits, 4) << "the crash swallows the call of every kiosk";
   EXPECT_EQ(a.charged, a.images_delivered);
   EXPECT_EQ(a.double_spends, std::max<std::int64_t>(0, a.charged - o.credits));
+  EXPECT_EQ(a.refunded, a.images_delivered > 0 ? 2 : 0) << "the jammed print's refund, sent twice, counted twice";
   o.crash = false;
   const auto c = app::simulate_naive(o, 1000, 500);
   EXPECT_EQ(c.frozen_credits, 0);
