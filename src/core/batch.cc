@@ -115,6 +115,7 @@ Event notice(const Event& movement, EventType type) {
   e.available_after = movement.available_after;
   e.reserved_after = movement.reserved_after;
   e.used_after = movement.used_after;
+  e.expired_after = movement.expired_after;
   return e;
 }
 
@@ -281,6 +282,7 @@ class LedgerBatch::State {
     e.available_after = a.balances.available;
     e.reserved_after = a.balances.reserved;
     e.used_after = a.balances.used;
+    e.expired_after = a.balances.expired;
     append(std::move(e));  // no balance moved: no notice, and no second lift
   }
   // The event at `index` as appended (to answer with it before its id is known).
@@ -407,6 +409,7 @@ Event make_event(std::string_view account_id, EventType type, std::int64_t amoun
   e.available_after = after.available;
   e.reserved_after = after.reserved;
   e.used_after = after.used;
+  e.expired_after = after.expired;
   return e;
 }
 
@@ -420,8 +423,9 @@ Event hold_event(const State& s, const Hold& hold, EventType type, std::int64_t 
 
 // Below −overdraft_limit only in debt, and an account in debt is frozen (take_back freezes it).
 void set_balances(Account& account, const Balances& after) {
-  TG_ASSERT(after.available + after.reserved + after.used == after.purchased);
-  TG_ASSERT((after.available >= -account.overdraft_limit || account.frozen) && after.reserved >= 0 && after.used >= 0);
+  TG_ASSERT(after.available + after.reserved + after.used + after.expired == after.purchased);
+  TG_ASSERT((after.available >= -account.overdraft_limit || account.frozen) && after.reserved >= 0 && after.used >= 0 &&
+            after.expired >= 0);
   account.balances = after;
 }
 

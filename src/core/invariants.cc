@@ -10,7 +10,8 @@ namespace {
 
 std::string describe(const Balances& b) {
   return "available=" + std::to_string(b.available) + " reserved=" + std::to_string(b.reserved) +
-         " used=" + std::to_string(b.used) + " purchased=" + std::to_string(b.purchased);
+         " used=" + std::to_string(b.used) + " expired=" + std::to_string(b.expired) +
+         " purchased=" + std::to_string(b.purchased);
 }
 
 // One hold's life as the log tells it.
@@ -29,9 +30,10 @@ std::vector<std::string> check_balances(const Account& account) {
   std::vector<std::string> out;
   const Balances& b = account.balances;
   const auto sum = checked_add(b.available, b.reserved);
-  const auto total = sum ? checked_add(*sum, b.used) : std::nullopt;
+  const auto spent = sum ? checked_add(*sum, b.used) : std::nullopt;
+  const auto total = spent ? checked_add(*spent, b.expired) : std::nullopt;
   if (!total || *total != b.purchased) {
-    out.push_back(account.account_id + ": available + reserved + used != purchased (" + describe(b) + ")");
+    out.push_back(account.account_id + ": available + reserved + used + expired != purchased (" + describe(b) + ")");
   }
   if (b.available < -account.overdraft_limit && !account.frozen) {  // debt (a refund shortfall) freezes
     out.push_back(account.account_id + ": available " + std::to_string(b.available) + " is below -overdraft_limit " +
@@ -39,6 +41,7 @@ std::vector<std::string> check_balances(const Account& account) {
   }
   if (b.reserved < 0) out.push_back(account.account_id + ": reserved is negative (" + describe(b) + ")");
   if (b.used < 0) out.push_back(account.account_id + ": used is negative (" + describe(b) + ")");
+  if (b.expired < 0) out.push_back(account.account_id + ": expired is negative (" + describe(b) + ")");
   if (account.active_holds < 0) out.push_back(account.account_id + ": active_holds is negative");
   return out;
 }
@@ -189,7 +192,8 @@ Fold fold_events(std::span<const Event> events) {
         if (e.amount != 0) problem(e, "an extended event moves an amount");
         break;
     }
-    if (e.available_after != b.available || e.reserved_after != b.reserved || e.used_after != b.used) {
+    if (e.available_after != b.available || e.reserved_after != b.reserved || e.used_after != b.used ||
+        e.expired_after != b.expired) {
       problem(e, "recorded balances after it differ from the fold (" + describe(b) + ")");
     }
   }

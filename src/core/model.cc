@@ -76,7 +76,7 @@ std::optional<EventType> parse_event_type(std::string_view name) { return parse_
 
 std::ostream& operator<<(std::ostream& out, const Balances& b) {
   return out << "{available=" << b.available << " reserved=" << b.reserved << " used=" << b.used
-             << " purchased=" << b.purchased << "}";
+             << " expired=" << b.expired << " purchased=" << b.purchased << "}";
 }
 
 std::ostream& operator<<(std::ostream& out, const Account& a) {
@@ -116,7 +116,7 @@ std::ostream& operator<<(std::ostream& out, const Event& e) {
   }
   if (e.expires_at_ms) out << " expires_at_ms=" << *e.expires_at_ms;
   return out << " after={available=" << e.available_after << " reserved=" << e.reserved_after
-             << " used=" << e.used_after << "}}";
+             << " used=" << e.used_after << " expired=" << e.expired_after << "}}";
 }
 
 }  // namespace tollgate

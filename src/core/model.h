@@ -14,12 +14,15 @@
 
 namespace tollgate {
 
-// The four balances of an account. Invariant: available + reserved + used == purchased.
+// The balances of an account. Invariant: available + reserved + used + expired == purchased.
 struct Balances {
   std::int64_t available = 0;
   std::int64_t reserved = 0;
   std::int64_t used = 0;
   std::int64_t purchased = 0;  // credits minus debits
+  // Credits whose lot ran out unspent (api.md "Credit lots"); never negative. 0 until credits carry
+  // an expiry: nothing moves them yet.
+  std::int64_t expired = 0;
 
   friend bool operator==(const Balances&, const Balances&) = default;
 };
@@ -136,6 +139,7 @@ struct Event {
   std::int64_t available_after = 0;
   std::int64_t reserved_after = 0;
   std::int64_t used_after = 0;
+  std::int64_t expired_after = 0;
 
   friend bool operator==(const Event&, const Event&) = default;
 };

@@ -23,8 +23,10 @@ void assert_identity(const Balances& b) {
   // The identity is checked after every movement: a movement that breaks it is a bug.
   const auto sum = checked_add(b.available, b.reserved);
   TG_ASSERT(sum.has_value());
-  const auto total = checked_add(*sum, b.used);
-  TG_ASSERT(total.has_value() && *total == b.purchased);
+  const auto spent = checked_add(*sum, b.used);
+  TG_ASSERT(spent.has_value());
+  const auto total = checked_add(*spent, b.expired);
+  TG_ASSERT(total.has_value() && *total == b.purchased && b.expired >= 0);
 }
 
 }  // namespace

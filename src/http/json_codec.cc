@@ -245,6 +245,7 @@ void append_json(std::string& out, const Account& a) {
   o.num("available", a.balances.available);
   o.num("reserved", a.balances.reserved);
   o.num("used", a.balances.used);
+  o.num("expired", a.balances.expired);
   o.num("purchased", a.balances.purchased);
   o.num("overdraft_limit", a.overdraft_limit);
   if (a.max_active_holds) o.num("max_active_holds", *a.max_active_holds); else o.null("max_active_holds");
@@ -404,6 +405,7 @@ void append_json(std::string& out, const Event& e) {
   o.num("available_after", e.available_after);
   o.num("reserved_after", e.reserved_after);
   o.num("used_after", e.used_after);
+  o.num("expired_after", e.expired_after);
 }
 
 void append_json(std::string& out, const AuditReport& r) {

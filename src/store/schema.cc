@@ -662,6 +662,62 @@ CREATE TABLE payment_events (
   at_ms      bigint NOT NULL
 );
 )sql"},
+    // 14: the expired balance (api.md "Credit lots": credits whose lot ran out unspent) on accounts
+    // and on events (expired_after), 0 on every row there is; the identity becomes available +
+    // reserved + used + expired = purchased — on SQLite by rebuilding the accounts table again (a
+    // copy of its rows: SQLite cannot change a CHECK in place), on PostgreSQL NOT VALID (no scan
+    // under the lock; ADD COLUMN with a constant default rewrites nothing).
+    {14, "expired balance",
+     /*sqlite_legacy=*/0, /*postgres_legacy=*/0,
+     // SQLite
+     R"sql(
+CREATE TABLE accounts_14 (
+  account_id            TEXT    PRIMARY KEY,
+  available             INTEGER NOT NULL,
+  reserved              INTEGER NOT NULL CHECK (reserved >= 0),
+  used                  INTEGER NOT NULL CHECK (used >= 0),
+  purchased             INTEGER NOT NULL,
+  overdraft_limit       INTEGER NOT NULL CHECK (overdraft_limit >= 0),
+  max_active_holds      INTEGER CHECK (max_active_holds IS NULL OR max_active_holds >= 1),
+  active_holds          INTEGER NOT NULL CHECK (active_holds >= 0),
+  created_at_ms         INTEGER NOT NULL,
+  frozen                INTEGER NOT NULL DEFAULT 0 CHECK (frozen IN (0, 1)),
+  low_balance_threshold INTEGER CHECK (low_balance_threshold IS NULL OR low_balance_threshold >= 1),
+  frozen_reason         TEXT    CHECK (frozen_reason IS NULL OR (frozen = 1 AND frozen_reason <> '')),
+  expired               INTEGER NOT NULL DEFAULT 0 CHECK (expired >= 0),
+  CHECK (available + reserved + used + expired = purchased),
+  CHECK (available >= -overdraft_limit OR frozen = 1)
+) WITHOUT ROWID;
+INSERT INTO accounts_14 (account_id, available, reserved, used, purchased, overdraft_limit, max_active_holds,
+                         active_holds, created_at_ms, frozen, low_balance_threshold, frozen_reason, expired)
+  SELECT account_id, available, reserved, used, purchased, overdraft_limit, max_active_holds, active_holds,
+         created_at_ms, frozen, low_balance_threshold, frozen_reason, 0 FROM accounts;
+DROP TABLE accounts;
+ALTER TABLE accounts_14 RENAME TO accounts;
+ALTER TABLE events ADD COLUMN expired_after INTEGER NOT NULL DEFAULT 0 CHECK (expired_after >= 0);
+)sql",
+     // PostgreSQL
+     R"sql(
+ALTER TABLE accounts ADD COLUMN expired bigint NOT NULL DEFAULT 0;
+ALTER TABLE accounts ADD CONSTRAINT accounts_expired_not_negative CHECK (expired >= 0) NOT VALID;
+DO $$
+DECLARE c text;
+BEGIN
+  -- Version 1's CHECK (available + reserved + used = purchased), found by the columns it names (no
+  -- other CHECK of accounts names both used and purchased).
+  FOR c IN SELECT conname FROM pg_constraint
+             WHERE conrelid = 'accounts'::regclass AND contype = 'c'
+               AND pg_get_constraintdef(oid) LIKE '%used%' AND pg_get_constraintdef(oid) LIKE '%purchased%'
+  LOOP
+    EXECUTE format('ALTER TABLE accounts DROP CONSTRAINT %I', c);
+  END LOOP;
+  IF c IS NULL THEN RAISE EXCEPTION 'the accounts table has no CHECK (available + reserved + used = purchased) to replace'; END IF;
+END $$;
+ALTER TABLE accounts ADD CONSTRAINT accounts_balances_add_up
+  CHECK (available + reserved + used + expired = purchased) NOT VALID;
+ALTER TABLE events ADD COLUMN expired_after bigint NOT NULL DEFAULT 0;
+ALTER TABLE events ADD CONSTRAINT events_expired_after_not_negative CHECK (expired_after >= 0) NOT VALID;
+)sql"},
 };
 
 constexpr int legacy_number(const Version& version, Dialect dialect) {

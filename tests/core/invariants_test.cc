@@ -94,14 +94,14 @@ TEST(CheckBalances, AvailableExactlyAtMinusTheOverdraftIsClean) {
 TEST(CheckBalances, BrokenIdentityIsFound) {
   const auto v = invariants::check_balances(account({4, 6, 8, 19}));
   ASSERT_EQ(v.size(), 1u);
-  EXPECT_THAT(v[0], HasSubstr("available + reserved + used != purchased"));
+  EXPECT_THAT(v[0], HasSubstr("available + reserved + used + expired != purchased"));
   EXPECT_THAT(v[0], HasSubstr("acct"));
 }
 
 TEST(CheckBalances, IdentityThatOverflowsIsFoundNotWrapped) {
   // kMax + 1 + (-1) would "equal" kMax - 0 only by wrapping; the check must not wrap.
   const auto v = invariants::check_balances(account({kMax, 1, 0, std::numeric_limits<std::int64_t>::min()}));
-  EXPECT_THAT(v, Contains(HasSubstr("available + reserved + used != purchased")));
+  EXPECT_THAT(v, Contains(HasSubstr("available + reserved + used + expired != purchased")));
 }
 
 TEST(CheckBalances, AvailableBelowMinusTheOverdraftIsFound) {
@@ -117,6 +117,13 @@ TEST(CheckBalances, NegativeReservedIsFound) {
 
 TEST(CheckBalances, NegativeUsedIsFound) {
   EXPECT_THAT(invariants::check_balances(account({12, 0, -2, 10})), Contains(HasSubstr("used is negative")));
+}
+
+TEST(CheckBalances, ExpiredCreditsCountInTheIdentityAndAreNeverNegative) {
+  EXPECT_THAT(invariants::check_balances(account({4, 6, 8, 21, 3}, 0, 1)), IsEmpty());  // 4 + 6 + 8 + 3 == 21
+  EXPECT_THAT(invariants::check_balances(account({4, 6, 8, 18, 3}, 0, 1)),
+              Contains(HasSubstr("available + reserved + used + expired != purchased")));
+  EXPECT_THAT(invariants::check_balances(account({4, 6, 8, 16, -2}, 0, 1)), Contains(HasSubstr("expired is negative")));
 }
 
 TEST(CheckBalances, NegativeActiveHoldsIsFound) {
@@ -217,6 +224,13 @@ TEST(FoldEvents, WrongUsedAfterIsFound) {
   auto log = good_log();
   log[7].used_after = 3;
   EXPECT_THAT(check(log), Contains(HasSubstr("event 9 (late_charged): recorded balances")));
+}
+
+TEST(FoldEvents, WrongExpiredAfterIsFound) {
+  // Nothing expires in this log: an event that records expired credits contradicts the fold.
+  auto log = good_log();
+  log[2].expired_after = 1;
+  EXPECT_THAT(check(log), Contains(HasSubstr("event 3 (committed): recorded balances")));
 }
 
 TEST(FoldEvents, HoldEndedTwiceIsFound) {

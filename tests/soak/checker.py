@@ -42,7 +42,8 @@ class Report:
 
 # --- the fold of one account's events (the same rules as src/core/invariants.cc, written again) -----
 def fold_events(account_id: str, events: list[dict[str, Any]], r: Report) -> dict[str, int]:
-    b = {"available": 0, "reserved": 0, "used": 0, "purchased": 0, "active_holds": 0}
+    # Nothing moves credits to expired yet (no lot expires): the fold keeps it at 0.
+    b = {"available": 0, "reserved": 0, "used": 0, "expired": 0, "purchased": 0, "active_holds": 0}
     holds: dict[str, dict[str, Any]] = {}
     last_id = 0
     for e in events:
@@ -114,9 +115,10 @@ def fold_events(account_id: str, events: list[dict[str, Any]], r: Report) -> dic
                 r.bad(f"{where}: a balance notice moves an amount or names a hold")
         elif t != "account_updated":
             r.bad(f"{where}: unknown event type")
-        if (e["available_after"], e["reserved_after"], e["used_after"]) != (b["available"], b["reserved"], b["used"]):
-            r.bad(f"{where}: balances after it ({e['available_after']}/{e['reserved_after']}/{e['used_after']}) "
-                  f"differ from the fold ({b['available']}/{b['reserved']}/{b['used']})")
+        after = (e["available_after"], e["reserved_after"], e["used_after"], e["expired_after"])
+        if after != (b["available"], b["reserved"], b["used"], b["expired"]):
+            r.bad(f"{where}: balances after it ({'/'.join(map(str, after))}) "
+                  f"differ from the fold ({b['available']}/{b['reserved']}/{b['used']}/{b['expired']})")
         r.checked["events folded"] += 1
     return b
 
@@ -125,9 +127,9 @@ def check_accounts(state: dict[str, Any], r: Report) -> None:
     for acct, row in state["accounts"].items():
         events = state["events"].get(acct, [])
         f = fold_events(acct, events, r)
-        if row["available"] + row["reserved"] + row["used"] != row["purchased"]:
-            r.bad(f"{acct}: available + reserved + used != purchased ({row})")
-        for k in ("available", "reserved", "used", "purchased", "active_holds"):
+        if row["available"] + row["reserved"] + row["used"] + row["expired"] != row["purchased"]:
+            r.bad(f"{acct}: available + reserved + used + expired != purchased ({row})")
+        for k in ("available", "reserved", "used", "expired", "purchased", "active_holds"):
             if row[k] != f[k]:
                 r.bad(f"{acct}: the row's {k} {row[k]} != the fold of its {len(events)} events ({f[k]})")
         if row["available"] < -row.get("overdraft_limit", 0):
@@ -135,7 +137,7 @@ def check_accounts(state: dict[str, Any], r: Report) -> None:
         if row["active_holds"] != 0 or row["reserved"] != 0:
             r.bad(f"{acct}: {row['active_holds']} holds still active ({row['reserved']} reserved) after every TTL "
                   "passed and every instance was healthy (the reaper did not end them)")
-        r.checked["accounts: row == fold of its events, a+r+u == purchased, nothing left reserved"] += 1
+        r.checked["accounts: row == fold of its events, a+r+u+e == purchased, nothing left reserved"] += 1
     audit = state.get("audit") or {}
     if audit.get("violations") != []:
         r.bad(f"GET /v1/audit: {audit}")

@@ -46,8 +46,8 @@ class ModelLedger:
         return o
 
     def account(self, acct: str) -> None:
-        self.accounts[acct] = {"account_id": acct, "available": 0, "reserved": 0, "used": 0, "purchased": 0,
-                               "overdraft_limit": 0, "active_holds": 0}
+        self.accounts[acct] = {"account_id": acct, "available": 0, "reserved": 0, "used": 0, "expired": 0,
+                               "purchased": 0, "overdraft_limit": 0, "active_holds": 0}
         self.events[acct] = []
         self.holds[acct] = []
 
@@ -55,7 +55,8 @@ class ModelLedger:
         self.event_id += 1
         a = self.accounts[acct]
         e = {"event_id": self.event_id, "account_id": acct, "type": type_, "amount": amount, **extra,
-             "available_after": a["available"], "reserved_after": a["reserved"], "used_after": a["used"]}
+             "available_after": a["available"], "reserved_after": a["reserved"], "used_after": a["used"],
+             "expired_after": a["expired"]}
         self.events[acct].append(e)
         return e
 
@@ -182,7 +183,7 @@ def find_event(state: dict[str, Any], pred: Any) -> tuple[str, int]:
 def refold_row(state: dict[str, Any], acct: str) -> None:
     """After doctoring the log, make the row and the *_after values agree with it again, so that only
     the history can tell (the harder case: the store is self-consistent, the clients' story is not)."""
-    b = {"available": 0, "reserved": 0, "used": 0, "purchased": 0, "active_holds": 0}
+    b = {"available": 0, "reserved": 0, "used": 0, "expired": 0, "purchased": 0, "active_holds": 0}
     amounts: dict[str, int] = {}
     for e in state["events"][acct]:
         t, n = e["type"], e["amount"]
@@ -202,6 +203,7 @@ def refold_row(state: dict[str, Any], acct: str) -> None:
             b["available"] += h - used
             b["active_holds"] -= 1
         e["available_after"], e["reserved_after"], e["used_after"] = b["available"], b["reserved"], b["used"]
+        e["expired_after"] = b["expired"]
     state["accounts"][acct].update(b)
 
 
@@ -287,7 +289,8 @@ class CheckerSelfTest(unittest.TestCase):
     def test_a_phantom_credit_nobody_asked_for(self) -> None:
         s = copy.deepcopy(self.state)
         s["events"]["a"].append({"event_id": 10_000, "account_id": "a", "type": "credited", "amount": 5,
-                                 "reference": "nobody", "available_after": 0, "reserved_after": 0, "used_after": 0})
+                                 "reference": "nobody", "available_after": 0, "reserved_after": 0, "used_after": 0,
+                                 "expired_after": 0})
         refold_row(s, "a")
         self.assertAnomaly("that no client asked for", state=s)
 

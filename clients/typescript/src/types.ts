@@ -23,12 +23,14 @@ export type EventType =
   | "balance_depleted"
   | "balance_recovered";
 
-/** available + reserved + used == purchased, always. */
+/** available + reserved + used + expired == purchased, always. */
 export interface Account {
   account_id: string;
   available: number;
   reserved: number;
   used: number;
+  /** Credits whose lot ran out unspent (0 until credits carry an expiry). */
+  expired: number;
   purchased: number;
   overdraft_limit: number;
   max_active_holds: number | null;
@@ -87,6 +89,7 @@ export interface LedgerEvent {
   available_after: number;
   reserved_after: number;
   used_after: number;
+  expired_after: number;
 }
 
 /** A credit or debit: the event it wrote and the account after it. */

@@ -60,21 +60,23 @@ const std::string kReaperHolds = std::string("SELECT ") + kHoldColumns +
 // --- round trip 2: the writes and COMMIT ----------------------------------------------------------
 const std::string kInsertAccounts =
     "INSERT INTO accounts (account_id, available, reserved, used, purchased, overdraft_limit, max_active_holds, "
-    "active_holds, created_at_ms, frozen, low_balance_threshold, frozen_reason) SELECT * FROM unnest($1::text[], "
-    "$2::bigint[], $3::bigint[], $4::bigint[], $5::bigint[], $6::bigint[], $7::bigint[], $8::bigint[], $9::bigint[], "
-    "$10::boolean[], $11::bigint[], $12::text[])";
+    "active_holds, created_at_ms, frozen, low_balance_threshold, frozen_reason, expired) SELECT * FROM unnest("
+    "$1::text[], $2::bigint[], $3::bigint[], $4::bigint[], $5::bigint[], $6::bigint[], $7::bigint[], $8::bigint[], "
+    "$9::bigint[], $10::boolean[], $11::bigint[], $12::text[], $13::bigint[])";
 const std::string kUpdateAccounts =
     "WITH u AS (UPDATE accounts a SET available = v.available, reserved = v.reserved, used = v.used, "
     "purchased = v.purchased, active_holds = v.active_holds, overdraft_limit = v.overdraft_limit, "
     "max_active_holds = v.max_active_holds, frozen = v.frozen, low_balance_threshold = v.low_balance_threshold, "
-    "frozen_reason = v.frozen_reason "
+    "frozen_reason = v.frozen_reason, expired = v.expired "
     "FROM unnest($1::text[], $2::bigint[], $3::bigint[], $4::bigint[], $5::bigint[], $6::bigint[], $7::bigint[], "
     "$8::bigint[], $9::bigint[], $10::bigint[], $11::bigint[], $12::bigint[], $13::bigint[], $15::boolean[], "
-    "$16::bigint[], $17::text[]) "
+    "$16::bigint[], $17::text[], $18::bigint[], $19::bigint[]) "
     "AS v(account_id, available, reserved, used, purchased, active_holds, overdraft_limit, max_active_holds, "
-    "b_available, b_reserved, b_used, b_purchased, b_active_holds, frozen, low_balance_threshold, frozen_reason) "
+    "b_available, b_reserved, b_used, b_purchased, b_active_holds, frozen, low_balance_threshold, frozen_reason, "
+    "expired, b_expired) "
     "WHERE a.account_id = v.account_id AND a.available = v.b_available AND a.reserved = v.b_reserved "
-    "AND a.used = v.b_used AND a.purchased = v.b_purchased AND a.active_holds = v.b_active_holds RETURNING 1) "
+    "AND a.used = v.b_used AND a.purchased = v.b_purchased AND a.active_holds = v.b_active_holds "
+    "AND a.expired = v.b_expired RETURNING 1) "
     "SELECT tollgate_assert(count(*) = $14, 'an account changed behind the batch''s lock') FROM u";
 const std::string kInsertHolds =
     "INSERT INTO holds (seq, hold_id, account_id, request_id, amount, committed_amount, status, late_outcome, "
@@ -99,15 +101,15 @@ const std::string kInsertEvents =
     "WITH n AS (UPDATE event_ids SET last_event_id = last_event_id + $16 RETURNING last_event_id - $16 AS before), "
     "e AS (INSERT INTO events (event_id, account_id, type, amount, hold_id, reference, at_ms, available_after, "
     "reserved_after, used_after, reason, overdraft_limit, max_active_holds, frozen, job_id, expires_at_ms, "
-    "low_balance_threshold) "
+    "low_balance_threshold, expired_after) "
     "SELECT n.before + v.ord, v.account_id, v.type, v.amount, v.hold_id, v.reference, v.at_ms, v.available_after, "
     "v.reserved_after, v.used_after, v.reason, v.overdraft_limit, v.max_active_holds, v.frozen, v.job_id, "
-    "v.expires_at_ms, v.low_balance_threshold FROM n, unnest($1::text[], $2::text[], $3::bigint[], $4::text[], "
-    "$5::text[], $6::bigint[], "
+    "v.expires_at_ms, v.low_balance_threshold, v.expired_after FROM n, unnest($1::text[], $2::text[], "
+    "$3::bigint[], $4::text[], $5::text[], $6::bigint[], "
     "$7::bigint[], $8::bigint[], $9::bigint[], $17::text[], $18::bigint[], $19::bigint[], $20::boolean[], "
-    "$21::text[], $22::bigint[], $23::bigint[]) WITH ORDINALITY AS v(account_id, type, amount, hold_id, reference, "
-    "at_ms, available_after, reserved_after, used_after, reason, overdraft_limit, max_active_holds, frozen, job_id, "
-    "expires_at_ms, low_balance_threshold, ord) ORDER BY v.ord "
+    "$21::text[], $22::bigint[], $23::bigint[], $24::bigint[]) WITH ORDINALITY AS v(account_id, type, amount, "
+    "hold_id, reference, at_ms, available_after, reserved_after, used_after, reason, overdraft_limit, "
+    "max_active_holds, frozen, job_id, expires_at_ms, low_balance_threshold, expired_after, ord) ORDER BY v.ord "
     "RETURNING event_id, account_id, type, hold_id, reference), "
     "t AS (INSERT INTO transfers (reference, account_id, kind, amount, reason, event_id) "
     "SELECT u.reference, u.account_id, u.kind, u.amount, u.reason, e.event_id FROM unnest($10::text[], "
@@ -276,7 +278,8 @@ std::vector<std::int64_t> PgBatchIo::write_and_commit(const batch::Effects& e) {
                          int_array(column(a, [](const Account& x) { return x.created_at_ms; })),
                          bool_array(column(a, [](const Account& x) { return x.frozen; })),
                          int_array(column(a, [](const Account& x) { return x.low_balance_threshold; })),
-                         text_array(column(a, [](const Account& x) { return x.frozen_reason; })))});
+                         text_array(column(a, [](const Account& x) { return x.frozen_reason; })),
+                         int_array(column(a, [](const Account& x) { return x.balances.expired; })))});
   }
   if (!e.changed_accounts.empty()) {
     using C = batch::Change<Account>;
@@ -298,7 +301,9 @@ std::vector<std::int64_t> PgBatchIo::write_and_commit(const batch::Effects& e) {
                          static_cast<std::int64_t>(c.size()),
                          bool_array(column(c, [](const C& x) { return x.after.frozen; })),
                          int_array(column(c, [](const C& x) { return x.after.low_balance_threshold; })),
-                         text_array(column(c, [](const C& x) { return x.after.frozen_reason; })))});
+                         text_array(column(c, [](const C& x) { return x.after.frozen_reason; })),
+                         int_array(column(c, [](const C& x) { return x.after.balances.expired; })),
+                         int_array(column(c, [](const C& x) { return x.before.balances.expired; })))});
   }
   if (!e.new_holds.empty()) {
     const auto& h = e.new_holds;
@@ -391,7 +396,8 @@ std::vector<std::int64_t> PgBatchIo::write_and_commit(const batch::Effects& e) {
                          int_array(column(v, [](const Event& x) { return x.expires_at_ms; })),
                          int_array(column(v, [](const Event& x) {
                            return x.settings ? x.settings->low_balance_threshold : std::optional<std::int64_t>();
-                         })))});
+                         })),
+                         int_array(column(v, [](const Event& x) { return x.expired_after; })))});
   } else {
     TG_ASSERT(e.transfers.empty());
   }

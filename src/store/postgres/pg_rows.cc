@@ -39,11 +39,12 @@ Hold read_hold(const Rows& r, int row, int first) {
 
 const char* const kEventColumns =
     "event_id, account_id, type, amount, hold_id, job_id, reference, at_ms, available_after, reserved_after, "
-    "used_after, reason, overdraft_limit, max_active_holds, frozen, expires_at_ms, low_balance_threshold";
+    "used_after, reason, overdraft_limit, max_active_holds, frozen, expires_at_ms, low_balance_threshold, "
+    "expired_after";
 #define TG_EVENT_COLUMNS_OF_E                                                                             \
   "e.event_id, e.account_id, e.type, e.amount, e.hold_id, e.job_id, e.reference, e.at_ms, e.available_after, " \
   "e.reserved_after, e.used_after, e.reason, e.overdraft_limit, e.max_active_holds, e.frozen, e.expires_at_ms, " \
-  "e.low_balance_threshold"
+  "e.low_balance_threshold, e.expired_after"
 const char* const kEventColumnsOfE = TG_EVENT_COLUMNS_OF_E;
 
 Event read_event(const Rows& r, int row, int first) {
@@ -69,13 +70,14 @@ Event read_event(const Rows& r, int row, int first) {
                                  r.optional_int64(row, first + 16)};
   }
   e.expires_at_ms = r.optional_int64(row, first + 15);  // extended: the hold's new deadline
+  e.expired_after = r.int64(row, first + 17);
   return e;
 }
 
 const char* const kAccountColumns =
     "account_id, available, reserved, used, purchased, overdraft_limit, max_active_holds, active_holds, created_at_ms, "
-    "frozen, low_balance_threshold, frozen_reason";
-constexpr int kAccountColumnCount = 12;  // read_account() reads columns 0..11; a view's own follow
+    "frozen, low_balance_threshold, frozen_reason, expired";
+constexpr int kAccountColumnCount = 13;  // read_account() reads columns 0..12; a view's own follow
 
 Account read_account(const Rows& r, int row) {
   Account a;
@@ -88,6 +90,7 @@ Account read_account(const Rows& r, int row) {
   a.frozen = r.text(row, 9) == "t";
   a.low_balance_threshold = r.optional_int64(row, 10);
   a.frozen_reason = r.optional_text(row, 11);
+  a.balances.expired = r.int64(row, 12);
   return a;
 }
 

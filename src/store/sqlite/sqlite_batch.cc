@@ -150,11 +150,11 @@ batch::Snapshot SqliteBatchIo::begin_and_load(const batch::Keys& keys) {
 std::vector<std::int64_t> SqliteBatchIo::write_and_commit(const batch::Effects& e) {
   for (const Account& a : e.new_accounts) {
     Query q(db_.stmt("INSERT INTO accounts (account_id, available, reserved, used, purchased, overdraft_limit, "
-                     "max_active_holds, active_holds, created_at_ms, frozen, low_balance_threshold, frozen_reason) "
-                     "VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12)"),
+                     "max_active_holds, active_holds, created_at_ms, frozen, low_balance_threshold, frozen_reason, "
+                     "expired) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13)"),
             a.account_id, a.balances.available, a.balances.reserved, a.balances.used, a.balances.purchased,
             a.overdraft_limit, a.max_active_holds, a.active_holds, a.created_at_ms, std::int64_t{a.frozen},
-            a.low_balance_threshold, a.frozen_reason);
+            a.low_balance_threshold, a.frozen_reason, a.balances.expired);
     q.step();
   }
   for (const auto& [before, after] : e.changed_accounts) {
@@ -162,12 +162,13 @@ std::vector<std::int64_t> SqliteBatchIo::write_and_commit(const batch::Effects& 
     const Balances& n = after.balances;
     Query q(db_.stmt("UPDATE accounts SET available = ?2, reserved = ?3, used = ?4, purchased = ?5, "
                      "active_holds = ?6, overdraft_limit = ?7, max_active_holds = ?8, frozen = ?14, "
-                     "low_balance_threshold = ?15, frozen_reason = ?16 "
+                     "low_balance_threshold = ?15, frozen_reason = ?16, expired = ?17 "
                      "WHERE account_id = ?1 AND available = ?9 AND reserved = ?10 AND used = ?11 AND purchased = ?12 "
-                     "AND active_holds = ?13"),
+                     "AND active_holds = ?13 AND expired = ?18"),
             after.account_id, n.available, n.reserved, n.used, n.purchased, after.active_holds,
             after.overdraft_limit, after.max_active_holds, b.available, b.reserved, b.used, b.purchased,
-            before.active_holds, std::int64_t{after.frozen}, after.low_balance_threshold, after.frozen_reason);
+            before.active_holds, std::int64_t{after.frozen}, after.low_balance_threshold, after.frozen_reason,
+            n.expired, b.expired);
     q.step();
     expect_one_change(db_, "account " + after.account_id);
   }
@@ -221,8 +222,8 @@ std::vector<std::int64_t> SqliteBatchIo::write_and_commit(const batch::Effects& 
     insert_rows(db_,
                 "INSERT INTO events (event_id, account_id, type, amount, hold_id, job_id, reference, at_ms, "
                 "available_after, reserved_after, used_after, reason, overdraft_limit, max_active_holds, frozen, "
-                "expires_at_ms, low_balance_threshold)",
-                17, e.events, [&, index = std::size_t{0}](Stmt& s, int i, const Event& ev) mutable {
+                "expires_at_ms, low_balance_threshold, expired_after)",
+                18, e.events, [&, index = std::size_t{0}](Stmt& s, int i, const Event& ev) mutable {
                   s.bind(i, ids[index++]);
                   s.bind(i + 1, ev.account_id);
                   s.bind(i + 2, event_type_name(ev.type));
@@ -235,6 +236,7 @@ std::vector<std::int64_t> SqliteBatchIo::write_and_commit(const batch::Effects& 
                   s.bind(i + 9, ev.reserved_after);
                   s.bind(i + 10, ev.used_after);
                   bind_event_details(s, i + 11, ev);
+                  s.bind(i + 17, ev.expired_after);
                 });
   }
   for (const auto& [t, event_index] : e.transfers) {

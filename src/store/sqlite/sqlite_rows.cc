@@ -38,11 +38,12 @@ Hold read_hold(Stmt& s, int first) {
 
 const char* const kEventColumns =
     "event_id, account_id, type, amount, hold_id, job_id, reference, at_ms, available_after, reserved_after, "
-    "used_after, reason, overdraft_limit, max_active_holds, frozen, expires_at_ms, low_balance_threshold";
+    "used_after, reason, overdraft_limit, max_active_holds, frozen, expires_at_ms, low_balance_threshold, "
+    "expired_after";
 #define TG_EVENT_COLUMNS_OF_E                                                                             \
   "e.event_id, e.account_id, e.type, e.amount, e.hold_id, e.job_id, e.reference, e.at_ms, e.available_after, " \
   "e.reserved_after, e.used_after, e.reason, e.overdraft_limit, e.max_active_holds, e.frozen, e.expires_at_ms, " \
-  "e.low_balance_threshold"
+  "e.low_balance_threshold, e.expired_after"
 const char* const kEventColumnsOfE = TG_EVENT_COLUMNS_OF_E;
 
 Event read_event(Stmt& s, int first) {
@@ -68,6 +69,7 @@ Event read_event(Stmt& s, int first) {
                                  s.optional_int64(first + 16)};
   }
   e.expires_at_ms = s.optional_int64(first + 15);  // extended: the hold's new deadline
+  e.expired_after = s.int64(first + 17);
   return e;
 }
 
@@ -117,7 +119,7 @@ std::optional<jobs::Job> job_row(Conn& db, std::string_view client_request_id) {
 
 std::optional<Account> account_row(Conn& db, std::string_view account_id) {
   Query q(db.stmt("SELECT account_id, available, reserved, used, purchased, overdraft_limit, max_active_holds, "
-                  "active_holds, created_at_ms, frozen, low_balance_threshold, frozen_reason FROM accounts "
+                  "active_holds, created_at_ms, frozen, low_balance_threshold, frozen_reason, expired FROM accounts "
                   "WHERE account_id = ?"),
           account_id);
   if (!q.step()) return std::nullopt;
@@ -132,6 +134,7 @@ std::optional<Account> account_row(Conn& db, std::string_view account_id) {
   a.frozen = s.int64(9) != 0;
   a.low_balance_threshold = s.optional_int64(10);
   a.frozen_reason = s.optional_text(11);
+  a.balances.expired = s.int64(12);
   return a;
 }
 

@@ -43,7 +43,7 @@ class Model:
 
 @dataclass(frozen=True)
 class Account(Model):
-    """An account and its balances; ``available + reserved + used == purchased`` always holds."""
+    """An account and its balances; ``available + reserved + used + expired == purchased`` always holds."""
 
     account_id: str
     available: int
@@ -54,6 +54,7 @@ class Account(Model):
     frozen: bool
     active_holds: int
     created_at: str
+    expired: int = 0  # credits whose lot ran out unspent (0 until credits carry an expiry)
     max_active_holds: int | None = None
     oldest_active_hold_age_ms: int | None = None
     low_balance_threshold: int | None = None  # balance notices when available crosses it; None: none
@@ -96,6 +97,7 @@ class Event(Model):
     available_after: int
     reserved_after: int
     used_after: int
+    expired_after: int = 0
     hold_id: str | None = None
     job_id: str | None = None
     reference: str | None = None
