@@ -53,7 +53,7 @@ export function mount(ctx, accountId) {
   ctx.container.append(
     h('h1', {}, 'Account ', h('code', { id: 'account-id' }, accountId)),
     bar, legend, settings, frozen,
-    h('div', { class: 'actions' },
+    h('div', { class: 'actions write', id: 'account-actions' },
       h('form', { id: 'credit-form', onsubmit: (ev) => { ev.preventDefault(); transfer('credits', creditAmount); } },
         h('strong', {}, 'Credit'), creditAmount, h('button', { type: 'submit', id: 'credit-submit' }, 'Credit…')),
       h('form', { id: 'debit-form', onsubmit: (ev) => { ev.preventDefault(); transfer('debits', debitAmount); } },
@@ -62,7 +62,7 @@ export function mount(ctx, accountId) {
     h('h2', {}, 'Active holds'),
     h('table', { id: 'holds' },
       h('thead', {}, h('tr', {}, h('th', {}, 'hold'), h('th', {}, 'request'), h('th', { class: 'num' }, 'amount'),
-        h('th', { class: 'num' }, 'age'), h('th', { class: 'num' }, 'expires in'), h('th', {}, ''))),
+        h('th', { class: 'num' }, 'age'), h('th', { class: 'num' }, 'expires in'), h('th', { class: 'write' }, ''))),
       holdsBody),
     h('h2', {}, 'Events'),
     h('div', { class: 'filters' }, typeFilter, holdFilter),
@@ -160,7 +160,7 @@ export function mount(ctx, accountId) {
         h('td', {}, x.request_id),
         h('td', { class: 'num' }, num(x.amount)),
         h('td', { class: 'num age' }), h('td', { class: 'num expires' }),
-        h('td', {}, amountInput, ' ',
+        h('td', { class: 'write' }, amountInput, ' ',
           h('button', { type: 'button', class: 'commit', onclick: () => commit(x, amountInput) }, 'Commit…'), ' ',
           h('button', { type: 'button', class: 'release', onclick: () => release(x) }, 'Release…'))));
     }

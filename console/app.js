@@ -162,22 +162,56 @@ function showSignIn(message) {
   $('key').focus();
 }
 
-// The key must be an admin key: GET /v1/accounts is an admin call (401 wrong key, 403 account key).
+// The key in use (GET /v1/key): {key_id, account_id, scopes, name, expires_at}; null until read.
+let keyInfo = null;
+// A server older than scoped keys has no GET /v1/key: its keys are admin keys or account keys, and
+// GET /v1/accounts (an admin call) tells them apart.
+async function readKey(candidate) {
+  try {
+    return await api('/v1/key', { keyOverride: candidate });
+  } catch (e) {
+    if (!(e instanceof ApiError) || e.status !== 404) throw e;
+    await api('/v1/accounts?limit=1', { keyOverride: candidate });
+    return { key_id: null, account_id: null, scopes: ['admin'], name: null, expires_at: null };
+  }
+}
+
+const ACCOUNT_KEY = 'This is an account key: the console shows every account and needs an admin key ' +
+  '(admin, or admin:read to look without changing anything).';
+
+// The key must be an admin key (admin or admin:read): an account key sees one account only.
 async function checkKey(candidate) {
   try {
-    await api('/v1/accounts?limit=1', { keyOverride: candidate });
-    return null;
+    const info = await readKey(candidate);
+    if (info.account_id != null) return { problem: ACCOUNT_KEY };
+    return { info };
   } catch (e) {
-    if (e instanceof ApiError && e.status === 401) return 'Wrong key: the server does not know this key (or it was revoked).';
-    if (e instanceof ApiError && e.status === 403) {
-      return 'This is an account key: the console shows every account and needs the admin key.';
+    if (e instanceof ApiError && e.status === 401) {
+      return { refused: true, problem: /expired/i.test(e.message) ? `This key has expired: ${e.message}`
+        : 'Wrong key: the server does not know this key (or it was revoked).' };
     }
-    return `Could not check the key: ${e.message}`;
+    if (e instanceof ApiError && e.status === 403) return { problem: ACCOUNT_KEY };
+    return { problem: `Could not check the key: ${e.message}` };
   }
+}
+
+// An admin:read key (no "admin" scope) may read everything and change nothing: every control that
+// would change something (class "write": credit, debit, commit, release, refund) is hidden, and a
+// badge says why.
+function applyKey(info) {
+  keyInfo = info;
+  const readOnly = !!info && !(info.scopes || []).includes('admin');
+  document.body.classList.toggle('read-only', readOnly);
+  const badge = $('read-only-badge');
+  badge.hidden = !readOnly;
+  badge.dataset.scopes = info ? (info.scopes || []).join(' ') : '';
+  badge.title = readOnly ? `This key (${info.name || info.key_id}) has the scopes ${(info.scopes || []).join(', ')}: ` +
+    'every page reads, nothing can be changed from here.' : '';
 }
 
 function signOut(message) {
   key.clear();
+  applyKey(null);
   stopFeed();
   feed.after = null;
   showSignIn(message);
@@ -188,6 +222,20 @@ hooks.unauthorized = (detail) => signOut(`Signed out: the server refused the key
 async function route() {
   showError('');
   if (!key.get()) return showSignIn();
+  if (!keyInfo) {  // a reload with the key in the tab's storage: which key is it?
+    const checked = await checkKey(key.get());
+    if (checked.refused) return signOut(`Signed out: ${checked.problem}`);
+    if (checked.problem) {  // an account key put into the tab's storage: no view shows anything of it
+      current = null;
+      generation++;
+      $('sign-in').hidden = true;
+      $('nav').hidden = false;
+      $('view').hidden = true;
+      $('view').replaceChildren();
+      return showError(checked.problem);
+    }
+    applyKey(checked.info);
+  }
   $('sign-in').hidden = true;
   $('nav').hidden = false;
   const view = $('view');
@@ -243,13 +291,14 @@ $('sign-in-form').addEventListener('submit', async (ev) => {
   const candidate = $('key').value.trim();
   if (!candidate) return;
   $('sign-in-button').disabled = true;
-  const problem = await checkKey(candidate);
+  const { problem, info } = await checkKey(candidate);
   $('sign-in-button').disabled = false;
   if (problem) {
     $('sign-in-error').textContent = problem;
     $('key').select();
     return;
   }
+  applyKey(info);
   key.set(candidate);
   route();
 });

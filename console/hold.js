@@ -94,7 +94,7 @@ function refundForm(currentHoldId) {
   const reason = h('input', { id: 'refund-reason', placeholder: 'reason', maxlength: '1024', 'aria-label': 'reason for the refund' });
   const submit = h('button', { type: 'submit', id: 'refund-submit' }, 'Refund…');
   const left = h('span', { class: 'note', id: 'refund-left' });
-  const element = h('div', { class: 'actions', id: 'refund', hidden: true },
+  const element = h('div', { class: 'actions write', id: 'refund', hidden: true },
     h('form', { id: 'refund-form', novalidate: true, onsubmit: (ev) => { ev.preventDefault(); send(); } },
       h('strong', {}, 'Refund'), amount, reason, submit, left));
   const result = h('p', { id: 'refund-result', role: 'status' });

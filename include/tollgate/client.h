@@ -131,6 +131,9 @@ struct Problem {
   // otherwise the Retry-After header (whole seconds) when the server sent one (e.g. 503).
   std::optional<std::int64_t> retry_after_ms;
   std::optional<std::string> expires_at;       // lock_held, in_progress: when the other's lease or claim ends
+  // forbidden because of the key's scopes: the scope the call needs (holds:write, jobs:write, read,
+  // admin or admin:read); unset for any other refusal.
+  std::optional<std::string> missing_scope;
   boost::json::value body;                     // the whole document as sent (null if not JSON)
 };
 
@@ -210,6 +213,16 @@ struct UpdateAccountRequest {
 };
 
 // A webhook endpoint to register (api.md, Webhooks). Empty event_types, no account_id: every event.
+// What a new key may do and for how long (api.md, Keys). Every field is optional: an account key
+// created with none may do everything its account allows (holds:write, jobs:write, read) and never
+// expires. An admin key (create_admin_key) needs its scopes: {"admin"} or {"admin:read"}.
+struct CreateKeyRequest {
+  // Account keys: any of holds:write, jobs:write, read (no duplicates); empty: not sent (all three).
+  std::vector<std::string> scopes;
+  std::optional<std::string> expires_at;  // RFC 3339, in the future; after it the key answers 401
+  std::optional<std::string> name;        // 1–100 bytes, shown in key lists
+};
+
 struct CreateWebhookEndpointRequest {
   std::string url;  // http or https
   std::vector<std::string> event_types;
@@ -338,7 +351,16 @@ class Client {
   Response feed_head();
 
   // --- keys (admin key)
-  Response create_key(std::string_view account_id);  // 201 {key_id, account_id, secret, created_at}
+  // POST /v1/accounts/{id}/keys — 201 {key_id, account_id, secret, scopes, name, expires_at,
+  // created_at}: the only answer with the secret. Scopes come back in the canonical order
+  // (holds:write, jobs:write, read).
+  Response create_key(std::string_view account_id, const CreateKeyRequest& request = {});
+  // POST /v1/keys (admin scope) — 201 the same shape with account_id null; request.scopes must be
+  // {"admin"} or {"admin:read"} (admin:read: every read, no change at all).
+  Response create_admin_key(const CreateKeyRequest& request);
+  // GET /v1/key (any valid key) — the calling key: {key_id, account_id, scopes, name, expires_at,
+  // created_at}; the configured admin key answers key_id "admin", scopes ["admin"].
+  Response get_key();
   Response revoke_key(std::string_view key_id);
   // GET /v1/keys?account_id=&limit=&starting_after= — {keys, has_more}, newest first, never secrets.
   Response list_keys(std::optional<std::string> account_id = {}, const PageRequest& page = {});

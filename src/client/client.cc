@@ -69,6 +69,9 @@ Problem to_problem(const bhttp::response<bhttp::string_body>& answer) {
     p.requested = as_int64(o.if_contains("requested"));
     p.retry_after_ms = as_int64(o.if_contains("retry_after_ms"));
     if (const json::value* at = o.if_contains("expires_at"); at && at->is_string()) p.expires_at = as_string(at);
+    if (const json::value* scope = o.if_contains("missing_scope"); scope && scope->is_string()) {
+      p.missing_scope = as_string(scope);
+    }
     p.body = std::move(body);
   }
   if (p.code.empty()) p.code = "http_" + std::to_string(p.status);
@@ -632,10 +635,34 @@ Response Client::update_account(std::string_view account_id, const UpdateAccount
                         false);
 }
 
-Response Client::create_key(std::string_view account_id) {
-  json::value body = json::object{};
+namespace {
+// The body of a key's creation: only what is set.
+json::value key_body(const CreateKeyRequest& r) {
+  json::object body;
+  if (!r.scopes.empty()) {
+    json::array scopes;
+    for (const std::string& s : r.scopes) scopes.emplace_back(s);
+    body["scopes"] = std::move(scopes);
+  }
+  if (r.expires_at) body["expires_at"] = *r.expires_at;
+  if (r.name) body["name"] = *r.name;
+  return body;
+}
+}  // namespace
+
+Response Client::create_key(std::string_view account_id, const CreateKeyRequest& request) {
+  json::value body = key_body(request);
   return impl_->perform(bhttp::verb::post, "/v1/accounts/" + encode_component(account_id) + "/keys", &body,
                         Resend::only_if_unsent, false);
+}
+
+Response Client::create_admin_key(const CreateKeyRequest& request) {
+  json::value body = key_body(request);
+  return impl_->perform(bhttp::verb::post, "/v1/keys", &body, Resend::only_if_unsent, false);
+}
+
+Response Client::get_key() {
+  return impl_->perform(bhttp::verb::get, "/v1/key", nullptr, Resend::safe, false);
 }
 
 Response Client::revoke_key(std::string_view key_id) {

@@ -28,6 +28,7 @@
 #include <stdexcept>
 #include <string>
 #include <thread>
+#include <utility>
 #include <vector>
 
 #include "http/http_test_support.h"
@@ -264,6 +265,127 @@ TEST_F(CliTest, KeysAreCreatedShownOnceAndRevoked) {
   r = cli_as(secret, {"account", "show", "carol"});
   EXPECT_EQ(r.exit_code, 1) << describe(r);
   EXPECT_NE(r.err.find("unauthorized"), std::string::npos) << r.err;
+}
+
+// Keys with scopes, an expiry and a name (issue 32): `key create --scope … --expires-in … --name`,
+// `key create --admin --scope admin:read`, `key whoami`, and `key list` showing them.
+TEST_F(CliTest, KeyScopesExpiryAndNamesAreCreatedShownAndEnforced) {
+  ASSERT_EQ(cli({"account", "create", "sam"}).exit_code, 0);
+  ASSERT_EQ(cli({"account", "credit", "sam", "5", "--reference", "sam-buy"}).exit_code, 0);
+  ProcessResult r = cli({"key", "create", "sam", "--scope", "read", "--name", "sam's dashboard", "--expires-in", "30d",
+                         "--json"});
+  ASSERT_EQ(r.exit_code, 0) << describe(r);
+  const json::value reader = one_document(r);
+  EXPECT_EQ(reader.at("scopes"), (json::array{"read"}));
+  EXPECT_EQ(reader.at("name"), "sam's dashboard");
+  ASSERT_TRUE(reader.at("expires_at").is_string());
+  EXPECT_GT(std::string(reader.at("expires_at").as_string()), std::string("2026"));
+  const std::string reader_secret(reader.at("secret").as_string());
+  const std::string reader_id(reader.at("key_id").as_string());
+
+  // Scopes answered in the canonical order, whatever order they were given in.
+  r = cli({"key", "create", "sam", "--scope", "read", "--scope", "holds:write", "--json"});
+  ASSERT_EQ(r.exit_code, 0) << describe(r);
+  EXPECT_EQ(one_document(r).at("scopes"), (json::array{"holds:write", "read"}));
+  // Without --scope: all three; printed for people on one line, and the secret warning.
+  r = cli({"key", "create", "sam"});
+  ASSERT_EQ(r.exit_code, 0) << describe(r);
+  EXPECT_NE(r.out.find("holds:write jobs:write read"), std::string::npos) << r.out;
+  EXPECT_NE(r.err.find("shown only this once"), std::string::npos) << r.err;
+
+  // whoami: the calling key, without its secret.
+  r = cli_as(reader_secret, {"key", "whoami", "--json"});
+  ASSERT_EQ(r.exit_code, 0) << describe(r);
+  const json::value me = one_document(r);
+  EXPECT_EQ(me.at("key_id"), reader_id.c_str());
+  EXPECT_EQ(me.at("account_id"), "sam");
+  EXPECT_EQ(me.at("scopes"), (json::array{"read"}));
+  EXPECT_EQ(r.out.find(reader_secret), std::string::npos) << r.out;
+  r = cli({"key", "whoami"});  // the configured admin key
+  ASSERT_EQ(r.exit_code, 0) << describe(r);
+  EXPECT_NE(r.out.find("key_id:"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("admin"), std::string::npos) << r.out;
+
+  // A read key reads, and cannot reserve: 403 naming the scope it lacks.
+  r = cli_as(reader_secret, {"account", "show", "sam"});
+  EXPECT_EQ(r.exit_code, 0) << describe(r);
+  r = cli_as(reader_secret, {"hold", "reserve", "sam", "1"});
+  EXPECT_EQ(r.exit_code, 1) << describe(r);
+  EXPECT_NE(r.err.find("forbidden"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("holds:write"), std::string::npos) << r.err;
+
+  // An admin:read key: every read, no change.
+  r = cli({"key", "create", "--admin", "--scope", "admin:read", "--name", "auditor", "--json"});
+  ASSERT_EQ(r.exit_code, 0) << describe(r);
+  const json::value auditor = one_document(r);
+  EXPECT_TRUE(auditor.at("account_id").is_null());
+  EXPECT_EQ(auditor.at("scopes"), (json::array{"admin:read"}));
+  const std::string auditor_secret(auditor.at("secret").as_string());
+  EXPECT_EQ(cli_as(auditor_secret, {"account", "list"}).exit_code, 0);
+  EXPECT_EQ(cli_as(auditor_secret, {"audit"}).exit_code, 0);
+  r = cli_as(auditor_secret, {"account", "credit", "sam", "1", "--reference", "auditor-credit"});
+  EXPECT_EQ(r.exit_code, 1) << describe(r);
+  EXPECT_NE(r.err.find("forbidden"), std::string::npos) << r.err;
+  r = cli_as(auditor_secret, {"key", "whoami", "--json"});
+  ASSERT_EQ(r.exit_code, 0) << describe(r);
+  EXPECT_EQ(one_document(r).at("scopes"), (json::array{"admin:read"}));
+
+  // key list: SCOPES, NAME and EXPIRES columns.
+  r = cli({"key", "list", "--account", "sam"});
+  ASSERT_EQ(r.exit_code, 0) << describe(r);
+  const std::vector<std::string> table = lines_of(r.out);
+  ASSERT_EQ(table.size(), 4u) << r.out;
+  for (const char* column : {"SCOPES", "NAME", "EXPIRES"}) EXPECT_NE(table[0].find(column), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("holds:write,read"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("holds:write,jobs:write,read"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find(reader.at("expires_at").as_string().c_str()), std::string::npos) << r.out;
+
+  // The server's own refusals: an expiry in the past (400), then a key that expires.
+  r = cli({"key", "create", "sam", "--expires-at", "2020-01-01T00:00:00Z"});
+  EXPECT_EQ(r.exit_code, 1) << describe(r);
+  EXPECT_NE(r.err.find("invalid_request"), std::string::npos) << r.err;
+  r = cli({"key", "create", "sam", "--expires-in", "1s", "--json"});
+  ASSERT_EQ(r.exit_code, 0) << describe(r);
+  const std::string brief_secret(one_document(r).at("secret").as_string());
+  std::this_thread::sleep_for(milliseconds(1600));
+  r = cli_as(brief_secret, {"account", "show", "sam"});
+  EXPECT_EQ(r.exit_code, 1) << describe(r);
+  EXPECT_NE(r.err.find("unauthorized"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("expired"), std::string::npos) << r.err;
+}
+
+// Bad values of key create's flags: usage errors (exit 2) naming the flag, and nothing is sent.
+TEST_F(CliTest, KeyCreateBadFlagsAreUsageErrorsNamingTheFlag) {
+  const std::vector<std::pair<std::vector<std::string>, std::string>> bad = {
+      {{"key", "create", "sam", "--expires-in", "30w"}, "--expires-in"},
+      {{"key", "create", "sam", "--expires-in", "0d"}, "--expires-in"},
+      {{"key", "create", "sam", "--expires-in=-5d"}, "--expires-in"},
+      {{"key", "create", "sam", "--expires-in", "d"}, "--expires-in"},
+      {{"key", "create", "sam", "--expires-in", "1.5h"}, "--expires-in"},
+      {{"key", "create", "sam", "--expires-in", "99999999999d"}, "--expires-in"},
+      {{"key", "create", "sam", "--expires-in", "1d", "--expires-at", "2030-01-01T00:00:00Z"}, "--expires-"},
+      {{"key", "create", "sam", "--expires-at", "tomorrow"}, "--expires-at"},
+      {{"key", "create", "sam", "--expires-at", "2030-01-01 00:00:00"}, "--expires-at"},
+      {{"key", "create", "sam", "--scope", "hold:write"}, "did you mean holds:write"},
+      {{"key", "create", "sam", "--scope", "admin"}, "--scope"},
+      {{"key", "create", "sam", "--scope", "read", "--scope", "read"}, "--scope"},
+      {{"key", "create", "--admin", "--scope", "read"}, "--scope"},
+      {{"key", "create", "--admin"}, "--scope"},
+      {{"key", "create", "--admin", "--scope", "admin", "--scope", "admin:read"}, "--scope"},
+      {{"key", "create", "sam", "--admin", "--scope", "admin"}, "--admin"},
+      {{"key", "create"}, "ACCOUNT"},
+      {{"key", "create", "sam", "--name", ""}, "--name"},
+      {{"key", "create", "sam", "--name", std::string(101, 'n')}, "--name"},
+  };
+  for (const auto& [args, named] : bad) {
+    const ProcessResult r = cli(args);
+    std::string line;
+    for (const std::string& a : args) line += a + " ";
+    EXPECT_EQ(r.exit_code, 2) << line << "\n" << describe(r);
+    EXPECT_NE(r.err.find(named), std::string::npos) << line << "\n" << r.err;
+  }
+  std::this_thread::sleep_for(milliseconds(400));
+  EXPECT_EQ(server_.log().find("\"msg\":\"request\""), std::string::npos) << server_.log();
 }
 
 TEST_F(CliTest, WebhookEndpointsAreAddedListedDisabledRotatedAndDeleted) {
@@ -1024,6 +1146,58 @@ TEST_F(ClientTest, TypedCallsAnswerTheServersJsonAndProblems) {
   EXPECT_EQ(missing.problem().title, "Not Found");
 }
 
+// The client's key options (issue 32): create_key with scopes, expiry and name; create_admin_key;
+// get_key; a call outside the key's scopes is a Problem naming the missing scope.
+TEST_F(ClientTest, KeyScopesAndWhoamiAndTheMissingScope) {
+  client::Client c = client_for(server_.url());
+  client::CreateKeyRequest request;
+  request.scopes = {"read", "jobs:write"};
+  request.name = "kiosk 7";
+  request.expires_at = "2099-01-01T00:00:00Z";
+  auto key = c.create_key("acct", request);
+  ASSERT_TRUE(key.ok()) << key.describe();
+  EXPECT_EQ(key.status(), 201u);
+  EXPECT_EQ(key.json().at("scopes"), (json::array{"jobs:write", "read"}));
+  EXPECT_EQ(key.json().at("name"), "kiosk 7");
+  EXPECT_TRUE(key.json().at("expires_at").is_string());
+
+  client::Client kiosk(fast_options(server_.url(), std::string(key.json().at("secret").as_string())));
+  auto me = kiosk.get_key();
+  ASSERT_TRUE(me.ok()) << me.describe();
+  EXPECT_EQ(me.json().at("key_id"), key.json().at("key_id"));
+  EXPECT_EQ(me.json().at("account_id"), "acct");
+  EXPECT_FALSE(me.json().as_object().contains("secret"));
+  auto reserve = kiosk.reserve({"acct", 1, "", std::nullopt, std::nullopt});
+  ASSERT_TRUE(reserve.is_problem()) << reserve.describe();
+  EXPECT_EQ(reserve.status(), 403u);
+  EXPECT_EQ(reserve.problem().code, "forbidden");
+  EXPECT_EQ(reserve.problem().missing_scope, std::optional<std::string>("holds:write"));
+
+  auto admin_me = c.get_key();
+  ASSERT_TRUE(admin_me.ok()) << admin_me.describe();
+  EXPECT_EQ(admin_me.json().at("key_id"), "admin");
+  EXPECT_EQ(admin_me.json().at("scopes"), (json::array{"admin"}));
+
+  client::CreateKeyRequest reader;
+  reader.scopes = {"admin:read"};
+  auto admin_key = c.create_admin_key(reader);
+  ASSERT_TRUE(admin_key.ok()) << admin_key.describe();
+  EXPECT_TRUE(admin_key.json().at("account_id").is_null());
+  client::Client auditor(fast_options(server_.url(), std::string(admin_key.json().at("secret").as_string())));
+  EXPECT_TRUE(auditor.audit().ok());
+  auto credit = auditor.credit("acct", 1, "auditor");
+  ASSERT_TRUE(credit.is_problem()) << credit.describe();
+  EXPECT_EQ(credit.problem().missing_scope, std::optional<std::string>("admin"));
+
+  client::CreateKeyRequest wrong;
+  wrong.scopes = {"admin"};
+  auto refused = c.create_key("acct", wrong);
+  ASSERT_TRUE(refused.is_problem());
+  EXPECT_EQ(refused.status(), 400u);
+  EXPECT_EQ(refused.problem().code, "invalid_request");
+  EXPECT_FALSE(refused.problem().missing_scope);
+}
+
 TEST_F(ClientTest, PathSegmentsAreEncodedNotInterpreted) {
   client::Client c = client_for(server_.url());
   // "a/b" must reach the server as one segment (a bad id), never as a different route.
@@ -1058,7 +1232,7 @@ TEST(CliUsage, AnUnknownOrMissingCommandNamesTheCommandsThatExistAndTheClosest) 
        "tollgate: unknown command 'hold comit' (did you mean commit?); the hold commands are: commit, extend, list, "
        "release, reserve, show\n"},
       {{"key", "revok", "k"}, "tollgate: unknown command 'key revok' (did you mean revoke?); the key commands are: "
-                              "create, list, revoke\n"},
+                              "create, list, revoke, whoami\n"},
       {{"lock", "aquire", "k"}, "tollgate: unknown command 'lock aquire' (did you mean acquire?); the lock commands are: "
                                 "acquire, cancel, release, renew, show\n"},
       {{"idem", "begn", "k"}, "tollgate: unknown command 'idem begn' (did you mean begin?); the idem commands are: "

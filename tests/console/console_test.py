@@ -4,7 +4,9 @@ holds appearing and leaving live, commit and release from the console, refunds f
 job's page (the figures against the API's; a press after a lost answer resends the same request id),
 webhook endpoints and their deliveries against the API's, payments (signed Stripe and Standard
 Webhooks events posted to the server: the events' "payment" labels, a shortfall's and a dispute's
-freeze and its reason), an account key kept out, no request outside the server. Screenshots of each
+freeze and its reason), an account key kept out, an admin:read key reading everything with no
+control that changes anything (and a read account key's reserve refused, naming holds:write), no
+request outside the server. Screenshots of each
 page go to $CONSOLE_SCREENSHOTS."""
 import base64
 import hashlib
@@ -776,6 +778,83 @@ class ConsoleTest(unittest.TestCase):
         self.assertFalse([u for u in sent if support.ADMIN_KEY in u])
         errors = [e for e in self.driver.get_log("browser") if "Content Security Policy" in e.get("message", "")]
         self.assertEqual(errors, [])
+
+    def test_9_an_admin_read_key_shows_everything_and_changes_nothing(self):
+        self.api.account("acct-9", 40)
+        live = self.api.hold("acct-9", 5, "a9-live")
+        charged = self.api.hold("acct-9", 3, "a9-charged")
+        self.api.ok("POST", f"/v1/holds/{charged['hold_id']}/commit", {})
+        made = self.api.ok("POST", "/v1/keys", {"scopes": ["admin:read"], "name": "console auditor"})
+        self.assertEqual(made["scopes"], ["admin:read"])
+        self.sign_in(made["secret"])
+        wait_for(lambda: self.driver.find_element(By.ID, "nav").is_displayed(), "the console after sign-in")
+        badge = self.driver.find_element(By.ID, "read-only-badge")
+        wait_for(badge.is_displayed, "the read-only badge")
+        self.assertEqual(badge.text, "read-only key")
+        self.assertEqual(badge.get_attribute("data-scopes"), "admin:read")
+        # The overview reads (the feed, /metrics, the accounts, the audit).
+        wait_for(lambda: self.driver.find_elements(By.CSS_SELECTOR, "#accounts-body tr[data-account='acct-9']"),
+                 "acct-9 in the accounts table")
+        self.shot("read-only-overview")
+
+        self.go("#/account/acct-9")
+        wait_for(lambda: self.account_matches_api("acct-9"), "the bar to show the API's balances")
+        wait_for(lambda: self.driver.find_element(By.ID, f"hold-{live['hold_id']}"), "the live hold's row")
+        self.assertEqual(self.driver.find_element(By.ID, "bar-available").get_attribute("data-value"), "32")
+        for element_id in ("account-actions", "credit-form", "debit-form", "credit-submit", "debit-submit"):
+            self.assertFalse(self.driver.find_element(By.ID, element_id).is_displayed(), element_id)
+        row = self.driver.find_element(By.ID, f"hold-{live['hold_id']}")
+        for cls in ("commit", "release", "commit-amount"):
+            self.assertFalse(row.find_element(By.CLASS_NAME, cls).is_displayed(), cls)
+        self.assertEqual([e for e in self.driver.find_elements(By.CSS_SELECTOR, ".write") if e.is_displayed()], [])
+        # Only buttons that change nothing are shown: paging, opening, signing out.
+        shown = sorted(b.get_attribute("id") or b.text for b in self.driver.find_elements(By.TAG_NAME, "button")
+                       if b.is_displayed())
+        self.assertEqual(shown, sorted(["Open", "Open", "sign-out", "events-prev", "events-next"]))
+        self.shot("read-only-account")
+
+        # A charged hold: the refund form would be offered (not hidden by the page), but not to this key.
+        self.go(f"#/hold/{charged['hold_id']}")
+        wait_for(lambda: self.driver.find_element(By.CSS_SELECTOR, "#hold-facts dd[data-field='status']").text == "committed",
+                 "the charged hold's facts")
+        refund = self.driver.find_element(By.ID, "refund")
+        wait_for(lambda: refund.get_attribute("hidden") is None, "the page to offer a refund")
+        self.assertFalse(refund.is_displayed())
+        self.assertFalse(self.driver.find_element(By.ID, "refund-submit").is_displayed())
+        self.shot("read-only-hold")
+
+        # Signed out and in again with the admin key: no badge, the controls are back.
+        self.driver.find_element(By.ID, "sign-out").click()
+        self.signed_in()
+        self.go("#/account/acct-9")
+        wait_for(lambda: self.driver.find_element(By.ID, "credit-form").is_displayed(), "the credit form for the admin key")
+        self.assertFalse(self.driver.find_element(By.ID, "read-only-badge").is_displayed())
+        self.assertEqual(self.api.ok("GET", "/v1/accounts/acct-9")["available"], 32)
+
+    def test_9b_a_read_account_key_reads_the_balance_and_cannot_reserve(self):
+        self.api.account("acct-9b", 7)
+        made = self.api.ok("POST", "/v1/accounts/acct-9b/keys", {"scopes": ["read"]})
+        self.assertEqual(made["scopes"], ["read"])
+        self.sign_in(made["secret"])  # the console itself is for admin keys
+        self.assertIn("account key", wait_for(lambda: self.text("sign-in-error"), "the error message"))
+        # What a kiosk page holding this key can do, from this page's own fetch.
+        seen = self.driver.execute_async_script("""
+            const [secret, done] = arguments;
+            (async () => {
+              const headers = { Authorization: `Bearer ${secret}`, 'Content-Type': 'application/json' };
+              const account = await fetch('/v1/accounts/acct-9b', { headers, credentials: 'omit' });
+              const reserve = await fetch('/v1/holds', { method: 'POST', headers, credentials: 'omit',
+                body: JSON.stringify({ account_id: 'acct-9b', amount: 1, request_id: 'a9b-1' }) });
+              done({ account: account.status, available: (await account.json()).available,
+                     reserve: reserve.status, problem: await reserve.json() });
+            })().catch((e) => done({ error: String(e) }));
+        """, made["secret"])
+        self.assertEqual((seen["account"], seen["available"]), (200, 7), seen)
+        self.assertEqual((seen["reserve"], seen["problem"]["code"]), (403, "forbidden"), seen)
+        self.assertEqual(seen["problem"]["missing_scope"], "holds:write")
+        self.assertIn("holds:write", seen["problem"]["detail"])
+        self.assertEqual(self.api.ok("GET", "/v1/accounts/acct-9b")["reserved"], 0)
+        self.assertEqual(self.api.ok("GET", "/v1/holds?account_id=acct-9b")["holds"], [])
 
 
 if __name__ == "__main__":

@@ -3,6 +3,7 @@ InvalidArgumentError, the proxy in front of the server sees no request, the bala
 
 from __future__ import annotations
 
+import datetime
 import unittest
 from collections.abc import Callable
 from typing import Any
@@ -58,6 +59,16 @@ class ArgumentsTest(ServerTestCase):
             ("refund request id with a space", lambda: c.refund_hold("hold_1", reason="r", request_id="a b")),
             ("refund of an empty hold id", lambda: c.refund_hold("", reason="r")),
             ("refund of a job id with a slash", lambda: c.refund_job("a/b", reason="r")),
+            ("key scope unknown", lambda: c.create_key(a, scopes=["hold:write"])),
+            ("key scopes empty", lambda: c.create_key(a, scopes=[])),
+            ("key scopes a string", lambda: c.create_key(a, scopes="read")),  # type: ignore[arg-type]
+            ("key scope twice", lambda: c.create_key(a, scopes=["read", "read"])),
+            ("account key asking for admin", lambda: c.create_key(a, scopes=["admin"])),
+            ("admin key asking for read", lambda: c.create_admin_key("read")),
+            ("key expiry not RFC 3339", lambda: c.create_key(a, expires_at="tomorrow")),
+            ("key expiry a naive datetime", lambda: c.create_key(a, expires_at=datetime.datetime(2030, 1, 1))),
+            ("key name empty", lambda: c.create_key(a, name="")),
+            ("key name of 101 bytes", lambda: c.create_admin_key("admin:read", name="n" * 101)),
         ]
         for name, call in calls:
             with self.subTest(name):

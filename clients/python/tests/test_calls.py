@@ -3,14 +3,15 @@ configured rate limit): typed results, the server's answers and refusals as exce
 
 from __future__ import annotations
 
+import datetime
 import socket
 import time
 import unittest
 from typing import ClassVar
 
 from support import Processes, ServerTestCase, fast_client, start_fake_provider, unused_port
-from tollgate_client import (Account, Hold, InsufficientCreditsError, InvalidArgumentError, Job, NotFoundError,
-                             ProblemError, RateLimitedError, RefundExceedsChargeError, TransportError)
+from tollgate_client import (Account, ForbiddenError, Hold, InsufficientCreditsError, InvalidArgumentError, Job,
+                             NotFoundError, ProblemError, RateLimitedError, RefundExceedsChargeError, TransportError)
 
 
 class CallsTest(ServerTestCase):
@@ -153,6 +154,63 @@ store = "shared"
             with self.assertRaises(ProblemError) as unauthorized:
                 kiosk.get_account(a)
             self.assertEqual((unauthorized.exception.status, unauthorized.exception.code), (401, "unauthorized"))
+
+    def test_keys_with_scopes_expiry_and_a_name(self) -> None:
+        a = self.account
+        expires = datetime.datetime.now(datetime.timezone.utc) + datetime.timedelta(days=30)
+        key = self.admin.create_key(a, scopes=["read", "holds:write"], expires_at=expires, name="kiosk 3")
+        self.assertEqual(key.scopes, ["holds:write", "read"])  # the canonical order
+        self.assertEqual((key.account_id, key.name), (a, "kiosk 3"))
+        self.assertIsNotNone(key.expires_at)
+        everything = self.admin.create_key(a)
+        self.assertEqual((everything.scopes, everything.name, everything.expires_at),
+                         (["holds:write", "jobs:write", "read"], None, None))
+        listed = {k.key_id: k for k in self.admin.list_keys(account_id=a).keys}
+        self.assertEqual((listed[key.key_id].scopes, listed[key.key_id].name), (["holds:write", "read"], "kiosk 3"))
+        self.assertEqual(listed[key.key_id].expires_at, key.expires_at)
+        self.assertIsNone(listed[everything.key_id].expires_at)
+
+        reader = self.admin.create_key(a, scopes=["read"])
+        with fast_client(self.server.url, reader.secret) as kiosk:
+            me = kiosk.whoami()
+            self.assertEqual((me.key_id, me.account_id, me.scopes), (reader.key_id, a, ["read"]))
+            self.assertEqual(kiosk.get_account(a).available, 10)
+            with self.assertRaises(ForbiddenError) as forbidden:
+                kiosk.reserve(a, 1)
+            self.assertEqual((forbidden.exception.status, forbidden.exception.code), (403, "forbidden"))
+            self.assertEqual(forbidden.exception.missing_scope, "holds:write")
+            self.assertIn("holds:write", forbidden.exception.detail)
+            with self.assertRaises(ForbiddenError) as no_jobs:
+                kiosk.submit_job(a, 1, "imagegen", {"prompt": "x"})
+            self.assertEqual(no_jobs.exception.missing_scope, "jobs:write")
+        self.assert_balances(a, available=10, reserved=0, used=0)
+
+        admin_me = self.admin.whoami()
+        self.assertEqual((admin_me.key_id, admin_me.account_id, admin_me.scopes, admin_me.created_at),
+                         ("admin", None, ["admin"], None))
+
+    def test_admin_keys_read_only_and_expired(self) -> None:
+        auditor = self.admin.create_admin_key("admin:read", name="auditor")
+        self.assertEqual((auditor.account_id, auditor.scopes, auditor.name), (None, ["admin:read"], "auditor"))
+        with fast_client(self.server.url, auditor.secret) as reader:
+            self.assertEqual(reader.whoami().scopes, ["admin:read"])
+            self.assertGreaterEqual(len(reader.list_accounts().accounts), 1)
+            self.assertEqual(reader.audit().violations, [])
+            with self.assertRaises(ForbiddenError) as forbidden:
+                reader.credit(self.account, 1, f"auditor-{self.account}")
+            self.assertEqual(forbidden.exception.missing_scope, "admin")
+        with self.assertRaises(ProblemError) as bad:
+            self.admin.create_key(self.account, expires_at="2020-01-01T00:00:00Z")  # not in the future
+        self.assertEqual((bad.exception.status, bad.exception.code), (400, "invalid_request"))
+        self.assertIsNone(bad.exception.missing_scope)
+        soon = datetime.datetime.now(datetime.timezone.utc) + datetime.timedelta(seconds=1)
+        brief = self.admin.create_key(self.account, expires_at=soon)
+        time.sleep(1.5)
+        with fast_client(self.server.url, brief.secret) as late:
+            with self.assertRaises(ProblemError) as expired:
+                late.get_account(self.account)
+        self.assertEqual((expired.exception.status, expired.exception.code), (401, "unauthorized"))
+        self.assertIn("expired", expired.exception.detail)
 
     def test_webhook_endpoints(self) -> None:
         made = self.admin.create_webhook_endpoint("https://hooks.example/py", event_types=["balance_low"],

@@ -21,6 +21,8 @@ import type { AnswerInfo, Answer, FetchFunction, Resend, RetryInfo, RetryPolicy 
 import type {
   Account,
   AccountPage,
+  AccountScope,
+  AdminScope,
   AuditReport,
   CreatedKey,
   EventPage,
@@ -33,6 +35,7 @@ import type {
   JobHistory,
   JobPage,
   JobStatus,
+  KeyInfo,
   KeyPage,
   Lock,
   LockHolder,
@@ -63,8 +66,10 @@ import {
   checkOneOf,
   checkOptions,
   checkPathId,
+  checkScopes,
   checkServerId,
   checkText,
+  checkTime,
 } from "./validate.js";
 
 export interface ClientOptions {
@@ -98,6 +103,29 @@ export interface ReserveOptions {
   /** Server default hold_ttl_ms (5 minutes), bounded by its hold_ttl_max_ms. */
   ttlMs?: number;
   metadata?: Record<string, unknown>;
+}
+
+/** A new key's options (all optional): what it may do, until when, and a name for lists. */
+export interface CreateKeyOptions {
+  /** holds:write, jobs:write, read (no duplicates); absent: all three. */
+  scopes?: AccountScope[];
+  /** RFC 3339 (or a Date) in the future; after it the key answers 401. Absent: never expires. */
+  expiresAt?: string | Date;
+  /** 1-100 bytes, shown in key lists. */
+  name?: string;
+}
+
+const ACCOUNT_SCOPES: readonly AccountScope[] = ["holds:write", "jobs:write", "read"];
+const ADMIN_SCOPES: readonly AdminScope[] = ["admin", "admin:read"];
+const KEY_NAME_BYTES_MAX = 100;
+
+// The body of a key's creation: only what is given.
+function keyBody(options: Omit<CreateKeyOptions, "scopes"> | undefined, known: string[]): Record<string, unknown> {
+  const o = checkOptions(options, "options", known);
+  const body: Record<string, unknown> = {};
+  if (o.expiresAt !== undefined) body.expires_at = checkTime(o.expiresAt, "expiresAt");
+  if (o.name !== undefined) body.name = checkText(o.name, "name", KEY_NAME_BYTES_MAX, 1);
+  return body;
 }
 
 export interface RefundOptions {
@@ -380,9 +408,29 @@ export class TollgateClient {
 
   // --- keys (admin key)
 
-  /** A new account key; its secret is shown only here. Not resent once it may have arrived. */
-  async createKey(accountId: string): Promise<CreatedKey> {
-    return this.json<CreatedKey>({ method: "POST", path: `${accountPath(accountId)}/keys`, body: {}, resend: "only_if_unsent" });
+  /**
+   * A new account key; its secret is shown only here. `scopes` (holds:write, jobs:write, read;
+   * absent: all three), `expiresAt`, `name`. Not resent once it may have arrived.
+   */
+  async createKey(accountId: string, options?: CreateKeyOptions): Promise<CreatedKey> {
+    const path = `${accountPath(accountId)}/keys`;
+    const body = keyBody(options, ["scopes", "expiresAt", "name"]);
+    if (options?.scopes !== undefined) body.scopes = checkScopes(options.scopes, "scopes", ACCOUNT_SCOPES);
+    return this.json<CreatedKey>({ method: "POST", path, body, resend: "only_if_unsent" });
+  }
+
+  /**
+   * A new admin key (POST /v1/keys, admin scope): "admin" (everything) or "admin:read" (every read,
+   * no change at all); its account_id is null. Not resent once it may have arrived.
+   */
+  async createAdminKey(scope: AdminScope, options?: Omit<CreateKeyOptions, "scopes">): Promise<CreatedKey> {
+    const body = { scopes: [checkOneOf(scope, "scope", ADMIN_SCOPES)], ...keyBody(options, ["expiresAt", "name"]) };
+    return this.json<CreatedKey>({ method: "POST", path: "/v1/keys", body, resend: "only_if_unsent" });
+  }
+
+  /** The key this client calls with (GET /v1/key, any valid key): id, account, scopes, name, expiry. */
+  async whoami(): Promise<KeyInfo> {
+    return this.json<KeyInfo>({ method: "GET", path: "/v1/key", resend: "safe" });
   }
 
   async revokeKey(keyId: string): Promise<RevokedKey> {

@@ -46,6 +46,11 @@ export interface ProblemFields {
   retryAfterMs?: number;
   /** lock_held, in_progress: when the other's lease or claim ends. */
   expiresAt?: string;
+  /**
+   * forbidden because of the key's scopes: the scope the call needs (holds:write, jobs:write, read,
+   * admin or admin:read).
+   */
+  missingScope?: string;
   /** The whole document as sent (null when it was not JSON). */
   body: unknown;
 }
@@ -56,6 +61,8 @@ export class ProblemError extends TollgateError {
   readonly requested?: number;
   readonly retryAfterMs?: number;
   readonly expiresAt?: string;
+  /** forbidden: the scope the key lacks for this call (absent for any other refusal). */
+  readonly missingScope?: string;
   readonly body: unknown;
 
   constructor(code: string, status: number, detail: string, attempts: number, fields: ProblemFields) {
@@ -65,6 +72,7 @@ export class ProblemError extends TollgateError {
     if (fields.requested !== undefined) this.requested = fields.requested;
     if (fields.retryAfterMs !== undefined) this.retryAfterMs = fields.retryAfterMs;
     if (fields.expiresAt !== undefined) this.expiresAt = fields.expiresAt;
+    if (fields.missingScope !== undefined) this.missingScope = fields.missingScope;
     this.body = fields.body;
   }
 }

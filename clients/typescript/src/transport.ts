@@ -292,6 +292,7 @@ function toProblem(answer: Extract<Outcome, { kind: "answer" }>, attempts: numbe
   const available = integer("available");
   const requested = integer("requested");
   const expiresAt = text("expires_at");
+  const missingScope = text("missing_scope");
   return new ProblemError(code, answer.status, detail, attempts, {
     title,
     body: document,
@@ -299,5 +300,6 @@ function toProblem(answer: Extract<Outcome, { kind: "answer" }>, attempts: numbe
     ...(requested !== undefined ? { requested } : {}),
     ...(retryAfterMs !== undefined ? { retryAfterMs } : {}),
     ...(expiresAt !== undefined ? { expiresAt } : {}),
+    ...(missingScope !== undefined ? { missingScope } : {}),
   });
 }

@@ -128,12 +128,38 @@ export interface JobPage {
   has_more: boolean;
 }
 
-/** The only time a key's secret is shown. */
+/** What an account key may do: reserve/commit/release/extend holds, submit/cancel jobs, read. */
+export type AccountScope = "holds:write" | "jobs:write" | "read";
+/** What an admin key may do: everything, or every read and no change at all. */
+export type AdminScope = "admin" | "admin:read";
+export type Scope = AccountScope | AdminScope;
+
+/**
+ * The only time a key's secret is shown. `scopes` in the canonical order (holds:write, jobs:write,
+ * read); account_id null for an admin key. scopes, name and expires_at are absent from servers older
+ * than scoped keys.
+ */
 export interface CreatedKey {
   key_id: string;
-  account_id: string;
+  account_id: string | null;
   secret: string;
   created_at: string;
+  scopes?: Scope[];
+  name?: string | null;
+  /** null: never expires. */
+  expires_at?: string | null;
+}
+
+/** The calling key (GET /v1/key), never its secret; the configured admin key is key_id "admin". */
+export interface KeyInfo {
+  key_id: string;
+  /** null: an admin key. */
+  account_id: string | null;
+  scopes: Scope[];
+  name: string | null;
+  expires_at: string | null;
+  /** null for the configured admin key (it is not stored). */
+  created_at: string | null;
 }
 
 export interface KeySummary {
@@ -144,6 +170,10 @@ export interface KeySummary {
   last_used_at: string | null;
   revoked: boolean;
   revoked_at: string | null;
+  /** Absent from servers older than scoped keys. */
+  scopes?: Scope[];
+  name?: string | null;
+  expires_at?: string | null;
 }
 
 export interface KeyPage {

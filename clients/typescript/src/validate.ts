@@ -121,3 +121,31 @@ export function checkOptions<T extends object>(value: T | undefined, field: stri
   }
   return value;
 }
+
+const RFC3339 = /^\d{4}-\d{2}-\d{2}[Tt]\d{2}:\d{2}:\d{2}(\.\d+)?([Zz]|[+-]\d{2}:\d{2})$/;
+
+/** An RFC 3339 time as given, or a Date (a valid one) as RFC 3339 UTC with milliseconds. */
+export function checkTime(value: unknown, field: string): string {
+  if (value instanceof Date) {
+    if (Number.isNaN(value.getTime())) throw new ArgumentError(field, `${field} must be a valid Date, got Invalid Date`);
+    return value.toISOString();
+  }
+  if (typeof value !== "string" || !RFC3339.test(value)) {
+    throw new ArgumentError(field, `${field} must be an RFC 3339 time such as 2027-01-31T12:00:00Z or a Date, got ${show(value)}`);
+  }
+  return value;
+}
+
+/** A non-empty list of distinct scopes, each one of `allowed`. */
+export function checkScopes<T extends string>(value: unknown, field: string, allowed: readonly T[]): T[] {
+  if (!Array.isArray(value) || value.length === 0) {
+    throw new ArgumentError(field, `${field} must be a non-empty array of ${allowed.join(", ")}, got ${show(value)}`);
+  }
+  const seen: T[] = [];
+  for (const scope of value) {
+    const checked = checkOneOf(scope, field, allowed);
+    if (seen.includes(checked)) throw new ArgumentError(field, `${field} names ${checked} twice`);
+    seen.push(checked);
+  }
+  return seen;
+}

@@ -89,6 +89,18 @@ describe("S10 bad arguments rejected before any request", () => {
     await refused(client.refundJob("job-1", { reason: "x".repeat(1025) }), "reason");
     await refused(client.refundJob("job-1", { reason: "r", requestid: "typo" }), "options.requestid");
     await refused(client.refundHold("", { reason: "r" }), "holdId");
+    await refused(client.createKey("acct", { scopes: ["hold:write"] }), "scopes");
+    await refused(client.createKey("acct", { scopes: [] }), "scopes");
+    await refused(client.createKey("acct", { scopes: "read" }), "scopes");
+    await refused(client.createKey("acct", { scopes: ["read", "read"] }), "scopes");
+    await refused(client.createKey("acct", { scopes: ["admin"] }), "scopes");
+    await refused(client.createKey("acct", { expiresAt: "tomorrow" }), "expiresAt");
+    await refused(client.createKey("acct", { expiresAt: new Date("nonsense") }), "expiresAt");
+    await refused(client.createKey("acct", { name: "" }), "name");
+    await refused(client.createKey("acct", { name: "n".repeat(101) }), "name");
+    await refused(client.createKey("acct", { expires: "2030-01-01T00:00:00Z" }), "options.expires");
+    await refused(client.createAdminKey("read"), "scope");
+    await refused(client.createAdminKey("admin", { scopes: ["admin"] }), "options.scopes");
   });
 
   test("nothing reached the proxy and nothing changed on the server", async () => {

@@ -154,6 +154,49 @@ store = "shared"
     assert.equal((await kiosk.getAccount("kiosk-1").catch((e) => e)).code, "unauthorized");
   });
 
+  test("keys with scopes, expiry and a name; admin keys; whoami; the missing scope", async () => {
+    await seedAccount(client, "scoped");
+    const expires = new Date(Date.now() + 30 * 86_400_000);
+    const key = await client.createKey("scoped", { scopes: ["read", "holds:write"], expiresAt: expires, name: "kiosk 9" });
+    assert.deepEqual(key.scopes, ["holds:write", "read"], "the canonical order");
+    assert.deepEqual([key.account_id, key.name], ["scoped", "kiosk 9"]);
+    assert.equal(typeof key.expires_at, "string");
+    const plain = await client.createKey("scoped");
+    assert.deepEqual([plain.scopes, plain.name, plain.expires_at], [["holds:write", "jobs:write", "read"], null, null]);
+    const listed = (await client.listKeys({ accountId: "scoped" })).keys.find((k) => k.key_id === key.key_id);
+    assert.deepEqual([listed.scopes, listed.name, listed.expires_at], [["holds:write", "read"], "kiosk 9", key.expires_at]);
+
+    const reader = await client.createKey("scoped", { scopes: ["read"] });
+    const kiosk = new TollgateClient({ baseUrl: server.url, key: reader.secret });
+    const me = await kiosk.whoami();
+    assert.deepEqual([me.key_id, me.account_id, me.scopes], [reader.key_id, "scoped", ["read"]]);
+    assert.equal((await kiosk.getAccount("scoped")).available, 10);
+    const refused = await kiosk.reserve("scoped", 1).catch((e) => e);
+    assert.ok(refused instanceof ProblemError, String(refused));
+    assert.deepEqual([refused.status, refused.code, refused.missingScope], [403, "forbidden", "holds:write"]);
+    assert.match(refused.detail, /holds:write/);
+    assert.equal((await kiosk.cancelJob("no-such-job").catch((e) => e)).missingScope, "jobs:write");
+    assert.deepEqual(await balances(client, "scoped"), { available: 10, reserved: 0, used: 0 });
+
+    const adminMe = await client.whoami();
+    assert.deepEqual([adminMe.key_id, adminMe.account_id, adminMe.scopes, adminMe.created_at], ["admin", null, ["admin"], null]);
+    const auditorKey = await client.createAdminKey("admin:read", { name: "auditor" });
+    assert.deepEqual([auditorKey.account_id, auditorKey.scopes, auditorKey.name], [null, ["admin:read"], "auditor"]);
+    const auditor = new TollgateClient({ baseUrl: server.url, key: auditorKey.secret });
+    assert.deepEqual((await auditor.whoami()).scopes, ["admin:read"]);
+    assert.ok((await auditor.listAccounts()).accounts.length >= 1);
+    const noCredit = await auditor.credit("scoped", 1, "auditor-1").catch((e) => e);
+    assert.deepEqual([noCredit.status, noCredit.missingScope], [403, "admin"]);
+
+    const past = await client.createKey("scoped", { expiresAt: "2020-01-01T00:00:00Z" }).catch((e) => e);
+    assert.deepEqual([past.status, past.code, past.missingScope], [400, "invalid_request", undefined]);
+    const brief = await client.createKey("scoped", { expiresAt: new Date(Date.now() + 1000) });
+    await new Promise((resolve) => setTimeout(resolve, 1500));
+    const late = await new TollgateClient({ baseUrl: server.url, key: brief.secret }).getAccount("scoped").catch((e) => e);
+    assert.deepEqual([late.status, late.code], [401, "unauthorized"]);
+    assert.match(late.detail, /expired/);
+  });
+
   test("webhook endpoints: create, read, change, rotate, delete", async () => {
     await seedAccount(client, "hooked");
     const made = await client.createWebhookEndpoint("https://hooks.example/ts", { eventTypes: ["balance_low"], accountId: "hooked", description: "ts" });

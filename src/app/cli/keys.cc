@@ -1,22 +1,27 @@
 // tollgate cli: `key …` — the client side of routes_keys.cc.
+//
+// `key create ACCOUNT` (or `key create --admin`) with --scope (repeated), --expires-in or
+// --expires-at, and --name; `key whoami` (the calling key); `key list`; `key revoke`. A bad flag
+// value is a usage error (exit 2) naming the flag, found before anything is sent: an unknown scope
+// (with the nearest name), a scope of the other kind of key, a scope twice, a duration that is not
+// a positive number with a unit (s, m, h, d), an --expires-at that is not RFC 3339, both
+// --expires-in and --expires-at, a name of 0 or more than 100 bytes.
 
 #include <boost/json.hpp>
 
 #include <algorithm>
-#include <charconv>
+#include <array>
 #include <chrono>
-#include <csignal>
 #include <cstdint>
 #include <cstdio>
-#include <limits>
 #include <memory>
 #include <optional>
 #include <string>
-#include <thread>
+#include <string_view>
 #include <vector>
 
-#include "core/limits.h"
-#include "core/result.h"
+#include "core/clock.h"
+#include "core/parse.h"
 #include "core/suggest.h"
 #include "tollgate/client.h"
 
@@ -24,26 +29,210 @@
 
 namespace tollgate::app::cli {
 
-void add_key_commands(CLI::App& app, int& exit_code) {
-  std::shared_ptr<Args> a;
-  auto* key = app.add_subcommand("key", "create, list and revoke keys (admin key)");
-  key->require_subcommand(1);
+namespace {
 
-  a = std::make_shared<Args>();
-  auto* create = key->add_subcommand("create", "create a key for one account; its secret is shown only once");
-  create->add_option("ACCOUNT", a->account_id, "account id")->required()->check(kId);
+// Scopes (api.md, Keys), in the canonical order the server answers them in.
+constexpr std::array<std::string_view, 3> kAccountScopes = {"holds:write", "jobs:write", "read"};
+constexpr std::array<std::string_view, 2> kAdminScopes = {"admin", "admin:read"};
+constexpr std::size_t kKeyNameBytesMax = 100;
+// --expires-in: at most this many seconds (100 years; the server may allow less).
+constexpr std::int64_t kExpiresInSecondsMax = 100LL * 366 * 24 * 3600;
+
+// What `key create` parses into, beside Args.
+struct KeyCreateArgs {
+  bool admin = false;
+  std::vector<std::string> scopes;
+  std::string expires_in;
+  std::string expires_at;
+  std::string name;
+  CLI::Option* account = nullptr;
+  CLI::Option* expires_in_option = nullptr;
+  CLI::Option* expires_at_option = nullptr;
+  CLI::Option* name_option = nullptr;
+};
+
+bool contains(const auto& range, std::string_view word) {
+  return std::find(std::begin(range), std::end(range), word) != std::end(range);
+}
+
+std::string joined(const auto& range, std::string_view separator) {
+  std::string out;
+  for (const auto& word : range) out += (out.empty() ? "" : std::string(separator)) + std::string(word);
+  return out;
+}
+
+// The scopes of `key create`, checked against the kind of key: a usage error names the flag.
+void check_scopes(const std::vector<std::string>& scopes, bool admin) {
+  std::vector<std::string> every;
+  for (std::string_view s : kAccountScopes) every.emplace_back(s);
+  for (std::string_view s : kAdminScopes) every.emplace_back(s);
+  for (std::size_t i = 0; i < scopes.size(); ++i) {
+    const std::string& s = scopes[i];
+    if (!contains(every, s)) {
+      throw CLI::ValidationError("--scope", "unknown scope \"" + s + "\"" + did_you_mean(s, every) +
+                                                "; the scopes are: " + joined(every, ", "));
+    }
+    if (admin && !contains(kAdminScopes, s)) {
+      throw CLI::ValidationError("--scope", "an admin key (--admin) takes admin or admin:read, not " + s);
+    }
+    if (!admin && contains(kAdminScopes, s)) {
+      throw CLI::ValidationError("--scope", s + " is a scope of admin keys: add --admin (and no ACCOUNT)");
+    }
+    if (std::find(scopes.begin(), scopes.begin() + static_cast<std::ptrdiff_t>(i), s) !=
+        scopes.begin() + static_cast<std::ptrdiff_t>(i)) {
+      throw CLI::ValidationError("--scope", s + " is given twice");
+    }
+  }
+  if (admin && scopes.size() != 1) {
+    throw CLI::ValidationError("--scope", "an admin key (--admin) needs exactly one: --scope admin or --scope admin:read");
+  }
+}
+
+// "30d", "12h", "90m", "45s" → seconds; a usage error for anything else.
+std::int64_t duration_seconds(const std::string& text) {
+  const auto bad = [&](const std::string& why) {
+    return CLI::ValidationError("--expires-in", why + ", got \"" + text + "\" (e.g. 30d, 12h, 90m, 45s)");
+  };
+  if (text.size() < 2) throw bad("must be a number and a unit (s, m, h or d)");
+  const char unit = text.back();
+  std::int64_t per = 0;
+  switch (unit) {
+    case 's': per = 1; break;
+    case 'm': per = 60; break;
+    case 'h': per = 3600; break;
+    case 'd': per = 86400; break;
+    default: throw bad(std::string("unknown unit '") + unit + "': the units are s, m, h and d");
+  }
+  const std::string_view digits(text.data(), text.size() - 1);
+  if (!std::all_of(digits.begin(), digits.end(), [](char c) { return c >= '0' && c <= '9'; })) {
+    throw bad("must be a whole number above 0 and a unit");
+  }
+  const std::optional<std::int64_t> n = parse_int(digits, 0, kExpiresInSecondsMax);
+  if (!n || *n == 0 || *n > kExpiresInSecondsMax / per) {
+    throw bad("must be above 0 and at most 100 years");
+  }
+  return *n * per;
+}
+
+bool is_digits(std::string_view s, std::size_t from, std::size_t count) {
+  if (from + count > s.size()) return false;
+  return std::all_of(s.begin() + static_cast<std::ptrdiff_t>(from),
+                     s.begin() + static_cast<std::ptrdiff_t>(from + count), [](char c) { return c >= '0' && c <= '9'; });
+}
+
+// The shape of an RFC 3339 time ("2027-01-31T12:00:00Z", fractions and offsets allowed); the
+// server checks the rest (a real date, in the future).
+bool looks_like_rfc3339(std::string_view s) {
+  if (s.size() < 20 || !is_digits(s, 0, 4) || s[4] != '-' || !is_digits(s, 5, 2) || s[7] != '-' ||
+      !is_digits(s, 8, 2) || (s[10] != 'T' && s[10] != 't') || !is_digits(s, 11, 2) || s[13] != ':' ||
+      !is_digits(s, 14, 2) || s[16] != ':' || !is_digits(s, 17, 2)) {
+    return false;
+  }
+  std::size_t at = 19;
+  if (s[at] == '.') {
+    const std::size_t start = ++at;
+    while (at < s.size() && s[at] >= '0' && s[at] <= '9') ++at;
+    if (at == start) return false;
+  }
+  const std::string_view zone = s.substr(at);
+  if (zone == "Z" || zone == "z") return true;
+  return zone.size() == 6 && (zone[0] == '+' || zone[0] == '-') && is_digits(zone, 1, 2) && zone[3] == ':' &&
+         is_digits(zone, 4, 2);
+}
+
+// The request of `key create` from its flags, or a usage error (nothing sent).
+client::CreateKeyRequest key_request(const KeyCreateArgs& k) {
+  if (k.admin && k.account->count() > 0) {
+    throw CLI::ValidationError("--admin", "an admin key belongs to no account: give --admin or ACCOUNT, not both");
+  }
+  if (!k.admin && k.account->count() == 0) {
+    throw CLI::ValidationError("ACCOUNT", "the account of the key is required (or --admin for an admin key)");
+  }
+  check_scopes(k.scopes, k.admin);
+  client::CreateKeyRequest r;
+  r.scopes = k.scopes;
+  if (k.expires_in_option->count() > 0 && k.expires_at_option->count() > 0) {
+    throw CLI::ValidationError("--expires-in", "give --expires-in or --expires-at, not both");
+  }
+  if (k.expires_in_option->count() > 0) {
+    const std::int64_t seconds = duration_seconds(k.expires_in);
+    const auto now = std::chrono::time_point_cast<std::chrono::milliseconds>(std::chrono::system_clock::now());
+    r.expires_at = format_rfc3339_ms(now.time_since_epoch().count() + seconds * 1000);
+  }
+  if (k.expires_at_option->count() > 0) {
+    if (!looks_like_rfc3339(k.expires_at)) {
+      throw CLI::ValidationError("--expires-at", "must be an RFC 3339 time such as 2027-01-31T12:00:00Z, got \"" +
+                                                     k.expires_at + "\"");
+    }
+    r.expires_at = k.expires_at;
+  }
+  if (k.name_option->count() > 0) {
+    if (k.name.empty() || k.name.size() > kKeyNameBytesMax) {
+      throw CLI::ValidationError("--name", "must be 1 to 100 bytes, got " + std::to_string(k.name.size()));
+    }
+    r.name = k.name;
+  }
+  return r;
+}
+
+// A key's answer for people: its scopes on one line ("holds:write read"; in a table "holds:write,read",
+// one word a cell), the rest as the server sent it.
+json::value readable_key(const json::value& key, std::string_view separator = " ") {
+  if (!key.is_object()) return key;
+  json::value out = key;
+  if (json::value* scopes = out.get_object().if_contains("scopes"); scopes && scopes->is_array()) {
+    std::vector<std::string> names;
+    for (const json::value& s : scopes->get_array()) names.push_back(text(s));
+    *scopes = joined(names, separator);
+  }
+  return out;
+}
+
+void add_key_create(CLI::App* key, int& exit_code) {
+  auto a = std::make_shared<Args>();
+  auto k = std::make_shared<KeyCreateArgs>();
+  auto* create = key->add_subcommand(
+      "create", "create a key for one account (or, with --admin, an admin key); its secret is shown only once");
+  k->account = create->add_option("ACCOUNT", a->account_id, "the key's account (not with --admin)")->check(kId);
+  create->add_flag("--admin", k->admin, "an admin key (POST /v1/keys), with --scope admin or --scope admin:read");
+  create->add_option("--scope", k->scopes,
+                     "what the key may do, repeated: holds:write, jobs:write, read (account keys; default: all "
+                     "three), or admin, admin:read (--admin: one of them)")
+      ->allow_extra_args(false);
+  k->expires_in_option = create->add_option("--expires-in", k->expires_in,
+                                            "the key stops working after this long: 30d, 12h, 90m, 45s (counted "
+                                            "from this machine's clock)");
+  k->expires_at_option = create->add_option("--expires-at", k->expires_at,
+                                            "the key stops working at this RFC 3339 time (e.g. 2027-01-31T12:00:00Z)");
+  k->name_option = create->add_option("--name", k->name, "a name to know the key by in lists (1-100 bytes)");
   add_connection_options(create, a->connection);
-  create->callback([a, &exit_code] {
+  create->callback([a, k, &exit_code] {
+    const client::CreateKeyRequest request = key_request(*k);
     exit_code = run(
-        "key create", a->connection, [&](Client& c) { return c.create_key(a->account_id); },
+        "key create", a->connection,
+        [&](Client& c) { return k->admin ? c.create_admin_key(request) : c.create_key(a->account_id, request); },
         [](const Response& r) {
-          print_fields(r.json());
+          print_fields(readable_key(r.json()));
           note("key create", "the secret is shown only this once: store it now");
         });
   });
+}
 
-  a = std::make_shared<Args>();
-  auto* list = key->add_subcommand("list", "list keys, newest first: ids, account, created, last used — never secrets");
+void add_key_whoami(CLI::App* key, int& exit_code) {
+  auto a = std::make_shared<Args>();
+  auto* whoami = key->add_subcommand("whoami", "the key this command uses: its id, account, scopes, name and expiry (any key)");
+  add_connection_options(whoami, a->connection);
+  whoami->callback([a, &exit_code] {
+    exit_code = run(
+        "key whoami", a->connection, [](Client& c) { return c.get_key(); },
+        [](const Response& r) { print_fields(readable_key(r.json())); });
+  });
+}
+
+void add_key_list(CLI::App* key, int& exit_code) {
+  auto a = std::make_shared<Args>();
+  auto* list = key->add_subcommand(
+      "list", "list keys, newest first: ids, account, scopes, name, expiry, created, last used — never secrets");
   auto* of_account = list->add_option("--account", a->account_id, "only this account's keys")->check(kId);
   const PageOptions list_page = add_page_options(list, *a, "key id");
   add_connection_options(list, a->connection);
@@ -53,14 +242,33 @@ void add_key_commands(CLI::App& app, int& exit_code) {
     exit_code = run(
         "key list", a->connection, [&](Client& c) { return c.list_keys(account, page); },
         [](const Response& r) {
-          print_page("key list", r.json(), "keys", "key_id",
-                     {{"KEY_ID", false}, {"KIND", false}, {"ACCOUNT", false}, {"CREATED_AT", false},
-                      {"LAST_USED_AT", false}, {"REVOKED_AT", false}},
-                     {"key_id", "kind", "account_id", "created_at", "last_used_at", "revoked_at"});
+          json::value readable = r.json();
+          if (json::value* keys = readable.is_object() ? readable.get_object().if_contains("keys") : nullptr;
+              keys && keys->is_array()) {
+            for (json::value& item : keys->get_array()) {
+              item = readable_key(item, ",");
+              if (item.is_object() && !item.get_object().contains("scopes")) item.get_object()["scopes"] = "-";
+            }
+          }
+          print_page("key list", readable, "keys", "key_id",
+                     {{"KEY_ID", false}, {"KIND", false}, {"ACCOUNT", false}, {"SCOPES", false}, {"NAME", false},
+                      {"EXPIRES", false}, {"CREATED_AT", false}, {"LAST_USED_AT", false}, {"REVOKED_AT", false}},
+                     {"key_id", "kind", "account_id", "scopes", "name", "expires_at", "created_at", "last_used_at",
+                      "revoked_at"});
         });
   });
+}
 
-  a = std::make_shared<Args>();
+}  // namespace
+
+void add_key_commands(CLI::App& app, int& exit_code) {
+  auto* key = app.add_subcommand("key", "create, list and revoke keys (admin key); whoami: the key in use (any key)");
+  key->require_subcommand(1);
+  add_key_create(key, exit_code);
+  add_key_whoami(key, exit_code);
+  add_key_list(key, exit_code);
+
+  auto a = std::make_shared<Args>();
   auto* revoke = key->add_subcommand("revoke", "revoke a key: it stops working at once");
   revoke->add_option("KEY_ID", a->key_id, "the key's id (key_…), not its secret")->required();
   add_connection_options(revoke, a->connection);
@@ -73,7 +281,5 @@ void add_key_commands(CLI::App& app, int& exit_code) {
         });
   });
 }
-
-
 
 }  // namespace tollgate::app::cli

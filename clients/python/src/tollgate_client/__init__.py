@@ -13,20 +13,21 @@ See README.md for the retry policy, time-outs and every call.
 """
 
 from .client import UNCHANGED, Client
-from .errors import (InsufficientCreditsError, InvalidArgumentError, NotFoundError, ProblemError, RateLimitedError,
-                     RefundExceedsChargeError, TollgateError, TransportError, UnavailableError)
+from .errors import (ForbiddenError, InsufficientCreditsError, InvalidArgumentError, NotFoundError, ProblemError,
+                     RateLimitedError, RefundExceedsChargeError, TollgateError, TransportError, UnavailableError)
 from .hold import HoldContext
 from .models import (Account, AccountPage, Audit, AuditViolation, Event, EventPage, Hold, HoldPage, IdempotencyKey,
-                     Job, JobHistory, JobHistoryEntry, JobPage, KeyPage, KeySummary, Lock, NewKey, RateLimitDecision,
-                     RateLimitReset, Readiness, RevokedKey, Transfer, TransferRecord, DeletedWebhookEndpoint,
+                     Job, JobHistory, JobHistoryEntry, JobPage, KeyInfo, KeyPage, KeySummary, Lock, NewKey,
+                     RateLimitDecision, RateLimitReset, Readiness, RevokedKey, Transfer, TransferRecord, DeletedWebhookEndpoint,
                      WebhookDelivery, WebhookDeliveryPage, WebhookEndpoint, WebhookEndpointPage)
 from .transport import CallInfo, RetryPolicy
 from .version import __version__
 
 __all__ = [
-    "Account", "AccountPage", "Audit", "AuditViolation", "CallInfo", "Client", "Event", "EventPage", "Hold",
+    "Account", "AccountPage", "Audit", "AuditViolation", "CallInfo", "Client", "Event", "EventPage", "ForbiddenError",
+    "Hold",
     "HoldContext", "HoldPage", "IdempotencyKey", "InsufficientCreditsError", "InvalidArgumentError", "Job",
-    "JobHistory", "JobHistoryEntry", "JobPage", "KeyPage", "KeySummary", "Lock", "NewKey", "NotFoundError",
+    "JobHistory", "JobHistoryEntry", "JobPage", "KeyInfo", "KeyPage", "KeySummary", "Lock", "NewKey", "NotFoundError",
     "ProblemError", "RateLimitDecision", "RateLimitReset", "RateLimitedError", "Readiness", "RefundExceedsChargeError",
     "RetryPolicy", "RevokedKey", "TollgateError", "Transfer", "TransferRecord", "TransportError", "UNCHANGED",
     "UnavailableError", "DeletedWebhookEndpoint", "WebhookDelivery", "WebhookDeliveryPage", "WebhookEndpoint",

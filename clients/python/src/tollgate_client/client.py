@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import copy
 import dataclasses
+import datetime
 import enum
 import re
 import ssl
@@ -25,7 +26,7 @@ from . import validate as v
 from .errors import InvalidArgumentError, ProblemError, TransportError
 from .hold import HoldContext
 from .models import (Account, AccountPage, Audit, EventPage, Hold, HoldPage, IdempotencyKey, Job, JobHistory,
-                     JobPage, KeyPage, Lock, NewKey, RateLimitDecision, RateLimitReset, Readiness, RevokedKey,
+                     JobPage, KeyInfo, KeyPage, Lock, NewKey, RateLimitDecision, RateLimitReset, Readiness, RevokedKey,
                      Transfer, TransferRecord, DeletedWebhookEndpoint, WebhookDeliveryPage, WebhookEndpoint,
                      WebhookEndpointPage)
 from .transport import CallInfo, Resend, RetryPolicy, Transport, encode_component, new_request_id
@@ -216,11 +217,39 @@ class Client:
 
     # --- keys (admin) ---------------------------------------------------------------------------
 
-    def create_key(self, account_id: str) -> NewKey:
+    @staticmethod
+    def _key_body(scopes: list[str] | None, allowed: tuple[str, ...], expires_at: str | datetime.datetime | None,
+                  name: str | None) -> dict[str, Any]:
+        body: dict[str, Any] = {}
+        if scopes is not None:
+            body["scopes"] = v.scopes(scopes, allowed)
+        if expires_at is not None:
+            body["expires_at"] = v.timestamp("expires_at", expires_at)
+        if name is not None:
+            body["name"] = v.key_name(name)
+        return body
+
+    def create_key(self, account_id: str, *, scopes: list[str] | None = None,
+                   expires_at: str | datetime.datetime | None = None, name: str | None = None) -> NewKey:
         """POST /v1/accounts/{account_id}/keys: a new account key; its secret is shown this once.
-        Not idempotent (each call makes a key): sent again only if it certainly never arrived."""
+        ``scopes``: any of ``holds:write``, ``jobs:write``, ``read`` (None: all three);
+        ``expires_at``: RFC 3339 (or an aware datetime) in the future (None: never); ``name``: 1-100
+        bytes. Not idempotent (each call makes a key): sent again only if it certainly never arrived."""
         path = "/v1/accounts/" + encode_component(v.identifier("account_id", account_id)) + "/keys"
-        return NewKey.from_json(self._post(path, {}, resend=Resend.ONLY_IF_UNSENT))
+        body = self._key_body(scopes, v.ACCOUNT_SCOPES, expires_at, name)
+        return NewKey.from_json(self._post(path, body, resend=Resend.ONLY_IF_UNSENT))
+
+    def create_admin_key(self, scope: str = "admin", *, expires_at: str | datetime.datetime | None = None,
+                         name: str | None = None) -> NewKey:
+        """POST /v1/keys (admin scope): a new admin key, ``scope`` ``"admin"`` (everything) or
+        ``"admin:read"`` (every read, no change at all); ``account_id`` is None. Not idempotent."""
+        body = self._key_body([v.one_of("scope", scope, v.ADMIN_SCOPES)], v.ADMIN_SCOPES, expires_at, name)
+        return NewKey.from_json(self._post("/v1/keys", body, resend=Resend.ONLY_IF_UNSENT))
+
+    def whoami(self) -> KeyInfo:
+        """GET /v1/key (any valid key): the key this client calls with — its id, account (None: an
+        admin key), scopes, name, expiry."""
+        return KeyInfo.from_json(self._get("/v1/key"))
 
     def revoke_key(self, key_id: str) -> RevokedKey:
         """DELETE /v1/keys/{key_id}."""

@@ -43,18 +43,20 @@ class ProblemError(TollgateError):
     requested: int | None
     retry_after_ms: int | None
     expires_at: str | None
+    missing_scope: str | None
     body: dict[str, Any] | None
 
     def __init__(self, *, status: int, code: str, title: str, detail: str, attempts: int,
                  available: int | None = None, requested: int | None = None,
                  retry_after_ms: int | None = None, expires_at: str | None = None,
-                 body: dict[str, Any] | None = None) -> None:
+                 missing_scope: str | None = None, body: dict[str, Any] | None = None) -> None:
         super().__init__(code, status, detail, attempts)
         self.title = title
         self.available = available
         self.requested = requested
         self.retry_after_ms = retry_after_ms
         self.expires_at = expires_at
+        self.missing_scope = missing_scope
         self.body = body
 
     def __str__(self) -> str:
@@ -80,6 +82,12 @@ class RefundExceedsChargeError(ProblemError):
     yet (or of a hold with nothing left to give back). Ask for less, or nothing more."""
 
 
+class ForbiddenError(ProblemError):
+    """403 ``forbidden``: the key may not make this call. ``missing_scope`` names the scope it lacks
+    (``holds:write``, ``jobs:write``, ``read``, ``admin`` or ``admin:read``) when its scopes are why;
+    None for an account key on an admin-only route of a server older than scopes."""
+
+
 class NotFoundError(ProblemError):
     """404 ``not_found`` (also what an account key sees of another account's resources)."""
 
@@ -98,6 +106,7 @@ class UnavailableError(ProblemError):
 PROBLEM_CLASSES: dict[str, type[ProblemError]] = {
     "insufficient_credits": InsufficientCreditsError,
     "refund_exceeds_charge": RefundExceedsChargeError,
+    "forbidden": ForbiddenError,
     "not_found": NotFoundError,
     "rate_limited": RateLimitedError,
     "unavailable": UnavailableError,

@@ -155,11 +155,29 @@ class EventPage(Model):
 
 @dataclass(frozen=True)
 class NewKey(Model):
-    """A key just made: ``secret`` is shown this once."""
+    """A key just made: ``secret`` is shown this once. ``scopes`` in the canonical order (account
+    keys: ``holds:write``, ``jobs:write``, ``read``; admin keys: ``admin`` or ``admin:read``; empty
+    from a server older than scopes); ``account_id`` None for an admin key."""
 
     key_id: str
     secret: str = field(repr=False)
     account_id: str | None = None
+    created_at: str | None = None
+    scopes: list[str] = field(default_factory=list)
+    name: str | None = None
+    expires_at: str | None = None  # None: never expires
+
+
+@dataclass(frozen=True)
+class KeyInfo(Model):
+    """The calling key (GET /v1/key), never its secret. The configured admin key is ``key_id``
+    ``"admin"``, ``scopes`` ``["admin"]``, ``created_at`` None."""
+
+    key_id: str
+    scopes: list[str]
+    account_id: str | None = None  # None: an admin key
+    name: str | None = None
+    expires_at: str | None = None
     created_at: str | None = None
 
 
@@ -174,6 +192,9 @@ class KeySummary(Model):
     account_id: str | None = None
     last_used_at: str | None = None
     revoked_at: str | None = None
+    scopes: list[str] = field(default_factory=list)  # empty from a server older than scopes
+    name: str | None = None
+    expires_at: str | None = None
 
 
 @dataclass(frozen=True)

@@ -191,12 +191,13 @@ def to_problem(answer: Answer, attempts: int) -> ProblemError:
     if retry_after_ms is None:
         retry_after_ms = retry_after_ms_of(answer.headers)
     expires_at = doc.get("expires_at") if isinstance(doc.get("expires_at"), str) else None
+    missing_scope = doc.get("missing_scope") if isinstance(doc.get("missing_scope"), str) else None
     cls = PROBLEM_CLASSES.get(str(code), ProblemError)
     if cls is ProblemError and answer.status in RETRYABLE_STATUSES:
         cls = UnavailableError  # a balancer's 502/504 (or a 503 that is no problem document)
     return cls(status=answer.status, code=str(code), title=str(title), detail=str(detail), attempts=attempts,
                available=optional_int(doc, "available"), requested=optional_int(doc, "requested"),
-               retry_after_ms=retry_after_ms, expires_at=expires_at, body=document)
+               retry_after_ms=retry_after_ms, expires_at=expires_at, missing_scope=missing_scope, body=document)
 
 
 class Transport:

@@ -7,6 +7,7 @@ an integer is wanted (``True`` is an ``int`` in Python, and never a meant amount
 
 from __future__ import annotations
 
+import datetime
 import json
 import re
 from typing import Any
@@ -24,6 +25,10 @@ FINGERPRINT_BYTES_MAX = 256
 HOLD_STATUSES = ("active", "committed", "released", "expired")
 JOB_STATUSES = ("pending", "running", "completed", "failed", "cancelled")
 DELIVERY_STATUSES = ("pending", "delivered", "failed")
+ACCOUNT_SCOPES = ("holds:write", "jobs:write", "read")  # the canonical order
+ADMIN_SCOPES = ("admin", "admin:read")
+KEY_NAME_BYTES_MAX = 100
+RFC3339_PATTERN = re.compile(r"\d{4}-\d{2}-\d{2}[Tt]\d{2}:\d{2}:\d{2}(\.\d+)?([Zz]|[+-]\d{2}:\d{2})")
 
 
 def integer(name: str, value: object, minimum: int, maximum: int) -> int:
@@ -91,3 +96,35 @@ def json_value(name: str, value: object, *, must_be_object: bool = False) -> Any
 
 def page_limit(value: object) -> int:
     return integer("limit", value, 1, PAGE_LIMIT_MAX)
+
+
+def scopes(value: object, allowed: tuple[str, ...]) -> list[str]:
+    """A non-empty list of distinct scopes, each one of ``allowed``."""
+    if isinstance(value, str) or not isinstance(value, (list, tuple)) or not value:
+        raise InvalidArgumentError("scopes", f"must be a non-empty list of {', '.join(allowed)}, not {value!r}")
+    seen: list[str] = []
+    for scope in value:
+        if scope not in allowed:
+            raise InvalidArgumentError("scopes", f"must each be one of {', '.join(allowed)}, not {scope!r}")
+        if scope in seen:
+            raise InvalidArgumentError("scopes", f"{scope!r} is given twice")
+        seen.append(scope)
+    return seen
+
+
+def timestamp(name: str, value: object) -> str:
+    """An RFC 3339 string as given, or an aware datetime as RFC 3339 UTC with milliseconds."""
+    if isinstance(value, datetime.datetime):
+        if value.tzinfo is None or value.utcoffset() is None:
+            raise InvalidArgumentError(name, "must be a timezone-aware datetime (e.g. datetime.now(timezone.utc))")
+        utc = value.astimezone(datetime.timezone.utc)
+        return utc.strftime("%Y-%m-%dT%H:%M:%S.") + f"{utc.microsecond // 1000:03d}Z"
+    if not isinstance(value, str) or RFC3339_PATTERN.fullmatch(value) is None:
+        raise InvalidArgumentError(name, f"must be an RFC 3339 time such as 2027-01-31T12:00:00Z, not {value!r}")
+    return value
+
+
+def key_name(value: object) -> str:
+    if not isinstance(value, str) or not 1 <= len(value.encode()) <= KEY_NAME_BYTES_MAX:
+        raise InvalidArgumentError("name", f"must be a string of 1-{KEY_NAME_BYTES_MAX} bytes")
+    return value
