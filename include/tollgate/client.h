@@ -36,7 +36,7 @@
 //     are made; then the last answer or failure is reported. An attempt under way is bounded by its
 //     own time-outs: worst case for one call, budget + connect_timeout + request_timeout (defaults:
 //     10 s + 12 s), unless Options::call_timeout bounds the whole call (the CLI's --timeout-ms).
-//   - Calls without such an id (Resend::only_if_unsent: extend, create_key, begin_idempotency,
+//   - Calls without such an id (Resend::only_if_unsent: extend, create_key / create_admin_key, begin_idempotency,
 //     check_ratelimit) are sent again only when they certainly never reached the server (connect
 //     failed); a time-out, a lost connection or a 502/503/504 is reported at once (create_key: the
 //     worst outcome of a lost answer is an unused key, which revoke removes; extend: the hold's

@@ -239,7 +239,7 @@ class Client:
         body = self._key_body(scopes, v.ACCOUNT_SCOPES, expires_at, name)
         return NewKey.from_json(self._post(path, body, resend=Resend.ONLY_IF_UNSENT))
 
-    def create_admin_key(self, scope: str = "admin", *, expires_at: str | datetime.datetime | None = None,
+    def create_admin_key(self, scope: str, *, expires_at: str | datetime.datetime | None = None,
                          name: str | None = None) -> NewKey:
         """POST /v1/keys (admin scope): a new admin key, ``scope`` ``"admin"`` (everything) or
         ``"admin:read"`` (every read, no change at all); ``account_id`` is None. Not idempotent."""
