@@ -139,7 +139,7 @@ class ConsoleTest(unittest.TestCase):
         self.open("#/")
         self.driver.refresh()
         error = wait_for(lambda: self.text("error"), "the refusal")
-        self.assertIn("admin key", error)
+        self.assertIn("needs the scope admin:read", error)  # the server's 403, naming the scope
         self.assertEqual(self.driver.find_elements(By.CSS_SELECTOR, "#accounts-body tr"), [])
         self.driver.execute_script("sessionStorage.clear()")
 
