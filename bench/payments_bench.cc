@@ -15,7 +15,9 @@
 // default 100: "spread"; 1 is the hot account — --accounts 100,1 runs both) are created first; the
 // i-th request of a window goes to account i mod A.
 //
-// Phases, for each accounts value and each round (--rounds), one after another:
+// Phases, for each accounts value and each round (--rounds, default 2), one after another: payments,
+// replays, credits in odd rounds; credits, payments, replays in even ones (so that neither side is
+// always measured later, on a larger database); the ratios compare the means over the rounds.
 //   payments   each request a new checkout.session.completed (payment_status "paid", a new session
 //              id, client_reference_id the account, metadata.tollgate_credits 1–5; the shape and
 //              size of Stripe's event, ~2 KB), signed "t=<now>,v1=<hex HMAC-SHA256 of "{t}.{body}">"
@@ -32,9 +34,10 @@
 // Figures per phase: requests answered inside the window per second; p50/p99 of their latency (the
 // request's first byte written → the whole answer read, on this process's steady clock); the
 // server's CPU per request (utime + stime of the server process over the window, from
-// /proc/PID/stat, 10 ms ticks, over the requests answered in it). Ratios per accounts value and
-// round: payments/credits, replays/credits. Two shared cores run the server and this client:
-// compare the ratios of one run, not the absolute numbers.
+// /proc/PID/stat, 10 ms ticks, over the requests answered in it). Ratios per accounts value, of the
+// means over the rounds: payments/credits, replays/credits, and the server CPU per request of
+// payments over that of credits. Two shared cores run the server and this client: compare the
+// ratios of one run, not the absolute numbers (the CPU ratio moves least with the machine's load).
 //
 // Checked after the windows, not timed (exit 1 when one fails, and on any answer but the one
 // expected — every answer is checked, warm-ups included): every account's purchased is the sum of
@@ -48,9 +51,10 @@
 // Output: a table, then as the LAST line one JSON object.
 // Options: --seconds S (window per phase, default 3; at most 120, signatures stay fresh),
 // --warmup S (0.5), --connections N (16), --client-threads N (1), --accounts LIST (100),
-// --rounds N (1), --database URI (PostgreSQL), --dir PATH (SQLite folder; default a new one under
+// --rounds N (2), --database URI (PostgreSQL), --dir PATH (SQLite folder; default a new one under
 // /var/tmp), --tollgate PATH (the server binary; default the build's), --keep (the folder, or
-// the schema), --quick (CI smoke: 0.25 s windows, 0.1 s warm-ups, 8 connections, accounts 100,1).
+// the schema), --quick (CI smoke: 0.25 s windows, 0.1 s warm-ups, 8 connections, accounts
+// 100,1, one round).
 #include <sys/types.h>
 #include <unistd.h>
 
@@ -99,7 +103,7 @@ struct Args {
   int connections = 16;
   int client_threads = 1;
   std::vector<int> accounts{100};
-  int rounds = 1;
+  int rounds = 2;
   std::string database;
   std::string dir;
   std::string tollgate;
@@ -496,8 +500,17 @@ PhaseRun run_phase(Run& run, int accounts, int round, Phase phase, Make make) {
   return p;
 }
 
-// payments, replays, credits on `accounts` accounts; false when a window failed.
-bool run_round(Run& run, int accounts, int round) {
+// The baseline: credits on `accounts` accounts; false when a window failed.
+bool run_credits(Run& run, int accounts, int round) {
+  PhaseRun credit = run_phase(run, accounts, round, Phase::credits,
+                              [&](std::size_t n) { return credits_pool(run, accounts, n); });
+  run.book.add(credit.warm, credit.warm_sent);
+  run.book.add(credit.window, credit.window_sent);
+  return credit.ok;
+}
+
+// Payments on `accounts` accounts, then the same sessions again (replays); false when a window failed.
+bool run_payments(Run& run, int accounts, int round) {
   PhaseRun pay = run_phase(run, accounts, round, Phase::payments,
                            [&](std::size_t n) { return payments_pool(run, accounts, n); });
   run.book.add(pay.warm, pay.warm_sent);
@@ -507,19 +520,21 @@ bool run_round(Run& run, int accounts, int round) {
   bodies.reserve(pay.warm_sent + pay.window_sent);
   for (std::size_t i = 0; i < pay.warm_sent; ++i) bodies.emplace_back(body_of(pay.warm.wire[i]));
   for (std::size_t i = 0; i < pay.window_sent; ++i) bodies.emplace_back(body_of(pay.window.wire[i]));
+  if (bodies.empty()) return false;
   pay = {};
   PhaseRun replay = run_phase(run, accounts, round, Phase::replays, [&](std::size_t) {
     return replays_pool(run, bodies);
   });
   run.book.replays += replay.answered;
-  if (!replay.ok) return false;
-  PhaseRun credit = run_phase(run, accounts, round, Phase::credits,
-                              [&](std::size_t n) { return credits_pool(run, accounts, n); });
-  run.book.add(credit.warm, credit.warm_sent);
-  run.book.add(credit.window, credit.window_sent);
-  return credit.ok;
+  return replay.ok;
 }
 
+// One round: payments, replays, credits — in even rounds credits first, so that neither side is
+// always measured later (on a larger database, in a later minute).
+bool run_round(Run& run, int accounts, int round) {
+  if (round % 2 == 0) return run_credits(run, accounts, round) && run_payments(run, accounts, round);
+  return run_payments(run, accounts, round) && run_credits(run, accounts, round);
+}
 
 // --- the checks (not timed) -------------------------------------------------------------------------
 std::int64_t int_at(const json::object& o, std::string_view key) {
@@ -676,12 +691,12 @@ double ratio(double a, double b) { return b > 0 ? a / b : 0; }
 void print_table(const Run& run, const std::string& store, const std::string& load_before,
                  const std::string& load_after) {
   const Args& a = run.a;
-  std::printf("payments bench: tollgate serve on %s, %d keep-alive connections, %d client thread(s), %.1f s windows "
-              "(%.1f s warm-ups), %d round(s); event body %zu bytes; load %s before, %s after\n",
+  std::printf("payments bench: tollgate serve on %s, %d keep-alive connections, %d client thread(s), %g s windows "
+              "(%g s warm-ups), %d round(s); event body %zu bytes; load %s before, %s after\n",
               store.c_str(), a.connections, a.client_threads, a.seconds, a.warmup, a.rounds, run.event_bytes,
               load_before.c_str(), load_after.c_str());
   std::printf("%8s %5s %-9s %11s %8s %8s %10s %14s %s\n", "accounts", "round", "phase", "requests/s", "p50 ms",
-              "p99 ms", "answered", "server CPU µs", "note");
+              "p99 ms", "answered", "server µs/req", "note");
   for (const Figure& f : run.figures) {
     std::printf("%8d %5d %-9s %11.0f %8.2f %8.2f %10lld %14.1f %s\n", f.accounts, f.round, phase_name(f.phase),
                 f.r.per_s, f.r.p50_ms, f.r.p99_ms, static_cast<long long>(f.r.measured), f.r.server_cpu_us,
@@ -711,9 +726,11 @@ void print_json(const Run& run, const std::string& store) {
   for (int accounts : a.accounts) {
     const Mean pay = mean_of(run, accounts, Phase::payments), replay = mean_of(run, accounts, Phase::replays),
                credit = mean_of(run, accounts, Phase::credits);
-    char ratios[160];
-    std::snprintf(ratios, sizeof ratios, R"("payments_to_credits":%.3f,"replays_to_credits":%.3f)",
-                  ratio(pay.per_s, credit.per_s), ratio(replay.per_s, credit.per_s));
+    char ratios[200];
+    std::snprintf(ratios, sizeof ratios,
+                  R"("payments_to_credits":%.3f,"replays_to_credits":%.3f,"server_cpu_payments_to_credits":%.3f)",
+                  ratio(pay.per_s, credit.per_s), ratio(replay.per_s, credit.per_s),
+                  ratio(pay.server_cpu_us, credit.server_cpu_us));
     by_accounts += (by_accounts.empty() ? "" : ",") + std::string("\"") + std::to_string(accounts) +
                    R"(":{"payments":)" + json_of(pay) + R"(,"replays":)" + json_of(replay) + R"(,"credits":)" +
                    json_of(credit) + "," + ratios + "}";
@@ -723,12 +740,13 @@ void print_json(const Run& run, const std::string& store) {
              credit = mean_of(run, first, Phase::credits);
   std::printf(R"({"bench":"payments","store":"%s","connections":%d,"client_threads":%d,"seconds":%.2f,"rounds":%d,)"
               R"("accounts":%d,"event_bytes":%zu,"credited_per_s":%.1f,"replays_per_s":%.1f,"credits_per_s":%.1f,)"
-              R"("payments_to_credits":%.3f,"replays_to_credits":%.3f,"payments_p50_ms":%.3f,"payments_p99_ms":%.3f,)"
+              R"("payments_to_credits":%.3f,"replays_to_credits":%.3f,"server_cpu_payments_to_credits":%.3f,)"
+              R"("payments_p50_ms":%.3f,"payments_p99_ms":%.3f,)"
               R"("payments_credited":%lld,"replays_answered":%lld,"baseline_credits":%lld,"by_accounts":{%s},"ok":%s})"
               "\n",
               store.c_str(), a.connections, a.client_threads, a.seconds, a.rounds, first, run.event_bytes, pay.per_s,
               replay.per_s, credit.per_s, ratio(pay.per_s, credit.per_s), ratio(replay.per_s, credit.per_s),
-              pay.p50_ms, pay.p99_ms, static_cast<long long>(run.book.payments),
+              ratio(pay.server_cpu_us, credit.server_cpu_us), pay.p50_ms, pay.p99_ms, static_cast<long long>(run.book.payments),
               static_cast<long long>(run.book.replays), static_cast<long long>(run.book.credits), by_accounts.c_str(),
               run.failures.empty() ? "true" : "false");
 }
@@ -777,6 +795,7 @@ Args parse(int argc, char** argv) {
       a.warmup = 0.1;
       a.connections = 8;
       a.accounts = {100, 1};
+      a.rounds = 1;
     } else if (arg == "-h" || arg == "--help") {
       usage();
       std::exit(0);
