@@ -27,9 +27,13 @@
 //              checked and the event parsed, and the ledger answers "replayed" → nothing credited.
 //   credits    the baseline: POST /v1/accounts/{id}/credits {amount 1–5, a new reference} with the
 //              admin key → 201: the same durable ledger write without the signature and the event.
-// Each phase has a warm-up (--warmup, its own requests; its rate sizes the window's pre-built
-// requests: 1.6× the warm-up rate × --seconds + 2000) and then a window of --seconds. Should a
-// window use up its pre-built requests it ends there (noted "ran out"; the rate stays right).
+// Each phase has a warm-up (--warmup, its own requests) and then a window of --seconds; the window's
+// requests are built between the two: 3× the fastest rate seen for the phase × --seconds + 2000.
+// Should a window use them up it ends there (noted "ran out"; the rate stays right). On PostgreSQL
+// the bench runs ANALYZE on its schema's tables before each window (not timed), as autovacuum does
+// on a running server: without it the store's prepared statements keep the plans made on the empty
+// tables, and every replay's lookup by reference scans all events (docs/internals/benchmarks.md,
+// "Stale plans"); --no-analyze measures that.
 //
 // Figures per phase: requests answered inside the window per second; p50/p99 of their latency (the
 // request's first byte written → the whole answer read, on this process's steady clock); the
@@ -51,10 +55,10 @@
 // Output: a table, then as the LAST line one JSON object.
 // Options: --seconds S (window per phase, default 3; at most 120, signatures stay fresh),
 // --warmup S (0.5), --connections N (16), --client-threads N (1), --accounts LIST (100),
-// --rounds N (2), --database URI (PostgreSQL), --dir PATH (SQLite folder; default a new one under
-// /var/tmp), --tollgate PATH (the server binary; default the build's), --keep (the folder, or
-// the schema), --quick (CI smoke: 0.25 s windows, 0.1 s warm-ups, 8 connections, accounts
-// 100,1, one round).
+// --rounds N (2), --database URI (PostgreSQL), --no-analyze, --dir PATH (SQLite folder; default a
+// new one under /var/tmp), --tollgate PATH (the server binary; default the build's), --keep (the
+// folder, or the schema), --quick (CI smoke: 0.25 s windows, 0.1 s warm-ups, 8 connections,
+// accounts 100,1, one round).
 #include <sys/types.h>
 #include <unistd.h>
 
@@ -65,6 +69,7 @@
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <functional>
 #include <map>
 #include <memory>
 #include <optional>
@@ -85,6 +90,7 @@
 
 #include "bench_pg.h"
 #include "payments/signature.h"
+#include "store/postgres/pg_conn.h"
 #include "support/server_process.h"
 #include "tollgate/client.h"
 
@@ -109,6 +115,7 @@ struct Args {
   std::string tollgate;
   bool keep = false;
   bool quick = false;
+  bool analyze = true;  // PostgreSQL: ANALYZE before each window
 };
 
 [[noreturn]] void die(const std::string& why) {
@@ -198,17 +205,19 @@ std::string checkout_event(const std::string& event_id, const std::string& sessi
          R"(","object":"checkout.session","after_expiration":null,"allow_promotion_codes":null,"amount_subtotal":)" +
          amount + R"(,"amount_total":)" + amount +
          R"(,"automatic_tax":{"enabled":false,"liability":null,"status":null},"billing_address_collection":null,)"
-         R"("cancel_url":"https://kiosk.example/cancel","client_reference_id":")" + account +
-         R"(","client_secret":null,"consent":null,"consent_collection":null,"created":)" + t +
+         R"("cancel_url":"https://kiosk.example/cancel","client_reference_id":")" +
+         account + R"(","client_secret":null,"consent":null,"consent_collection":null,"created":)" + t +
          R"(,"currency":"eur","currency_conversion":null,"custom_fields":[],"custom_text":{"after_submit":null,)"
          R"("shipping_address":null,"submit":null,"terms_of_service_acceptance":null},"customer":null,)"
          R"("customer_creation":"if_required","customer_details":{"address":{"city":null,"country":"NL","line1":null,)"
          R"("line2":null,"postal_code":null,"state":null},"email":"guest@kiosk.example","name":"A Guest","phone":null,)"
-         R"("tax_exempt":"none","tax_ids":[]},"customer_email":null,"expires_at":)" + std::to_string(created_s + 86400) +
+         R"("tax_exempt":"none","tax_ids":[]},"customer_email":null,"expires_at":)" +
+         std::to_string(created_s + 86400) +
          R"(,"invoice":null,"invoice_creation":{"enabled":false,"invoice_data":{"account_tax_ids":null,)"
-         R"("custom_fields":null,"description":null,"footer":null,"issuer":null,"metadata":{},"rendering_options":null}},)"
-         R"("livemode":false,"locale":null,"metadata":{"tollgate_credits":")" + std::to_string(credits) +
-         R"("},"mode":"payment","payment_intent":"pi_)" + session.substr(3) +
+         R"("custom_fields":null,"description":null,"footer":null,"issuer":null,"metadata":{},)"
+         R"("rendering_options":null}},)"
+         R"("livemode":false,"locale":null,"metadata":{"tollgate_credits":")" +
+         std::to_string(credits) + R"("},"mode":"payment","payment_intent":"pi_)" + session.substr(3) +
          R"(","payment_link":null,"payment_method_collection":"if_required","payment_method_options":{"card":)"
          R"({"request_three_d_secure":"automatic"}},"payment_method_types":["card"],"payment_status":"paid",)"
          R"("phone_number_collection":{"enabled":false},"recovered_from":null,"saved_payment_method_options":null,)"
@@ -222,7 +231,8 @@ std::string checkout_event(const std::string& event_id, const std::string& sessi
 // POST /v1/payments/stripe with `body`, signed now as Stripe signs it.
 std::string stripe_request(const Target& t, std::string_view body) {
   const std::int64_t now_s = unix_seconds();
-  const std::string signature = "t=" + std::to_string(now_s) + ",v1=" + tg::payments::stripe_signature(t.secret, now_s, body);
+  const std::string signature =
+      "t=" + std::to_string(now_s) + ",v1=" + tg::payments::stripe_signature(t.secret, now_s, body);
   std::string wire = "POST /v1/payments/stripe HTTP/1.1\r\nHost: " + t.host +
                      "\r\nContent-Type: application/json; charset=utf-8\r\nStripe-Signature: " + signature +
                      "\r\nContent-Length: " + std::to_string(body.size()) + "\r\n\r\n";
@@ -233,11 +243,10 @@ std::string stripe_request(const Target& t, std::string_view body) {
 std::string_view body_of(std::string_view wire) { return wire.substr(wire.find("\r\n\r\n") + 4); }
 
 std::string credit_request(const Target& t, const Sale& s) {
-  const std::string body =
-      R"({"amount":)" + std::to_string(s.credits) + R"(,"reference":")" + s.reference + R"("})";
-  return "POST /v1/accounts/" + s.account + "/credits HTTP/1.1\r\nHost: " + t.host +
-         "\r\nAuthorization: Bearer " + t.admin_key + "\r\nContent-Type: application/json\r\nContent-Length: " +
-         std::to_string(body.size()) + "\r\n\r\n" + body;
+  const std::string body = R"({"amount":)" + std::to_string(s.credits) + R"(,"reference":")" + s.reference + R"("})";
+  return "POST /v1/accounts/" + s.account + "/credits HTTP/1.1\r\nHost: " + t.host + "\r\nAuthorization: Bearer " +
+         t.admin_key + "\r\nContent-Type: application/json\r\nContent-Length: " + std::to_string(body.size()) +
+         "\r\n\r\n" + body;
 }
 
 // --- the load: asynchronous keep-alive connections ------------------------------------------------
@@ -293,8 +302,8 @@ class Connection {
   void on_answer(boost::system::error_code ec) {
     if (ec) return fail("read: " + ec.message());
     if (!expected(answer_)) {
-      return fail(phase_name(w_.pool->phase) + std::string(": answered ") + std::to_string(answer_.result_int()) +
-                  " " + answer_.body().substr(0, 300));
+      return fail(phase_name(w_.pool->phase) + std::string(": answered ") + std::to_string(answer_.result_int()) + " " +
+                  answer_.body().substr(0, 300));
     }
     ++answered;
     if (!w_.stop.load(std::memory_order_acquire)) {
@@ -409,6 +418,8 @@ struct Run {
   std::string tag;  // in every session id and reference of this run
   std::int64_t next_id = 0;
   std::size_t event_bytes = 0;
+  double fastest_per_s[3] = {0, 0, 0};  // by Phase: sizes the windows' pools
+  std::function<void()> analyze;        // PostgreSQL: before each window (see analyze_schema)
 };
 
 std::string account_id(int accounts, std::int64_t i) {
@@ -462,8 +473,9 @@ Pool replays_pool(const Run& run, const std::vector<std::string>& bodies) {
 
 std::size_t warmup_size(const Args& a) { return static_cast<std::size_t>(std::max(500.0, 40'000 * a.warmup)); }
 
-std::size_t window_size(const Args& a, const WindowResult& warm) {
-  return static_cast<std::size_t>(std::min(4e6, 1.6 * warm.per_s * a.seconds + 2000));
+// Room for 3× the fastest rate seen for this phase (a warm-up starts cold and may be much slower).
+std::size_t window_size(const Args& a, double per_s) {
+  return static_cast<std::size_t>(std::min(4e6, 3 * per_s * a.seconds + 2000));
 }
 
 // A warm-up and then a window of `phase`; the window's figure is kept. `make(n)` builds a pool of n
@@ -486,10 +498,14 @@ PhaseRun run_phase(Run& run, int accounts, int round, Phase phase, Make make) {
     p.ok = false;
     return p;
   }
-  p.window = make(window_size(run.a, warm));
+  double& fastest = run.fastest_per_s[static_cast<int>(phase)];
+  fastest = std::max(fastest, warm.per_s);
+  p.window = make(window_size(run.a, fastest));
+  if (run.analyze) run.analyze();
   const WindowResult r = run_window(run.a, run.t, p.window, run.a.seconds);
   p.window_sent = r.sent;
   p.answered += r.answered;
+  fastest = std::max(fastest, r.per_s);
   if (!r.failure.empty()) {
     run.failures.push_back(std::string(phase_name(phase)) + ": " + r.failure);
     p.ok = false;
@@ -502,8 +518,8 @@ PhaseRun run_phase(Run& run, int accounts, int round, Phase phase, Make make) {
 
 // The baseline: credits on `accounts` accounts; false when a window failed.
 bool run_credits(Run& run, int accounts, int round) {
-  PhaseRun credit = run_phase(run, accounts, round, Phase::credits,
-                              [&](std::size_t n) { return credits_pool(run, accounts, n); });
+  PhaseRun credit =
+      run_phase(run, accounts, round, Phase::credits, [&](std::size_t n) { return credits_pool(run, accounts, n); });
   run.book.add(credit.warm, credit.warm_sent);
   run.book.add(credit.window, credit.window_sent);
   return credit.ok;
@@ -511,8 +527,8 @@ bool run_credits(Run& run, int accounts, int round) {
 
 // Payments on `accounts` accounts, then the same sessions again (replays); false when a window failed.
 bool run_payments(Run& run, int accounts, int round) {
-  PhaseRun pay = run_phase(run, accounts, round, Phase::payments,
-                           [&](std::size_t n) { return payments_pool(run, accounts, n); });
+  PhaseRun pay =
+      run_phase(run, accounts, round, Phase::payments, [&](std::size_t n) { return payments_pool(run, accounts, n); });
   run.book.add(pay.warm, pay.warm_sent);
   run.book.add(pay.window, pay.window_sent);
   if (!pay.ok) return false;
@@ -522,9 +538,8 @@ bool run_payments(Run& run, int accounts, int round) {
   for (std::size_t i = 0; i < pay.window_sent; ++i) bodies.emplace_back(body_of(pay.window.wire[i]));
   if (bodies.empty()) return false;
   pay = {};
-  PhaseRun replay = run_phase(run, accounts, round, Phase::replays, [&](std::size_t) {
-    return replays_pool(run, bodies);
-  });
+  PhaseRun replay =
+      run_phase(run, accounts, round, Phase::replays, [&](std::size_t) { return replays_pool(run, bodies); });
   run.book.replays += replay.answered;
   return replay.ok;
 }
@@ -581,7 +596,8 @@ std::string check_feed(const Book& book, tg::client::Client& admin) {
       if (++seen[reference] > 1) return reference + " credited twice";
       if (string_at(event, "account_id") != it->second.account || int_at(event, "amount") != it->second.credits) {
         return reference + " credited " + std::to_string(int_at(event, "amount")) + " to " +
-               string_at(event, "account_id") + ", not " + std::to_string(it->second.credits) + " to " + it->second.account;
+               string_at(event, "account_id") + ", not " + std::to_string(it->second.credits) + " to " +
+               it->second.account;
       }
     }
     after = int_at(page, "next_after");
@@ -659,9 +675,9 @@ std::string check_audit(tg::client::Client& admin) {
 
 void check_run(Run& run, tg::client::Client& admin) {
   const std::size_t every = run.a.quick ? 1 : 64;
-  for (const std::string& failure : {check_accounts(run.book, admin), check_feed(run.book, admin),
-                                     check_transfers(run.book, admin, every), check_metrics(run.book, admin),
-                                     check_audit(admin)}) {
+  for (const std::string& failure :
+       {check_accounts(run.book, admin), check_feed(run.book, admin), check_transfers(run.book, admin, every),
+        check_metrics(run.book, admin), check_audit(admin)}) {
     if (!failure.empty()) run.failures.push_back(failure);
   }
 }
@@ -691,10 +707,11 @@ double ratio(double a, double b) { return b > 0 ? a / b : 0; }
 void print_table(const Run& run, const std::string& store, const std::string& load_before,
                  const std::string& load_after) {
   const Args& a = run.a;
-  std::printf("payments bench: tollgate serve on %s, %d keep-alive connections, %d client thread(s), %g s windows "
-              "(%g s warm-ups), %d round(s); event body %zu bytes; load %s before, %s after\n",
-              store.c_str(), a.connections, a.client_threads, a.seconds, a.warmup, a.rounds, run.event_bytes,
-              load_before.c_str(), load_after.c_str());
+  std::printf(
+      "payments bench: tollgate serve on %s, %d keep-alive connections, %d client thread(s), %g s windows "
+      "(%g s warm-ups), %d round(s); event body %zu bytes; load %s before, %s after\n",
+      store.c_str(), a.connections, a.client_threads, a.seconds, a.warmup, a.rounds, run.event_bytes,
+      load_before.c_str(), load_after.c_str());
   std::printf("%8s %5s %-9s %11s %8s %8s %10s %14s %s\n", "accounts", "round", "phase", "requests/s", "p50 ms",
               "p99 ms", "answered", "server µs/req", "note");
   for (const Figure& f : run.figures) {
@@ -705,10 +722,11 @@ void print_table(const Run& run, const std::string& store, const std::string& lo
   for (int accounts : a.accounts) {
     const Mean pay = mean_of(run, accounts, Phase::payments), replay = mean_of(run, accounts, Phase::replays),
                credit = mean_of(run, accounts, Phase::credits);
-    std::printf("accounts %d: payments / credits %.2f, replays / credits %.2f, replays / payments %.2f; "
-                "server CPU per request payments / credits %.2f\n",
-                accounts, ratio(pay.per_s, credit.per_s), ratio(replay.per_s, credit.per_s),
-                ratio(replay.per_s, pay.per_s), ratio(pay.server_cpu_us, credit.server_cpu_us));
+    std::printf(
+        "accounts %d: payments / credits %.2f, replays / credits %.2f, replays / payments %.2f; "
+        "server CPU per request payments / credits %.2f\n",
+        accounts, ratio(pay.per_s, credit.per_s), ratio(replay.per_s, credit.per_s), ratio(replay.per_s, pay.per_s),
+        ratio(pay.server_cpu_us, credit.server_cpu_us));
   }
   std::printf("checks: %s\n", run.failures.empty() ? "ok" : ("FAILED: " + run.failures.front()).c_str());
 }
@@ -746,9 +764,9 @@ void print_json(const Run& run, const std::string& store) {
               "\n",
               store.c_str(), a.connections, a.client_threads, a.seconds, a.rounds, first, run.event_bytes, pay.per_s,
               replay.per_s, credit.per_s, ratio(pay.per_s, credit.per_s), ratio(replay.per_s, credit.per_s),
-              ratio(pay.server_cpu_us, credit.server_cpu_us), pay.p50_ms, pay.p99_ms, static_cast<long long>(run.book.payments),
-              static_cast<long long>(run.book.replays), static_cast<long long>(run.book.credits), by_accounts.c_str(),
-              run.failures.empty() ? "true" : "false");
+              ratio(pay.server_cpu_us, credit.server_cpu_us), pay.p50_ms, pay.p99_ms,
+              static_cast<long long>(run.book.payments), static_cast<long long>(run.book.replays),
+              static_cast<long long>(run.book.credits), by_accounts.c_str(), run.failures.empty() ? "true" : "false");
 }
 
 // --- options --------------------------------------------------------------------------------------------
@@ -767,7 +785,8 @@ std::vector<int> parse_list(const std::string& s) {
 void usage() {
   std::printf(
       "usage: payments_bench [--seconds S] [--warmup S] [--connections N] [--client-threads N] [--accounts 100,1]\n"
-      "                      [--rounds N] [--database URI] [--dir PATH] [--tollgate PATH] [--keep] [--quick]\n"
+      "                      [--rounds N] [--database URI] [--no-analyze] [--dir PATH] [--tollgate PATH] [--keep]\n"
+      "                      [--quick]\n"
       "what each figure means and what is checked: the top of bench/payments_bench.cc\n");
 }
 
@@ -779,16 +798,28 @@ Args parse(int argc, char** argv) {
       if (i + 1 >= argc) die(arg + " needs a value");
       return argv[++i];
     };
-    if (arg == "--seconds") a.seconds = std::stod(next());
-    else if (arg == "--warmup") a.warmup = std::stod(next());
-    else if (arg == "--connections") a.connections = std::stoi(next());
-    else if (arg == "--client-threads") a.client_threads = std::stoi(next());
-    else if (arg == "--accounts") a.accounts = parse_list(next());
-    else if (arg == "--rounds") a.rounds = std::stoi(next());
-    else if (arg == "--database") a.database = next();
-    else if (arg == "--dir") a.dir = next();
-    else if (arg == "--tollgate") a.tollgate = next();
-    else if (arg == "--keep") a.keep = true;
+    if (arg == "--seconds")
+      a.seconds = std::stod(next());
+    else if (arg == "--warmup")
+      a.warmup = std::stod(next());
+    else if (arg == "--connections")
+      a.connections = std::stoi(next());
+    else if (arg == "--client-threads")
+      a.client_threads = std::stoi(next());
+    else if (arg == "--accounts")
+      a.accounts = parse_list(next());
+    else if (arg == "--rounds")
+      a.rounds = std::stoi(next());
+    else if (arg == "--database")
+      a.database = next();
+    else if (arg == "--dir")
+      a.dir = next();
+    else if (arg == "--tollgate")
+      a.tollgate = next();
+    else if (arg == "--keep")
+      a.keep = true;
+    else if (arg == "--no-analyze")
+      a.analyze = false;
     else if (arg == "--quick") {
       a.quick = true;
       a.seconds = 0.25;
@@ -814,6 +845,17 @@ Args parse(int argc, char** argv) {
   return a;
 }
 
+// PostgreSQL: ANALYZE the tables of the schema `uri` reaches (only its own), as autovacuum does on a
+// running server. Without it the store's prepared statements keep the plans made on the empty
+// tables: GET-by-reference of a replay then hash-joins a sequential scan of all events
+// (benchmarks.md, "Stale plans"). --no-analyze shows that.
+void analyze_schema(const std::string& uri) {
+  auto conn = tg::pg::Conn::connect(uri, tg::pg::ConnectOptions{});
+  const tg::pg::Rows tables =
+      conn->exec("SELECT string_agg(quote_ident(tablename), ', ') FROM pg_tables WHERE schemaname = current_schema()");
+  conn->exec("ANALYZE " + tables.text(0, 0));
+}
+
 // --- the server ---------------------------------------------------------------------------------------------
 // `tollgate serve --config DIR/tollgate.toml` on `database`, the payment route configured.
 std::unique_ptr<tg::testing::ServerProcess> start_server(const Args& a, const std::string& database,
@@ -836,6 +878,15 @@ std::unique_ptr<tg::testing::ServerProcess> start_server(const Args& a, const st
   } catch (const std::exception& e) {
     die(std::string("tollgate serve: ") + e.what());
   }
+}
+
+// The requests' target: the server's address, port, admin key and pid.
+void aim_at(Target& t, const tg::testing::ServerProcess& server) {
+  t.endpoint = asio::ip::tcp::endpoint(asio::ip::make_address("127.0.0.1"), server.port());
+  t.host = "127.0.0.1:" + std::to_string(server.port());
+  t.url = server.url();
+  t.admin_key = server.admin_key();
+  t.pid = server.pid();
 }
 
 void create_accounts(const Args& a, tg::client::Client& admin) {
@@ -875,17 +926,22 @@ int main(int argc, char** argv) {
   Run run{a, {}, {}, {}, {}, tg::client::Client::new_request_id("").substr(0, 8), 0, 0};
   run.t.secret = tg::client::Client::new_request_id("whsec_bench_");
   auto server = start_server(a, database, run.t.secret);
-  run.t.endpoint = asio::ip::tcp::endpoint(asio::ip::make_address("127.0.0.1"), server->port());
-  run.t.host = "127.0.0.1:" + std::to_string(server->port());
-  run.t.url = server->url();
-  run.t.admin_key = server->admin_key();
-  run.t.pid = server->pid();
+  aim_at(run.t, *server);
   tg::client::Options co;
   co.base_url = run.t.url;
   co.key = run.t.admin_key;
   co.request_timeout = std::chrono::seconds(60);
   tg::client::Client admin(co);
   create_accounts(a, admin);
+  if (schema && a.analyze) {
+    run.analyze = [&run, uri = schema->uri()] {
+      try {
+        analyze_schema(uri);
+      } catch (const std::exception& e) {
+        run.failures.push_back(std::string("ANALYZE: ") + e.what());
+      }
+    };
+  }
 
   const std::string load_before = load_average();
   bool windows_ok = true;
