@@ -78,6 +78,7 @@
 #include <string_view>
 #include <thread>
 #include <unordered_map>
+#include <utility>
 #include <vector>
 
 #include <boost/asio/connect.hpp>
@@ -118,8 +119,13 @@ struct Args {
   bool analyze = true;  // PostgreSQL: ANALYZE before each window
 };
 
+// What die() and an exception that escapes undo (std::exit runs no destructor of main's locals):
+// the server is killed, the schema dropped, the folder removed (see Setup).
+std::function<void()> g_cleanup;
+
 [[noreturn]] void die(const std::string& why) {
   std::fprintf(stderr, "payments_bench: %s\n", why.c_str());
+  if (g_cleanup) std::exchange(g_cleanup, nullptr)();
   std::exit(1);
 }
 
@@ -900,18 +906,28 @@ void create_accounts(const Args& a, tg::client::Client& admin) {
 
 }  // namespace
 
-int main(int argc, char** argv) {
-  Args a = parse(argc, argv);
+// Where the server runs and what it leaves: the folder (the configuration, the SQLite file), the
+// PostgreSQL schema, the server process. cleanup() undoes them (once), whichever way the run ends.
+struct Setup {
+  Args& a;
   bool made_dir = false;
-  if (a.dir.empty()) {
-    char tmpl[] = "/var/tmp/tollgate-payments-bench.XXXXXX";
-    if (!mkdtemp(tmpl)) die("mkdtemp");
-    a.dir = tmpl;
-    made_dir = true;
-  }
   std::optional<tg::bench::BenchSchema> schema;
-  std::string database = "sqlite:" + a.dir + "/payments.db", store = "SQLite";
-  if (!a.database.empty()) {
+  std::string database, store = "SQLite";
+  std::unique_ptr<tg::testing::ServerProcess> server;
+
+  explicit Setup(Args& args) : a(args) {
+    if (a.dir.empty()) {
+      char tmpl[] = "/var/tmp/tollgate-payments-bench.XXXXXX";
+      if (!mkdtemp(tmpl)) die("mkdtemp");
+      a.dir = tmpl;
+      made_dir = true;
+    }
+    g_cleanup = [this] { cleanup(); };
+    database = "sqlite:" + a.dir + "/payments.db";
+    if (a.database.empty()) {
+      for (const char* suffix : {"", "-wal", "-shm"}) std::filesystem::remove(a.dir + "/payments.db" + suffix);
+      return;
+    }
     try {
       schema.emplace(a.database, "payments_bench_" + std::to_string(getpid()), a.keep);
     } catch (const std::exception& e) {
@@ -919,22 +935,38 @@ int main(int argc, char** argv) {
     }
     database = schema->uri();
     store = "PostgreSQL " + tg::bench::redact_uri(a.database);
-  } else {
-    for (const char* suffix : {"", "-wal", "-shm"}) std::filesystem::remove(a.dir + "/payments.db" + suffix);
   }
 
+  void cleanup() {
+    g_cleanup = nullptr;
+    if (server && server->running()) server->stop(SIGKILL);
+    server.reset();
+    schema.reset();
+    if (made_dir && !a.keep) std::filesystem::remove_all(a.dir);
+    if (a.keep) std::fprintf(stderr, "payments_bench: kept %s\n", a.dir.c_str());
+  }
+};
+
+int main(int argc, char** argv) {
+  Args a = parse(argc, argv);
+  Setup setup(a);
+  std::set_terminate([] {
+    if (g_cleanup) std::exchange(g_cleanup, nullptr)();
+    std::abort();
+  });
   Run run{a, {}, {}, {}, {}, tg::client::Client::new_request_id("").substr(0, 8), 0, 0};
   run.t.secret = tg::client::Client::new_request_id("whsec_bench_");
-  auto server = start_server(a, database, run.t.secret);
-  aim_at(run.t, *server);
+  setup.server = start_server(a, setup.database, run.t.secret);
+  tg::testing::ServerProcess& server = *setup.server;
+  aim_at(run.t, server);
   tg::client::Options co;
   co.base_url = run.t.url;
   co.key = run.t.admin_key;
   co.request_timeout = std::chrono::seconds(60);
   tg::client::Client admin(co);
   create_accounts(a, admin);
-  if (schema && a.analyze) {
-    run.analyze = [&run, uri = schema->uri()] {
+  if (setup.schema && a.analyze) {
+    run.analyze = [&run, uri = setup.schema->uri()] {
       try {
         analyze_schema(uri);
       } catch (const std::exception& e) {
@@ -950,20 +982,17 @@ int main(int argc, char** argv) {
   }
   const std::string load_after = load_average();
   if (windows_ok) check_run(run, admin);  // after a failed window the book is not exact
-  if (const int code = server->stop(SIGTERM); code != 0) {
+  if (const int code = server.stop(SIGTERM); code != 0) {
     run.failures.push_back("tollgate serve exited with " + std::to_string(code) + " on SIGTERM");
   }
   if (!run.failures.empty()) {
-    const std::string log = server->log();
+    const std::string log = server.log();
     std::fprintf(stderr, "payments_bench: FAILED: %s\nthe end of the server's log:\n%s\n", run.failures.front().c_str(),
                  log.substr(log.size() > 4000 ? log.size() - 4000 : 0).c_str());
   }
-  server.reset();
-  schema.reset();
-  if (made_dir && !a.keep) std::filesystem::remove_all(a.dir);
-  if (a.keep) std::fprintf(stderr, "payments_bench: kept %s\n", a.dir.c_str());
+  setup.cleanup();
 
-  print_table(run, store, load_before, load_after);
+  print_table(run, setup.store, load_before, load_after);
   print_json(run, a.database.empty() ? "sqlite" : "postgres");
   return run.failures.empty() ? 0 : 1;
 }
