@@ -758,7 +758,7 @@ class TimedStore final : public tollgate::Store {
   tollgate::Result<std::vector<std::string>> list_account_ids(std::string_view after, std::int64_t limit) override {
     return inner_->list_account_ids(after, limit);
   }
-  tollgate::Result<std::optional<tollgate::ApiKey>> find_key(std::string_view h) override {
+  tollgate::Result<tollgate::KeyLookup> find_key(std::string_view h) override {
     return inner_->find_key(h);
   }
   tollgate::Result<bool> has_admin_key() override { return inner_->has_admin_key(); }

@@ -225,9 +225,6 @@ Result<std::unique_ptr<Store>> open_store(const ServerConfig& config, const Cloc
   return std::unique_ptr<Store>(std::move(store).value());
 }
 
-// The id of the admin key generated at the first start (a configured one is never stored).
-constexpr const char* kGeneratedAdminKeyId = "admin";
-
 // The admin key (api.md): a configured one retires the generated key, through the ordinary write
 // path — idempotent, so instances starting together on one PostgreSQL database agree (the key's row
 // is locked by whichever batch comes first; the other then finds it revoked). With none
@@ -237,7 +234,7 @@ constexpr const char* kGeneratedAdminKeyId = "admin";
 // behind the operator's back). invalid_request: a configuration to fix; anything else: the database.
 Status settle_admin_key(Ledger& ledger, const ServerConfig& config) {
   if (config.admin_key) {
-    auto retired = ledger.run(RevokeKeyCommand{kGeneratedAdminKeyId, /*replaced_by_configured_admin_key=*/true});
+    auto retired = ledger.run(RevokeKeyCommand{std::string(kGeneratedAdminKeyId), /*replaced_by_configured_admin_key=*/true});
     if (!retired && retired.code() != Code::not_found) {  // not_found: none was ever generated
       return Error::make(retired.code(), "retiring the generated admin key: " + retired.error().detail);
     }
@@ -267,7 +264,7 @@ Status settle_admin_key(Ledger& ledger, const ServerConfig& config) {
   } else {
     secret = http::new_secret();
   }
-  auto created = ledger.run(CreateKeyCommand{kGeneratedAdminKeyId, std::nullopt, http::sha256_hex(secret)});
+  auto created = ledger.run(CreateKeyCommand{std::string(kGeneratedAdminKeyId), std::nullopt, http::sha256_hex(secret)});
   if (created) {
     if (config.admin_key_file) {
       log_line("info", std::string(wrote_file ? "generated the admin key into " : "stored the admin key found in ") +

@@ -675,14 +675,24 @@ Result<ExpireOutcome> decide_one(Context& x, const ExpireOverdueCommand& c) {
 
 Result<KeyOutcome> decide_one(Context& x, const CreateKeyCommand& c) {
   State& s = x.state;
+  const ScopeSet scopes = c.scopes.value_or(default_scopes(c.account_id.has_value()));
   if (const ApiKey* existing = s.key(c.key_id)) {
-    if (existing->account_id != c.account_id || existing->secret_sha256 != c.secret_sha256) {
+    if (existing->account_id != c.account_id || existing->secret_sha256 != c.secret_sha256 ||
+        existing->scopes != scopes || existing->expires_at_ms != c.expires_at_ms || existing->name != c.name) {
       return Error::make(Code::conflict, "key " + c.key_id + " exists");
     }
     return KeyOutcome{*existing, false};
   }
   if (c.account_id && !s.account(*c.account_id)) return account_not_found(*c.account_id);
-  return KeyOutcome{s.insert_key(ApiKey{c.key_id, c.account_id, c.secret_sha256, s.now(), std::nullopt}), true};
+  if (c.expires_at_ms && *c.expires_at_ms <= s.now()) {
+    return invalid("expires_at must be in the future (it is " + std::to_string(s.now() - *c.expires_at_ms) +
+                   " ms past)");
+  }
+  ApiKey key{c.key_id, c.account_id, c.secret_sha256, s.now(), std::nullopt};
+  key.scopes = scopes;
+  key.expires_at_ms = c.expires_at_ms;
+  key.name = c.name;
+  return KeyOutcome{s.insert_key(std::move(key)), true};
 }
 
 Result<KeyOutcome> decide_one(Context& x, const RevokeKeyCommand& c) {

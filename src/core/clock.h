@@ -10,7 +10,9 @@
 #include <atomic>
 #include <chrono>
 #include <cstdint>
+#include <optional>
 #include <string>
+#include <string_view>
 
 namespace tollgate {
 
@@ -47,5 +49,9 @@ class ManualClock final : public Clock {
 std::string format_rfc3339_ms(std::int64_t t_ms);
 // The same into `out` (24 characters, "2026-01-01T00:00:00.000Z"); returns how many were written.
 std::size_t format_rfc3339_ms(std::int64_t t_ms, char (&out)[32]);
+// An RFC 3339 date-time ("2026-01-01T00:00:00Z", "2026-01-01T01:00:00.5+01:00"; `T`/`t`, `Z`/`z`),
+// as ms since the epoch, fractions past the millisecond dropped; years 1970–9999. nullopt for
+// anything else (a date alone, no offset, a 61st second, February 30th).
+std::optional<std::int64_t> parse_rfc3339_ms(std::string_view text);
 
 }  // namespace tollgate

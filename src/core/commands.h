@@ -89,16 +89,22 @@ struct ExtendCommand {
 
 // Creates an API key (admin, or for an account that must exist). key_id and the secret's hash are
 // made by the caller (the HTTP edge), the secret itself never reaches the store.
+// The same key_id again with the same fields answers the key (created=false); with others, conflict.
+// Refusals: not_found (no such account), invalid_request (expires_at_ms not after the batch's now:
+// the database's clock).
 struct CreateKeyCommand {
   std::string key_id;
   std::optional<std::string> account_id;  // unset: an admin key
   std::string secret_sha256;
+  std::optional<ScopeSet> scopes;  // unset: default_scopes() of its kind; else check_key_scopes()
+  std::optional<std::int64_t> expires_at_ms;
+  std::optional<std::string> name;
 };
 
-// Revokes a key; revoking again answers the key as it is (created=false). An admin key (one without
-// an account) is refused (conflict) — revoking the only way in would lock every operator out —
-// unless `replaced_by_configured_admin_key`: the server sets it at start to retire the generated
-// admin key once an admin key is configured (api.md).
+// Revokes a key; revoking again answers the key as it is (created=false). The generated admin key
+// (kGeneratedAdminKeyId) is refused (conflict) — revoking the only way in would lock every operator
+// out — unless `replaced_by_configured_admin_key`: the server sets it at start to retire it once an
+// admin key is configured (api.md). Admin keys made through POST /v1/keys are revoked like any.
 struct RevokeKeyCommand {
   std::string key_id;
   bool replaced_by_configured_admin_key = false;

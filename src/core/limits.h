@@ -30,6 +30,8 @@ inline constexpr std::int64_t kMaxActiveHoldsMax = 1'000'000'000;
 inline constexpr std::size_t kIdLengthMax = 128;
 // Free text (a debit's reason, a release's reason).
 inline constexpr std::size_t kReasonLengthMax = 1024;
+// A key's name (api.md "Keys with scopes"): a label, not a document.
+inline constexpr std::size_t kKeyNameBytesMax = 100;
 // A hold's metadata: a JSON object, serialised, at most this many bytes.
 inline constexpr std::size_t kMetadataBytesMax = 16 * 1024;
 // A job's input as stored (the request body is at most 64 KiB), and a provider's result kept.

@@ -12,6 +12,8 @@
 #include <string>
 #include <string_view>
 
+#include "core/scopes.h"
+
 namespace tollgate {
 
 // The balances of an account. Invariant: available + reserved + used + expired == purchased.
@@ -158,7 +160,7 @@ struct Transfer {
 };
 
 // An API key. The secret is never stored: only its SHA-256 (hex). An admin key has no account_id;
-// an account key may only touch its own account.
+// an account key may only touch its own account, and only within its scopes (core/scopes.h).
 struct ApiKey {
   std::string key_id;
   std::optional<std::string> account_id;  // unset: an admin key
@@ -168,8 +170,26 @@ struct ApiKey {
   // When the key last authenticated a request, as recorded so far (ledger/key_use.h: written at
   // most once per key per interval, so it may lag the last use by that much); unset: never.
   std::optional<std::int64_t> last_used_at_ms;
+  // What it may do (keys made before scopes existed: default_scopes() of their kind).
+  ScopeSet scopes = kAccountKeyScopes;
+  // From then on it authenticates nothing (401), by the database's clock; unset: never.
+  std::optional<std::int64_t> expires_at_ms;
+  std::optional<std::string> name;  // the operator's label ("kiosk 3 screen"), 1..kKeyNameBytesMax
 
   friend bool operator==(const ApiKey&, const ApiKey&) = default;
+};
+
+// The id of the admin key a first start generates when none is configured (keys made through the
+// API are "key_" + hex: never this). It cannot be revoked through the API; a configured admin key
+// retires it.
+inline constexpr std::string_view kGeneratedAdminKeyId = "admin";
+
+// A key looked up by its secret's hash (or none), and the time of the read that found it: the
+// database's clock on PostgreSQL (the one clock every instance shares), against which expires_at_ms
+// is compared on every instance alike.
+struct KeyLookup {
+  std::optional<ApiKey> key;
+  std::int64_t now_ms = 0;
 };
 
 // Readable forms, for logs and test failures ({available=… reserved=…}, {hold_… active 3 …}).

@@ -284,7 +284,7 @@ Result<std::int64_t> plan_refund(const Hold& hold, std::optional<std::int64_t> a
 
 Result<RevokeAction> plan_revoke_key(const ApiKey& key, bool replaced_by_configured_admin_key) {
   if (key.revoked_at_ms) return RevokeAction::replay;
-  if (!key.account_id && !replaced_by_configured_admin_key) {
+  if (key.key_id == kGeneratedAdminKeyId && !key.account_id && !replaced_by_configured_admin_key) {
     return Error::make(Code::conflict,
                        "the generated admin key cannot be revoked through the API (that would lock every operator "
                        "out); set admin_key (or TOLLGATE_ADMIN_KEY) and restart the server: a configured admin key "

@@ -116,6 +116,12 @@ Status check(const CreateKeyCommand& c, const ValidationLimits&) {
   TG_TRY(check_id(c.key_id, "key_id"));
   if (c.account_id) TG_TRY(check_id(*c.account_id, "account_id"));
   if (c.secret_sha256.size() != 64) return invalid("secret_sha256 must be 64 hex digits");
+  if (c.scopes) TG_TRY(check_key_scopes(*c.scopes, c.account_id.has_value()));
+  if (c.expires_at_ms && *c.expires_at_ms <= 0) return invalid("expires_at must be in the future");
+  if (c.name) {
+    if (c.name->empty()) return invalid("name must not be empty (leave it out for none)");
+    TG_TRY(check_text(*c.name, limits::kKeyNameBytesMax, "name"));
+  }
   return ok_status();
 }
 

@@ -144,7 +144,8 @@ std::string_view caller_detail(std::string_view code) {
 Response problem_response(unsigned status, std::string_view code, std::string_view detail,
                           std::optional<std::int64_t> available, std::optional<std::int64_t> requested,
                           std::optional<std::int64_t> expires_at_ms = std::nullopt,
-                          std::optional<std::int64_t> retry_after_ms = std::nullopt) {
+                          std::optional<std::int64_t> retry_after_ms = std::nullopt,
+                          std::optional<Scope> missing_scope = std::nullopt) {
   std::string log_detail;
   if (status >= 500 && code != "overloaded") {
     log_detail = std::string(detail);
@@ -178,6 +179,10 @@ Response problem_response(unsigned status, std::string_view code, std::string_vi
       out += ",\"retry_after_ms\":";
       append_json_int(out, *retry_after_ms);
     }
+    if (missing_scope) {
+      out += ",\"missing_scope\":";
+      append_json_string(out, scope_name(*missing_scope));
+    }
     out += '}';
   });
   r.content_type = "application/problem+json";
@@ -193,6 +198,15 @@ Response problem_response(unsigned status, std::string_view code, std::string_vi
 
 Response problem(unsigned status, std::string_view code, std::string detail) {
   return problem_response(status, code, detail, std::nullopt, std::nullopt);
+}
+
+// 403: the key's scopes do not grant the route's (api.md "Keys with scopes"): the answer names it.
+Response forbidden_scope(Scope needed, const Principal& principal) {
+  const std::string has = scopes_text(principal.scopes);
+  const std::string detail = "this call needs the scope " + std::string(scope_name(needed)) + "; this key (" +
+                             principal.key_id + ") has " + (has.empty() ? std::string("none") : has);
+  return problem_response(403, code_name(Code::forbidden), detail, std::nullopt, std::nullopt, std::nullopt,
+                          std::nullopt, needed);
 }
 
 Response problem(const Error& error) {
@@ -324,8 +338,8 @@ void authorized(const Route& route, std::size_t route_index, Context& ctx, Call&
       !is_json_media_type(request.content_type)) {
     return call.reply(problem(415, "unsupported_media_type", "the body must be application/json"));
   }
-  if (route.access == Access::admin && !principal->admin) {
-    return call.reply(problem(Error::make(Code::forbidden, "this call needs the admin key")));
+  if (route.need.kind == Need::scoped && !scope_grants(principal->scopes, route.need.scope)) {
+    return call.reply(forbidden_scope(route.need.scope, *principal));
   }
   call.principal = std::move(principal).value();
   call.body = std::move(request.body);
@@ -381,7 +395,7 @@ void Api::handle_unguarded(Request request, Reply reply, Dispatch dispatch) {
   call.idempotency_key = std::move(request.idempotency_key);
   Context context{ledger_, readers_, auth_, metrics_, clock_, options_, jobs_, ratelimits_};
 
-  if (route->access == Access::open) {
+  if (route->need.kind == Need::open) {
     call.reply = stamped(std::move(reply), route_index, "", "");
     if (!request.authorization.empty()) {
       // A key sent to an open route is checked by its handler (GET /metrics): guesses count.

@@ -89,9 +89,18 @@ std::optional<Result<Principal>> Authenticator::authenticate_cached(std::string_
   MutexLock lock(mu_);
   auto it = cache_.find(hash);
   if (it == cache_.end() || now - it->second.fetched_at_ms >= limits::kAuthCacheMs) return std::nullopt;
-  if (!it->second.principal) return unauthorized("this key was revoked");
-  if (key_uses_) key_uses_->record(it->second.principal->key_id);
-  return *it->second.principal;
+  auto principal = answer(it->second, now);
+  if (principal && key_uses_) key_uses_->record(principal->key_id);
+  return principal;
+}
+
+Result<Principal> Authenticator::answer(const Cached& entry, std::int64_t now_ms) {
+  if (!entry.principal) return unauthorized("this key was revoked");
+  const auto& expires_at_ms = entry.principal->expires_at_ms;
+  if (expires_at_ms && now_ms + entry.database_ahead_ms >= *expires_at_ms) {
+    return unauthorized("this key expired at " + format_rfc3339_ms(*expires_at_ms));
+  }
+  return *entry.principal;
 }
 
 Result<Principal> Authenticator::authenticate(std::string_view header) {
@@ -101,22 +110,27 @@ Result<Principal> Authenticator::authenticate(std::string_view header) {
   const std::int64_t now = clock_.now_ms();
   auto found = keys_.find_key(hash);
   if (!found) return found.error();
-  if (!found.value() || !constant_time_equal(found.value()->secret_sha256, hash)) return unauthorized("unknown key");
-  const ApiKey& key = *found.value();
+  if (!found->key || !constant_time_equal(found->key->secret_sha256, hash)) return unauthorized("unknown key");
+  const ApiKey& key = *found->key;
   Cached entry;
   entry.fetched_at_ms = now;
+  entry.database_ahead_ms = found->now_ms - now;
   // With an admin key configured, a stored admin key (the generated one) counts as revoked even
   // before its retirement at start-up is written (api.md: configuring a key retires it).
-  const bool retired = !key.account_id && admin_sha256_;
-  if (!key.revoked_at_ms && !retired) entry.principal = Principal{!key.account_id.has_value(), key.account_id, key.key_id};
+  const bool retired = !key.account_id && admin_sha256_ && key.scopes == kAdminKeyScopes &&
+                       key.key_id == kGeneratedAdminKeyId;
+  if (!key.revoked_at_ms && !retired) {
+    entry.principal = Principal{!key.account_id.has_value(), key.account_id, key.key_id, key.scopes,
+                                key.expires_at_ms,          key.name,       key.created_at_ms};
+  }
   {
     MutexLock lock(mu_);
     if (cache_.size() >= limits::kAuthCacheEntriesMax) cache_.clear();  // bounded; refilled from the database
     cache_[hash] = entry;
   }
-  if (!entry.principal) return unauthorized("this key was revoked");
-  if (key_uses_) key_uses_->record(entry.principal->key_id);
-  return *entry.principal;
+  auto principal = answer(entry, now);
+  if (principal && key_uses_) key_uses_->record(principal->key_id);
+  return principal;
 }
 
 void Authenticator::forget(std::string_view key_id) {

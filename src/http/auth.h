@@ -2,7 +2,10 @@
 //
 // `Authorization: Bearer <secret>`. The admin key (from the configuration, or generated at the
 // first start) may do everything; once an admin key is configured, the generated one is refused.
-// An account key only touches its own account. Secrets are
+// An account key only touches its own account; every key only within its scopes (core/scopes.h,
+// enforced by the route table). A key past its expires_at is refused (401) — compared with the
+// database's clock: the time of the read that found it, carried forward by this process's clock
+// while it is cached, so every instance refuses it at the same moment. Secrets are
 // 32 random bytes from the operating system; only their SHA-256 is stored, and hashes are
 // compared in constant time. A key found in the database is cached for at most limits::kAuthCacheMs, so a
 // revocation on another instance takes effect within that time (at once on this instance).
@@ -27,9 +30,16 @@
 namespace tollgate::http {
 
 struct Principal {
+  // Bound to no account (an admin key: `admin` or `admin:read`): sees every account. What it may
+  // change is its scopes' to say (scope_grants), checked by the route table before any handler.
   bool admin = false;
   std::optional<std::string> account_id;  // set for an account key
   std::string key_id;
+  ScopeSet scopes = kAdminKeyScopes;
+  // The stored key's (GET /v1/key); unset for the configured admin key.
+  std::optional<std::int64_t> expires_at_ms;
+  std::optional<std::string> name;
+  std::optional<std::int64_t> created_at_ms;
 
   // May this caller see `account_id`? (An account key sees only its own; anything else is 404.)
   bool may_see(std::string_view account) const { return admin || (account_id && *account_id == account); }
@@ -64,8 +74,12 @@ class Authenticator {
  private:
   struct Cached {
     std::optional<Principal> principal;  // unset: revoked
-    std::int64_t fetched_at_ms = 0;
+    std::int64_t fetched_at_ms = 0;      // this process's clock
+    // The database's clock minus this process's at the lookup: its now is ours plus this.
+    std::int64_t database_ahead_ms = 0;
   };
+  // The answer for a found key at this process's `now_ms`: expired keys refused.
+  static Result<Principal> answer(const Cached& entry, std::int64_t now_ms);
   KeyDirectory& keys_;
   const Clock& clock_;
   const std::optional<std::string> admin_sha256_;  // constant after construction

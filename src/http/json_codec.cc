@@ -324,6 +324,18 @@ void append_json(std::string& out, const KeySummary& k) {
   o.str("key_id", k.key_id);
   if (k.account_id) o.str("account_id", *k.account_id); else o.null("account_id");
   o.str("kind", k.account_id ? "account" : "admin");
+  o.key("scopes");
+  out += '[';
+  bool first = true;
+  for (Scope s : kAllScopes) {
+    if (!k.scopes.has(s)) continue;
+    if (!first) out += ',';
+    first = false;
+    append_json_string(out, scope_name(s));
+  }
+  out += ']';
+  if (k.name) o.str("name", *k.name); else o.null("name");
+  if (k.expires_at_ms) o.time("expires_at", *k.expires_at_ms); else o.null("expires_at");
   o.time("created_at", k.created_at_ms);
   if (k.last_used_at_ms) o.time("last_used_at", *k.last_used_at_ms); else o.null("last_used_at");
   o.boolean("revoked", k.revoked_at_ms.has_value());

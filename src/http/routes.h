@@ -23,6 +23,7 @@
 #include <vector>
 
 #include "core/result.h"
+#include "core/scopes.h"
 #include "http/api.h"
 #include "http/json_codec.h"
 #include "http/read_executor.h"
@@ -35,9 +36,19 @@ namespace tollgate::http {
 // `overloaded` before the handler runs.
 enum class Runs { io, reader };
 
-// Who may call a route. `account`: any valid key — the handler decides what an account key may
-// see (another account's resources answer 404, as if they did not exist).
-enum class Access { open, admin, account };
+// Who may call a route (api.md "Keys with scopes"): anyone (`open`: its handler checks what it needs
+// itself — a provider's signature, the metrics key), any valid key (`any_key`), or a key whose
+// scopes grant `scope` (scope_grants: admin everything, admin:read every read). An account key acts
+// only on its own account: the handler answers 404 for another's, as if it did not exist. Every
+// row of the table names one (Route has no default for it: a route without a Need does not compile).
+struct Need {
+  enum Kind : std::uint8_t { open, any_key, scoped };
+  Kind kind;
+  Scope scope;  // scoped only
+};
+inline constexpr Need kOpen{Need::open, Scope::admin};
+inline constexpr Need kAnyKey{Need::any_key, Scope::admin};
+constexpr Need needs(Scope scope) { return Need{Need::scoped, scope}; }
 
 // What every handler may use; outlives every request.
 struct Context {
@@ -70,7 +81,7 @@ using Handler = void (*)(Context&, Call&);
 struct Route {
   const char* method;
   const char* pattern;  // "/v1/holds/{hold_id}/commit": a {name} segment is a parameter
-  Access access;
+  Need need;
   Runs runs;
   Handler handler;
 };
@@ -103,6 +114,8 @@ void update_account(Context&, Call&);
 void events_feed(Context&, Call&);
 // routes_keys.cc
 void create_key(Context&, Call&);
+void create_admin_key(Context&, Call&);
+void calling_key(Context&, Call&);
 void revoke_key(Context&, Call&);
 void list_keys(Context&, Call&);
 // routes_holds.cc

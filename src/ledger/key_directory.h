@@ -20,9 +20,9 @@ class KeyDirectory {
  public:
   virtual ~KeyDirectory() = default;
 
-  // The API key whose secret hashes to `secret_sha256` (hex), revoked ones too, or nullopt when
-  // none does; unavailable when the database cannot be asked.
-  virtual Result<std::optional<ApiKey>> find_key(std::string_view secret_sha256) = 0;
+  // The API key whose secret hashes to `secret_sha256` (hex), revoked ones too, or none, and the
+  // database's time of the lookup; unavailable when the database cannot be asked.
+  virtual Result<KeyLookup> find_key(std::string_view secret_sha256) = 0;
 };
 
 }  // namespace tollgate

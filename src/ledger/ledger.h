@@ -242,7 +242,7 @@ class Ledger {
   class StoreKeys final : public KeyDirectory {
    public:
     explicit StoreKeys(Store& store) : store_(store) {}
-    Result<std::optional<ApiKey>> find_key(std::string_view secret_sha256) override {
+    Result<KeyLookup> find_key(std::string_view secret_sha256) override {
       return store_.find_key(secret_sha256);
     }
 

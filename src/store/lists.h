@@ -91,6 +91,9 @@ struct KeySummary {
   std::int64_t created_at_ms = 0;
   std::optional<std::int64_t> last_used_at_ms;  // see ledger/key_use.h for its precision
   std::optional<std::int64_t> revoked_at_ms;
+  ScopeSet scopes = kAccountKeyScopes;
+  std::optional<std::int64_t> expires_at_ms;
+  std::optional<std::string> name;
 
   friend bool operator==(const KeySummary&, const KeySummary&) = default;
 };

@@ -162,10 +162,10 @@ Result<AuditPage> LedgerReads::audit_range(std::string_view after, std::int64_t 
   });
 }
 
-Result<std::optional<ApiKey>> LedgerReads::find_key(std::string_view secret_sha256) {
+Result<KeyLookup> LedgerReads::find_key(std::string_view secret_sha256) {
   const ReadSql& sql = source_.sql();
-  return read<std::optional<ApiKey>>(source_, [&](ReadConn& db, std::int64_t) -> Result<std::optional<ApiKey>> {
-    return first_of(db, sql.key_by_secret, {secret_sha256}, [](const ReadRow& r) { return r.key(); });
+  return read<KeyLookup>(source_, [&](ReadConn& db, std::int64_t now_ms) -> Result<KeyLookup> {
+    return KeyLookup{first_of(db, sql.key_by_secret, {secret_sha256}, [](const ReadRow& r) { return r.key(); }), now_ms};
   });
 }
 
@@ -257,8 +257,16 @@ Result<Page<KeySummary>> Lists::list_keys(std::optional<std::string_view> accoun
     return page_of(rows_of(db, account_id ? sql.keys_of_account : sql.keys_all,
                            {account_id.value_or(""), cursor_created, cursor_id, page.limit + 1},
                            [](const ReadRow& r) {
-                             return KeySummary{r.text(0), r.optional_text(1), r.int64(2), r.optional_int64(3),
-                                               r.optional_int64(4)};
+                             KeySummary k{r.text(0), r.optional_text(1), r.int64(2), r.optional_int64(3),
+                                          r.optional_int64(4)};
+                             k.scopes = default_scopes(k.account_id.has_value());  // NULL: made before scopes
+                             if (const auto text = r.optional_text(5)) {
+                               // Written by scopes_text(); a name this release does not know lists as none.
+                               k.scopes = parse_scopes_text(*text).value_or(ScopeSet{});
+                             }
+                             k.expires_at_ms = r.optional_int64(6);
+                             k.name = r.optional_text(7);
+                             return k;
                            }),
                    page);
   });

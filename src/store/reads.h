@@ -160,7 +160,7 @@ class LedgerReads {
   Result<EventPage> read_feed(std::int64_t after, std::int64_t limit, std::int64_t last_shown);
   Result<AuditReport> audit(std::optional<std::string_view> account_id);
   Result<AuditPage> audit_range(std::string_view after, std::int64_t limit);
-  Result<std::optional<ApiKey>> find_key(std::string_view secret_sha256);
+  Result<KeyLookup> find_key(std::string_view secret_sha256);
   Result<LedgerStats> stats();
   Result<std::vector<std::string>> list_account_ids(std::string_view after, std::int64_t limit);
   Result<bool> has_admin_key();

@@ -107,8 +107,8 @@ void ledger_statements(const Writer& w, const Columns& c, ReadSql& s) {
       "SELECT count(*), min(created_at_ms) FROM holds WHERE status = 'active' AND expires_at_ms > " + w.p(1);
   s.account_count = "SELECT count(*) FROM accounts";
   s.has_admin_key =
-      "SELECT CASE WHEN EXISTS (SELECT 1 FROM api_keys WHERE account_id IS NULL AND revoked_at_ms IS NULL) "
-      "THEN 1 ELSE 0 END";
+      "SELECT CASE WHEN EXISTS (SELECT 1 FROM api_keys WHERE key_id = 'admin' AND account_id IS NULL AND "
+      "revoked_at_ms IS NULL) THEN 1 ELSE 0 END";
   s.transfer = std::string("SELECT ") + c.transfer +
                " FROM transfers t JOIN events e ON e.event_id = t.event_id WHERE t.reference = " + w.p(1);
 }
@@ -116,7 +116,8 @@ void ledger_statements(const Writer& w, const Columns& c, ReadSql& s) {
 void list_statements(const Writer& w, const Columns& c, ReadSql& s) {
   s.holds = holds_statements(w, c);
   s.key_cursor = "SELECT account_id, created_at_ms FROM api_keys WHERE key_id = " + w.p(1);
-  const std::string keys = "SELECT key_id, account_id, created_at_ms, last_used_at_ms, revoked_at_ms FROM api_keys WHERE ";
+  const std::string keys = "SELECT key_id, account_id, created_at_ms, last_used_at_ms, revoked_at_ms, scopes, expires_at_ms, name "
+                           "FROM api_keys WHERE ";
   const std::string position = "(created_at_ms, key_id) < (" + w.p(2) + ", " + w.p(3) + ")";
   const std::string newest_first = " ORDER BY created_at_ms DESC, key_id DESC LIMIT " + w.p(4);
   s.keys_of_account = keys + "account_id = " + w.p(1) + " AND " + position + newest_first;

@@ -718,6 +718,22 @@ ALTER TABLE accounts ADD CONSTRAINT accounts_balances_add_up
 ALTER TABLE events ADD COLUMN expired_after bigint NOT NULL DEFAULT 0;
 ALTER TABLE events ADD CONSTRAINT events_expired_after_not_negative CHECK (expired_after >= 0) NOT VALID;
 )sql"},
+    // 15: keys with scopes (core/scopes.h), an expiry and a name. A key made before has NULL scopes:
+    // the scopes of its kind (an account key all three account scopes, an admin key admin).
+    {15, "key scopes",
+     /*sqlite_legacy=*/0, /*postgres_legacy=*/0,
+     // SQLite
+     R"sql(
+ALTER TABLE api_keys ADD COLUMN scopes TEXT CHECK (scopes IS NULL OR scopes <> '');
+ALTER TABLE api_keys ADD COLUMN expires_at_ms INTEGER;
+ALTER TABLE api_keys ADD COLUMN name TEXT CHECK (name IS NULL OR name <> '');
+)sql",
+     // PostgreSQL
+     R"sql(
+ALTER TABLE api_keys ADD COLUMN scopes text CHECK (scopes IS NULL OR scopes <> '');
+ALTER TABLE api_keys ADD COLUMN expires_at_ms bigint;
+ALTER TABLE api_keys ADD COLUMN name text CHECK (name IS NULL OR name <> '');
+)sql"},
 };
 
 constexpr int legacy_number(const Version& version, Dialect dialect) {

@@ -119,9 +119,11 @@ class Store {
   // Account ids greater than `after`, in order, at most `limit` (1..limits::kHoldsPageMax).
   virtual Result<std::vector<std::string>> list_account_ids(std::string_view after, std::int64_t limit) = 0;
 
-  // The API key whose secret hashes to `secret_sha256` (revoked ones too), or nullopt.
-  virtual Result<std::optional<ApiKey>> find_key(std::string_view secret_sha256) = 0;
-  // Whether any admin key is stored (a first start generates one when none is configured).
+  // The API key whose secret hashes to `secret_sha256` (revoked ones too), or none; and the read's
+  // time (the database's clock on PostgreSQL).
+  virtual Result<KeyLookup> find_key(std::string_view secret_sha256) = 0;
+  // Whether the generated admin key (kGeneratedAdminKeyId) is stored and not revoked (a first start
+  // generates it when no admin key is configured).
   virtual Result<bool> has_admin_key() = 0;
 
   // The database answers, its schema is the one this binary expects, and writes are possible:

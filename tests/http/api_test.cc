@@ -1129,7 +1129,7 @@ TEST_F(HttpPreciseErrors, AnUnknownFieldOrQueryParameterIsNamedFirstWithTheClose
        "unknown field overdraft (did you mean overdraft_limit?)"},
       // Nothing close: the field is named alone.
       {"POST", "/v1/accounts/{account}/credits", R"({"colour":"red"})", "unknown field colour"},
-      {"POST", "/v1/accounts/{account}/keys", R"({"name":"kiosk"})", "unknown field name (this call takes no fields)"},
+      {"POST", "/v1/accounts/{account}/keys", R"({"scope":["read"]})", "unknown field scope (did you mean scopes?)"},
       // Without an unknown field, the first bad or missing field as before.
       {"POST", "/v1/accounts/{account}/credits", R"({"reference":"r"})", "amount is required"},
       {"POST", "/v1/accounts/{account}/credits", R"({"amount":"1","reference":"r"})", "amount must be an integer"},

@@ -28,6 +28,10 @@ TEST(HttpMetricsKey, WithAMetricsKeyOnlyItOrAnAdminKeyMayReadMetrics) {
   EXPECT_NE(scraped.body.find("tollgate_http_requests_total"), std::string::npos);
   HttpClient admin(server.port(), kAdminKey);
   EXPECT_EQ(admin.get("/metrics").status, 200u);
+  // An admin:read key too (the operator's dashboard: it reads, it changes nothing).
+  const HttpResponse looker = admin.post("/v1/keys", json::object{{"scopes", json::array{"admin:read"}}});
+  ASSERT_EQ(looker.status, 201u) << looker;
+  EXPECT_EQ(HttpClient(server.port(), jstr(looker.object(), "secret")).get("/metrics").status, 200u);
 
   // An account key is not enough; the metrics key opens nothing else.
   ASSERT_EQ(admin.post("/v1/accounts", json::object{{"account_id", "metrics-acct"}}).status, 201u);

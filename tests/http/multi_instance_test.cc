@@ -30,6 +30,7 @@
 #include <set>
 #include <thread>
 
+#include "core/clock.h"
 #include "http/http_test_support.h"
 #include "payments/signature.h"
 #include "store/postgres/pg_conn.h"
@@ -1229,6 +1230,61 @@ TEST_F(MultiInstance, ThreeFeedReadersSeeEveryEventExactlyOnceWhileThreeInstance
 // running instance, requests answer 503 unavailable whose document carries the request's id (the
 // X-Request-Id header's) and neither the database's address nor the driver's or SQL's words; the
 // instance's log has those, on the line of that request id.
+// api.md "Keys with scopes": an expired key is refused (401) by every instance at the same moment,
+// also by those that have it in their authentication cache. Each instance keeps using the key (so it
+// stays cached) across its expiry; each must still accept it shortly before and refuse it shortly
+// after, and the three first refusals must come together.
+TEST_F(MultiInstance, AnExpiredKeyIsRefusedByEveryInstanceAtTheSameMomentCachedOrNot) {
+  testing::PgSchema schema(server_uri());
+  std::unique_ptr<Instances> instances;
+  try {
+    instances = std::make_unique<Instances>(3, schema.uri(), EnvVars{});
+  } catch (const std::exception& e) {
+    FAIL() << e.what();
+  }
+  const auto ports = instances->ports();
+  for (const auto port : ports) ASSERT_EQ(wait_until_ready(port).status, 200u) << instances->logs();
+  HttpClient admin(ports[0], kAdminKey);
+  ASSERT_EQ(admin.post("/v1/accounts", json::object{{"account_id", "kiosk"}}).status, 201u);
+  const auto wall_ms = [] {
+    return std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::system_clock::now().time_since_epoch())
+        .count();
+  };
+  const std::int64_t expires_at_ms = wall_ms() + 2'500;
+  const HttpResponse created =
+      admin.post("/v1/accounts/kiosk/keys", json::object{{"expires_at", format_rfc3339_ms(expires_at_ms)}});
+  ASSERT_EQ(created.status, 201u) << created;
+  const std::string secret = jstr(created.object(), "secret");
+
+  std::vector<std::unique_ptr<HttpClient>> kiosks;
+  for (const auto port : ports) kiosks.push_back(std::make_unique<HttpClient>(port, secret));
+  std::vector<std::int64_t> last_accepted_ms(ports.size(), 0), first_refused_ms(ports.size(), 0);
+  while (wall_ms() < expires_at_ms + 1'500) {
+    for (std::size_t i = 0; i < kiosks.size(); ++i) {
+      if (first_refused_ms[i] != 0) continue;
+      const HttpResponse r = kiosks[i]->get("/v1/accounts/kiosk");
+      const std::int64_t at_ms = wall_ms();
+      if (r.status == 200) {
+        last_accepted_ms[i] = at_ms;
+      } else {
+        ASSERT_TRUE(is_problem(r, 401, "unauthorized")) << "instance " << i << ": " << r;
+        first_refused_ms[i] = at_ms;
+      }
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  for (std::size_t i = 0; i < ports.size(); ++i) {
+    SCOPED_TRACE("instance " + std::to_string(i));
+    ASSERT_NE(first_refused_ms[i], 0) << "still accepted " << wall_ms() - expires_at_ms << " ms after its expiry";
+    // Accepted until shortly before (the one machine's clocks; a poll every 20 ms), refused from it on.
+    EXPECT_GE(last_accepted_ms[i], expires_at_ms - 300);
+    EXPECT_LE(last_accepted_ms[i], expires_at_ms + 50);
+    EXPECT_LE(first_refused_ms[i], expires_at_ms + 300);
+  }
+  const auto [first, last] = std::minmax_element(first_refused_ms.begin(), first_refused_ms.end());
+  EXPECT_LE(*last - *first, 300) << "the instances refused it apart";
+}
+
 TEST_F(MultiInstance, ADatabaseOutageAnswers503WithARequestIdAndNoInternals) {
   ThrowAwayPostgres pg;
   ServerOptions options = server_options();

@@ -86,7 +86,7 @@ class RecordingStore final : public Store {
   Result<AuditPage> audit_range(std::string_view, std::int64_t) override { return unsupported(); }
   Result<LedgerStats> stats() override { return unsupported(); }
   Result<std::vector<std::string>> list_account_ids(std::string_view, std::int64_t) override { return unsupported(); }
-  Result<std::optional<ApiKey>> find_key(std::string_view) override { return unsupported(); }
+  Result<KeyLookup> find_key(std::string_view) override { return unsupported(); }
   Result<bool> has_admin_key() override { return unsupported(); }
   Status ping() override { return ok_status(); }
   std::int64_t now_ms() override { return 0; }

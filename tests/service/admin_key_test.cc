@@ -73,7 +73,7 @@ class AdminKey : public ::testing::TestWithParam<std::string> {
     }
     auto found = store->find_key(http::sha256_hex(secret));
     if (!found) ADD_FAILURE() << found.error().detail;
-    return found ? *found : std::nullopt;
+    return found ? found->key : std::nullopt;
   }
 
   testing::TempDir dir_;

@@ -1602,17 +1602,17 @@ TEST_P(StoreConformance, AnAccountKeyIsFoundByItsSecretHashUntilItIsRevoked) {
   ASSERT_OK(created);
   auto found = store_->find_key(hash);
   ASSERT_OK(found);
-  ASSERT_TRUE(found->has_value());
-  EXPECT_EQ(*(*found)->account_id, "alice");
-  EXPECT_FALSE((*found)->revoked_at_ms.has_value());
+  ASSERT_TRUE(found->key.has_value());
+  EXPECT_EQ(*found->key->account_id, "alice");
+  EXPECT_FALSE(found->key->revoked_at_ms.has_value());
   ASSERT_OK(ledger_->run(RevokeKeyCommand{"key_1"}));
   auto again = ledger_->run(RevokeKeyCommand{"key_1"});
   ASSERT_OK(again);
   EXPECT_FALSE(std::get<KeyOutcome>(again.value()).created);  // revoking twice changes nothing
   auto revoked = store_->find_key(hash);
   ASSERT_OK(revoked);
-  ASSERT_TRUE(revoked->has_value());
-  EXPECT_TRUE((*revoked)->revoked_at_ms.has_value());
+  ASSERT_TRUE(revoked->key.has_value());
+  EXPECT_TRUE(revoked->key->revoked_at_ms.has_value());
 }
 
 TEST_P(StoreConformance, AKeyForAnUnknownAccountIsNotCreated) {
@@ -1620,7 +1620,7 @@ TEST_P(StoreConformance, AKeyForAnUnknownAccountIsNotCreated) {
   EXPECT_CODE(created, Code::not_found);
   auto found = store_->find_key(std::string(64, 'b'));
   ASSERT_OK(found);
-  EXPECT_FALSE(found->has_value());
+  EXPECT_FALSE(found->key.has_value());
 }
 
 TEST_P(StoreConformance, TheAdminKeyCannotBeRevoked) {
@@ -1648,9 +1648,9 @@ TEST_P(StoreConformance, AConfiguredAdminKeyRetiresTheGeneratedOneOnceAndAgainIs
   EXPECT_FALSE(*has);
   auto found = store_->find_key(hash);
   ASSERT_OK(found);
-  ASSERT_TRUE(found->has_value());
-  ASSERT_TRUE((*found)->revoked_at_ms.has_value());
-  const std::int64_t revoked_at_ms = *(*found)->revoked_at_ms;
+  ASSERT_TRUE(found->key.has_value());
+  ASSERT_TRUE(found->key->revoked_at_ms.has_value());
+  const std::int64_t revoked_at_ms = *found->key->revoked_at_ms;
 
   for (const bool configured : {true, false}) {  // the next start; DELETE /v1/keys/admin
     auto again = ledger_->run(RevokeKeyCommand{"admin", configured});

@@ -847,7 +847,7 @@ std::vector<std::string> store_state(Store& store, const Names& n, const std::ve
   }
   for (const std::string& s : secrets) {
     auto k = store.find_key(s);
-    out.push_back(!k.ok() ? "key error" : *k ? show(**k) : "no key " + s.substr(0, 4));
+    out.push_back(!k.ok() ? "key error" : k->key ? show(*k->key) : "no key " + s.substr(0, 4));
   }
   return out;
 }

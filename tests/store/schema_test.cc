@@ -71,7 +71,8 @@ LedgerOptions no_reaper() {
 
 // What the release's session left, read through today's store: balances, settings, holds, events,
 // the job and its story, keys; then the audit is clean, and new writes land after the old ones.
-void expect_release_data(Store& store, const Clock& clock, std::int64_t events_in_database) {
+void expect_release_data(Store& store, const Clock& clock, std::int64_t events_in_database,
+                         const std::string& alice_key_sha256) {
   for (const auto& [id, balances] : expected_balances()) {
     auto account = store.get_account(id);
     ASSERT_TRUE(account.ok()) << id << ": " << account.error().detail;
@@ -109,6 +110,17 @@ void expect_release_data(Store& store, const Clock& clock, std::int64_t events_i
   auto keys = store.lists().list_keys(std::nullopt, page);
   ASSERT_TRUE(keys.ok()) << keys.error().detail;
   EXPECT_EQ(keys->items.size(), 3u);  // the admin key, alice's (used), bob's (revoked)
+  // Keys made before scopes existed keep today's meaning: an account key all three account scopes,
+  // the admin key admin; no expiry, no name.
+  for (const KeySummary& k : keys->items) {
+    EXPECT_EQ(k.scopes, k.account_id ? kAccountKeyScopes : kAdminKeyScopes) << k.key_id;
+    EXPECT_FALSE(k.expires_at_ms.has_value()) << k.key_id;
+    EXPECT_FALSE(k.name.has_value()) << k.key_id;
+  }
+  auto alice = store.find_key(alice_key_sha256);
+  ASSERT_TRUE(alice.ok() && alice->key.has_value());
+  EXPECT_EQ(alice->key->scopes, kAccountKeyScopes);
+  EXPECT_EQ(alice->key->account_id, std::optional<std::string>("alice"));
 
   auto audit = store.audit(std::nullopt);
   ASSERT_TRUE(audit.ok()) << audit.error().detail;
@@ -248,7 +260,9 @@ TEST_F(SqliteSchema, TheReleaseDatabaseMigratesOnceWithItsDataIntact) {
   {
     auto store = open("release.db");
     ASSERT_TRUE(store.ok()) << store.error().detail;
-    expect_release_data(**store, clock_, static_cast<std::int64_t>(old_data.at("events").size()));
+    // alice's key's hash, as the fixture stored it.
+    expect_release_data(**store, clock_, static_cast<std::int64_t>(old_data.at("events").size()),
+                        "2f84349ef36814bb6a8da96b2bec141f01c4fd8d2f37d25f4e3463d9357c65c1");
   }
   ASSERT_TRUE(open("new.db").ok());  // a new database at the current version, to compare with
   SqliteFile migrated(path("release.db"));
@@ -256,8 +270,8 @@ TEST_F(SqliteSchema, TheReleaseDatabaseMigratesOnceWithItsDataIntact) {
   EXPECT_EQ(migrated.schema(), fresh.schema());
   // Old rows keep their times (SQLite's 1–2 stay, 3–7 become 4–8); version 3 was recorded now.
   std::map<int, std::int64_t> at;
-  // (Versions after the release, 9 to 14, were recorded now.)
-  const int old_number_of[] = {0, 1, 2, 0, 3, 4, 5, 6, 7, 0, 0, 0, 0, 0, 0};
+  // (Versions after the release, 9 to 15, were recorded now.)
+  const int old_number_of[] = {0, 1, 2, 0, 3, 4, 5, 6, 7, 0, 0, 0, 0, 0, 0, 0};
   static_assert(std::size(old_number_of) == static_cast<std::size_t>(schema::kCurrentVersion) + 1);
   for (const schema::Version& v : schema::versions()) {
     const int old = old_number_of[v.number];
@@ -485,7 +499,8 @@ TEST_F(PgSchemaTest, TheReleaseDatabaseMigratesOnceWithItsDataIntact) {
     EXPECT_EQ(old_columns.count("webhook_endpoints"), 0u);  // version 10's table: new, and empty
     EXPECT_EQ(pg_rows(*db, "SELECT count(*) FROM webhook_endpoints"), std::vector<std::string>{"0"});
     EXPECT_EQ(pg_rows(*db, "SELECT count(*) FROM webhook_deliveries"), std::vector<std::string>{"0"});  // version 11's
-    expect_release_data(**store, clock_, static_cast<std::int64_t>(old_data.at("events").size()));
+    expect_release_data(**store, clock_, static_cast<std::int64_t>(old_data.at("events").size()),
+                        "b12c357a49138eb0845713f9e692ebd0e61a87a660d2d300c0499061c4b1a056");
   }
   PgSchema fresh(server);
   ASSERT_TRUE(open(fresh).ok());

@@ -52,7 +52,7 @@ class OwningStore final : public Store {
   Result<AuditPage> audit_range(std::string_view after, std::int64_t limit) override {
     return store_->audit_range(after, limit);
   }
-  Result<std::optional<ApiKey>> find_key(std::string_view h) override { return store_->find_key(h); }
+  Result<KeyLookup> find_key(std::string_view h) override { return store_->find_key(h); }
   Result<LedgerStats> stats() override { return store_->stats(); }
   Result<std::vector<std::string>> list_account_ids(std::string_view after, std::int64_t limit) override {
     return store_->list_account_ids(after, limit);

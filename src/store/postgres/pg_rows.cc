@@ -135,11 +135,20 @@ std::optional<Hold> hold_by_id(Conn& db, std::string_view hold_id, bool for_upda
   return read_hold(r, 0);
 }
 
-const char* const kKeyColumns = "key_id, account_id, secret_sha256, created_at_ms, revoked_at_ms, last_used_at_ms";
+const char* const kKeyColumns = "key_id, account_id, secret_sha256, created_at_ms, revoked_at_ms, last_used_at_ms, scopes, expires_at_ms, name";
 
 ApiKey read_key(const Rows& r, int row) {
-  return ApiKey{r.text(row, 0),  r.optional_text(row, 1),  r.text(row, 2),
-                r.int64(row, 3), r.optional_int64(row, 4), r.optional_int64(row, 5)};
+  ApiKey k{r.text(row, 0),  r.optional_text(row, 1),  r.text(row, 2),
+           r.int64(row, 3), r.optional_int64(row, 4), r.optional_int64(row, 5)};
+  k.scopes = default_scopes(k.account_id.has_value());  // NULL: a key made before scopes existed
+  if (const auto text = r.optional_text(row, 6)) {
+    const auto scopes = parse_scopes_text(*text);
+    if (!scopes) throw PgError("XX000", false, "key " + k.key_id + " has unknown scopes");
+    k.scopes = *scopes;
+  }
+  k.expires_at_ms = r.optional_int64(row, 7);
+  k.name = r.optional_text(row, 8);
+  return k;
 }
 
 const char* const kJobColumns =

@@ -143,7 +143,7 @@ Result<AuditPage> PgStore::audit_range(std::string_view after, std::int64_t limi
   return ledger_.audit_range(after, limit);
 }
 
-Result<std::optional<ApiKey>> PgStore::find_key(std::string_view secret_sha256) { return ledger_.find_key(secret_sha256); }
+Result<KeyLookup> PgStore::find_key(std::string_view secret_sha256) { return ledger_.find_key(secret_sha256); }
 
 Result<LedgerStats> PgStore::stats() { return ledger_.stats(); }
 

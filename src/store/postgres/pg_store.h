@@ -100,7 +100,7 @@ class PgStore final : public Store {
   payments::PaymentReads& payments() override { return payments_; }
   Result<LedgerStats> stats() override;
   Result<std::vector<std::string>> list_account_ids(std::string_view after, std::int64_t limit) override;
-  Result<std::optional<ApiKey>> find_key(std::string_view secret_sha256) override;
+  Result<KeyLookup> find_key(std::string_view secret_sha256) override;
   Result<bool> has_admin_key() override;
   Status ping() override;
   // The database's clock (one query), or the injected one. 0 if the database cannot be reached.

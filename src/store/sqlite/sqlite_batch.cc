@@ -247,14 +247,17 @@ std::vector<std::int64_t> SqliteBatchIo::write_and_commit(const batch::Effects& 
   }
   for (const ApiKey& k : e.new_keys) {
     Query q(db_.stmt("INSERT INTO api_keys (key_id, account_id, secret_sha256, created_at_ms, revoked_at_ms, "
-                     "last_used_at_ms) VALUES (?1, ?2, ?3, ?4, ?5, ?6)"),
-            k.key_id, k.account_id, k.secret_sha256, k.created_at_ms, k.revoked_at_ms, k.last_used_at_ms);
+                     "last_used_at_ms, scopes, expires_at_ms, name) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9)"),
+            k.key_id, k.account_id, k.secret_sha256, k.created_at_ms, k.revoked_at_ms, k.last_used_at_ms,
+            scopes_text(k.scopes), k.expires_at_ms, k.name);
     q.step();
   }
   for (const auto& [before, after] : e.changed_keys) {
-    // A key changes when revoked or used: its id, account, secret and creation never change.
+    // A key changes when revoked or used: its id, account, secret, creation, scopes, expiry and name
+    // never change.
     TG_ASSERT(before.key_id == after.key_id && before.account_id == after.account_id &&
-              before.secret_sha256 == after.secret_sha256 && before.created_at_ms == after.created_at_ms);
+              before.secret_sha256 == after.secret_sha256 && before.created_at_ms == after.created_at_ms &&
+              before.scopes == after.scopes && before.expires_at_ms == after.expires_at_ms && before.name == after.name);
     Query q(db_.stmt("UPDATE api_keys SET revoked_at_ms = ?2, last_used_at_ms = ?3 "
                      "WHERE key_id = ?1 AND revoked_at_ms IS ?4 AND last_used_at_ms IS ?5"),
             after.key_id, after.revoked_at_ms, after.last_used_at_ms, before.revoked_at_ms, before.last_used_at_ms);

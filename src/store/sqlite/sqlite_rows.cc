@@ -163,10 +163,19 @@ std::optional<Hold> hold_by_id(Conn& db, std::string_view hold_id) {
   return read_hold(q.row());
 }
 
-const char* const kKeyColumns = "key_id, account_id, secret_sha256, created_at_ms, revoked_at_ms, last_used_at_ms";
+const char* const kKeyColumns = "key_id, account_id, secret_sha256, created_at_ms, revoked_at_ms, last_used_at_ms, scopes, expires_at_ms, name";
 
 ApiKey read_key(Stmt& s) {
-  return ApiKey{s.text(0), s.optional_text(1), s.text(2), s.int64(3), s.optional_int64(4), s.optional_int64(5)};
+  ApiKey k{s.text(0), s.optional_text(1), s.text(2), s.int64(3), s.optional_int64(4), s.optional_int64(5)};
+  k.scopes = default_scopes(k.account_id.has_value());  // NULL: a key made before scopes existed
+  if (const auto text = s.optional_text(6)) {
+    const auto scopes = parse_scopes_text(*text);
+    if (!scopes) throw SqlError(SQLITE_CORRUPT, "key " + k.key_id + " has unknown scopes");
+    k.scopes = *scopes;
+  }
+  k.expires_at_ms = s.optional_int64(7);
+  k.name = s.optional_text(8);
+  return k;
 }
 
 const char* const kTransferColumns = "t.reference, t.account_id, t.kind, t.amount, t.reason, " TG_EVENT_COLUMNS_OF_E;

@@ -299,7 +299,7 @@ Result<AuditPage> SqliteStore::audit_range(std::string_view after, std::int64_t 
   return ledger_.audit_range(after, limit);
 }
 
-Result<std::optional<ApiKey>> SqliteStore::find_key(std::string_view secret_sha256) {
+Result<KeyLookup> SqliteStore::find_key(std::string_view secret_sha256) {
   return ledger_.find_key(secret_sha256);
 }
 

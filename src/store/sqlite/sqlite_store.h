@@ -142,7 +142,7 @@ class SqliteStore final : public Store {
   payments::PaymentReads& payments() override { return payments_; }
   Result<LedgerStats> stats() override;
   Result<std::vector<std::string>> list_account_ids(std::string_view after, std::int64_t limit) override;
-  Result<std::optional<ApiKey>> find_key(std::string_view secret_sha256) override;
+  Result<KeyLookup> find_key(std::string_view secret_sha256) override;
   Result<bool> has_admin_key() override;
   Status ping() override;
   std::int64_t now_ms() override { return clock_.now_ms(); }
