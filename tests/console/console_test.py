@@ -600,10 +600,13 @@ class ConsoleTest(unittest.TestCase):
         refunded = [e for e in events if e["type"] == "refunded"]
         self.assertEqual([(e["amount"], e["reason"]) for e in refunded], [(10, "jammed print"), (20, "the rest")])
         self.assertEqual(refunded[0]["reference"], first_id)
-        rows = wait_for(lambda: (lambda r: r if len(r) == len(events) else None)(
+        # Read in one go inside the wait: a refresh the feed asks for may redraw the rows meanwhile
+        # (a stale element is read again).
+        cells = wait_for(lambda: (lambda r: [(x.find_elements(By.TAG_NAME, "td")[2].text,
+                                              x.find_elements(By.TAG_NAME, "td")[3].text) for x in r]
+                                  if len(r) == len(events) else None)(
             self.driver.find_elements(By.CSS_SELECTOR, "#hold-events-body tr")), "the refunds in the hold's events")
-        self.assertEqual([x.find_elements(By.TAG_NAME, "td")[2].text for x in rows], [e["type"] for e in events])
-        self.assertEqual([x.find_elements(By.TAG_NAME, "td")[3].text for x in rows], [str(e["amount"]) for e in events])
+        self.assertEqual(cells, [(e["type"], str(e["amount"])) for e in events])
         self.go("#/account/acct-refund")
         wait_for(lambda: self.account_matches_api("acct-refund"), "the account's bar after the refunds")
         a = self.api.ok("GET", "/v1/accounts/acct-refund")
