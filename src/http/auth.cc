@@ -84,7 +84,7 @@ std::optional<Result<Principal>> Authenticator::authenticate_cached(std::string_
     return unauthorized("the Authorization header must be 'Bearer <key>'");
   }
   const std::string hash = sha256_hex(header.substr(kBearer.size()));
-  if (admin_sha256_ && constant_time_equal(hash, *admin_sha256_)) return Principal{true, std::nullopt, "admin"};
+  if (admin_sha256_ && constant_time_equal(hash, *admin_sha256_)) return Principal{true, std::nullopt, "admin", kAdminKeyScopes};
   const std::int64_t now = clock_.now_ms();
   MutexLock lock(mu_);
   auto it = cache_.find(hash);

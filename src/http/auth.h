@@ -35,7 +35,7 @@ struct Principal {
   bool admin = false;
   std::optional<std::string> account_id;  // set for an account key
   std::string key_id;
-  ScopeSet scopes = kAdminKeyScopes;
+  ScopeSet scopes;  // none unless set: a principal built without them may do nothing scoped
   // The stored key's (GET /v1/key); unset for the configured admin key.
   std::optional<std::int64_t> expires_at_ms;
   std::optional<std::string> name;
