@@ -578,7 +578,8 @@ CommandResult LedgerModel::revoke_key(const RevokeKeyCommand& c) {
   if (it == keys_.end()) return err(Code::not_found);
   ApiKey& k = it->second;
   if (k.revoked_at_ms) return KeyOutcome{k, false};
-  if (!k.account_id && !c.replaced_by_configured_admin_key) return err(Code::conflict);  // the only way in
+  // Only the generated admin key is the way in that the API may not revoke (rules::plan_revoke_key).
+  if (!k.account_id && k.key_id == kGeneratedAdminKeyId && !c.replaced_by_configured_admin_key) return err(Code::conflict);
   k.revoked_at_ms = now_;
   return KeyOutcome{k, true};
 }
