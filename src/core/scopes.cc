@@ -21,14 +21,26 @@ std::optional<Scope> parse_scope(std::string_view name) {
   return std::nullopt;
 }
 
-std::string scopes_text(ScopeSet scopes) {
-  std::string out;
+std::vector<std::string_view> scope_names(ScopeSet scopes) {
+  std::vector<std::string_view> out;
   for (Scope s : kAllScopes) {
-    if (!scopes.has(s)) continue;
-    if (!out.empty()) out += ' ';
-    out += scope_name(s);
+    if (scopes.has(s)) out.push_back(scope_name(s));
   }
   return out;
+}
+
+std::string scopes_text(ScopeSet scopes) {
+  std::string out;
+  for (std::string_view name : scope_names(scopes)) {
+    if (!out.empty()) out += ' ';
+    out += name;
+  }
+  return out;
+}
+
+std::optional<ScopeSet> stored_scopes(const std::optional<std::string>& text, bool account_key) {
+  if (!text) return default_scopes(account_key);
+  return parse_scopes_text(*text);
 }
 
 std::optional<ScopeSet> parse_scopes_text(std::string_view text) {

@@ -15,6 +15,7 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "core/result.h"
 
@@ -49,10 +50,15 @@ inline ScopeSet default_scopes(bool account_key) { return account_key ? kAccount
 // "holds:write", "jobs:write", "read", "admin", "admin:read".
 std::string_view scope_name(Scope scope);
 std::optional<Scope> parse_scope(std::string_view name);
+// The names of `scopes`, in canonical order: what the API answers as a key's "scopes".
+std::vector<std::string_view> scope_names(ScopeSet scopes);
 // The names, space-separated in canonical order ("holds:write read"): how a key's scopes are stored.
 std::string scopes_text(ScopeSet scopes);
 // The stored form back; nullopt when a name is unknown or the text is empty.
 std::optional<ScopeSet> parse_scopes_text(std::string_view text);
+// A stored key's scopes: its column's text, or NULL (a key made before scopes existed: the default of
+// its kind); nullopt when the text names a scope this release does not know.
+std::optional<ScopeSet> stored_scopes(const std::optional<std::string>& text, bool account_key);
 
 // Whether a key with `scopes` may call a route that needs `needed`: its own scope, or admin (which
 // may do everything), or admin:read for any read (read and admin:read).

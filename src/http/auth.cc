@@ -117,8 +117,7 @@ Result<Principal> Authenticator::authenticate(std::string_view header) {
   entry.database_ahead_ms = found->now_ms - now;
   // With an admin key configured, a stored admin key (the generated one) counts as revoked even
   // before its retirement at start-up is written (api.md: configuring a key retires it).
-  const bool retired = !key.account_id && admin_sha256_ && key.scopes == kAdminKeyScopes &&
-                       key.key_id == kGeneratedAdminKeyId;
+  const bool retired = admin_sha256_ && key.key_id == kGeneratedAdminKeyId && !key.account_id;
   if (!key.revoked_at_ms && !retired) {
     entry.principal = Principal{!key.account_id.has_value(), key.account_id, key.key_id, key.scopes,
                                 key.expires_at_ms,          key.name,       key.created_at_ms};

@@ -326,12 +326,9 @@ void append_json(std::string& out, const KeySummary& k) {
   o.str("kind", k.account_id ? "account" : "admin");
   o.key("scopes");
   out += '[';
-  bool first = true;
-  for (Scope s : kAllScopes) {
-    if (!k.scopes.has(s)) continue;
-    if (!first) out += ',';
-    first = false;
-    append_json_string(out, scope_name(s));
+  for (std::string_view name : scope_names(k.scopes)) {
+    if (out.back() != '[') out += ',';
+    append_json_string(out, name);
   }
   out += ']';
   if (k.name) o.str("name", *k.name); else o.null("name");

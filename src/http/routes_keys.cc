@@ -69,11 +69,9 @@ json::value optional_time(const std::optional<std::int64_t>& t_ms) {
   return t_ms ? json::value(format_rfc3339_ms(*t_ms)) : json::value(nullptr);
 }
 
-json::array scope_names(ScopeSet scopes) {
+json::array scopes_array(ScopeSet scopes) {
   json::array out;
-  for (Scope s : kAllScopes) {
-    if (scopes.has(s)) out.emplace_back(scope_name(s));
-  }
+  for (std::string_view name : scope_names(scopes)) out.emplace_back(name);
   return out;
 }
 
@@ -90,7 +88,7 @@ void submit_new_key(Context& ctx, Call& call, std::optional<std::string> account
         201, json::object{{"key_id", o.key.key_id},
                           {"account_id", o.key.account_id ? json::value(*o.key.account_id) : json::value(nullptr)},
                           {"secret", secret},
-                          {"scopes", scope_names(o.key.scopes)},
+                          {"scopes", scopes_array(o.key.scopes)},
                           {"name", o.key.name ? json::value(*o.key.name) : json::value(nullptr)},
                           {"expires_at", optional_time(o.key.expires_at_ms)},
                           {"created_at", format_rfc3339_ms(o.key.created_at_ms)}});
@@ -118,7 +116,7 @@ void calling_key(Context&, Call& call) {
   call.reply(json_response(
       200, json::object{{"key_id", p.key_id},
                         {"account_id", p.account_id ? json::value(*p.account_id) : json::value(nullptr)},
-                        {"scopes", scope_names(p.scopes)},
+                        {"scopes", scopes_array(p.scopes)},
                         {"name", p.name ? json::value(*p.name) : json::value(nullptr)},
                         {"expires_at", optional_time(p.expires_at_ms)},
                         {"created_at", optional_time(p.created_at_ms)}}));

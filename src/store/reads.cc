@@ -259,11 +259,8 @@ Result<Page<KeySummary>> Lists::list_keys(std::optional<std::string_view> accoun
                            [](const ReadRow& r) {
                              KeySummary k{r.text(0), r.optional_text(1), r.int64(2), r.optional_int64(3),
                                           r.optional_int64(4)};
-                             k.scopes = default_scopes(k.account_id.has_value());  // NULL: made before scopes
-                             if (const auto text = r.optional_text(5)) {
-                               // Written by scopes_text(); a name this release does not know lists as none.
-                               k.scopes = parse_scopes_text(*text).value_or(ScopeSet{});
-                             }
+                             // A scope this release does not know lists as none.
+                             k.scopes = stored_scopes(r.optional_text(5), k.account_id.has_value()).value_or(ScopeSet{});
                              k.expires_at_ms = r.optional_int64(6);
                              k.name = r.optional_text(7);
                              return k;

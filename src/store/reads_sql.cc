@@ -107,8 +107,8 @@ void ledger_statements(const Writer& w, const Columns& c, ReadSql& s) {
       "SELECT count(*), min(created_at_ms) FROM holds WHERE status = 'active' AND expires_at_ms > " + w.p(1);
   s.account_count = "SELECT count(*) FROM accounts";
   s.has_admin_key =
-      "SELECT CASE WHEN EXISTS (SELECT 1 FROM api_keys WHERE key_id = 'admin' AND account_id IS NULL AND "
-      "revoked_at_ms IS NULL) THEN 1 ELSE 0 END";
+      "SELECT CASE WHEN EXISTS (SELECT 1 FROM api_keys WHERE key_id = '" + std::string(kGeneratedAdminKeyId) +
+      "' AND account_id IS NULL AND revoked_at_ms IS NULL) THEN 1 ELSE 0 END";
   s.transfer = std::string("SELECT ") + c.transfer +
                " FROM transfers t JOIN events e ON e.event_id = t.event_id WHERE t.reference = " + w.p(1);
 }

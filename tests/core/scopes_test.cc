@@ -3,6 +3,8 @@
 #include <gtest/gtest.h>
 
 #include <string>
+#include <string_view>
+#include <vector>
 
 #include "core/clock.h"
 #include "core/scopes.h"
@@ -32,6 +34,12 @@ TEST(Scopes, TheStoredFormListsNamesInCanonicalOrderAndReadsBack) {
   EXPECT_FALSE(parse_scopes_text("").has_value());
   EXPECT_FALSE(parse_scopes_text("read write").has_value());
   for (Scope s : kAllScopes) EXPECT_EQ(parse_scope(scope_name(s)), s);
+  EXPECT_EQ(scope_names(ScopeSet{Scope::read, Scope::holds_write}), (std::vector<std::string_view>{"holds:write", "read"}));
+  // A stored key's column: NULL is the default of its kind (keys made before scopes existed).
+  EXPECT_EQ(stored_scopes(std::nullopt, /*account_key=*/true), kAccountKeyScopes);
+  EXPECT_EQ(stored_scopes(std::nullopt, /*account_key=*/false), kAdminKeyScopes);
+  EXPECT_EQ(stored_scopes(std::string("read"), true), ScopeSet{Scope::read});
+  EXPECT_FALSE(stored_scopes(std::string("read sudo"), true).has_value());
   EXPECT_FALSE(parse_scope("Read").has_value());
 }
 

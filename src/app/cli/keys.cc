@@ -10,7 +10,6 @@
 #include <boost/json.hpp>
 
 #include <algorithm>
-#include <array>
 #include <chrono>
 #include <cstdint>
 #include <cstdio>
@@ -21,7 +20,9 @@
 #include <vector>
 
 #include "core/clock.h"
+#include "core/limits.h"
 #include "core/parse.h"
+#include "core/scopes.h"
 #include "core/suggest.h"
 #include "tollgate/client.h"
 
@@ -31,10 +32,6 @@ namespace tollgate::app::cli {
 
 namespace {
 
-// Scopes (api.md, Keys), in the canonical order the server answers them in.
-constexpr std::array<std::string_view, 3> kAccountScopes = {"holds:write", "jobs:write", "read"};
-constexpr std::array<std::string_view, 2> kAdminScopes = {"admin", "admin:read"};
-constexpr std::size_t kKeyNameBytesMax = 100;
 // --expires-in: at most this many seconds (100 years; the server may allow less).
 constexpr std::int64_t kExpiresInSecondsMax = 100LL * 366 * 24 * 3600;
 
@@ -51,40 +48,30 @@ struct KeyCreateArgs {
   CLI::Option* name_option = nullptr;
 };
 
-bool contains(const auto& range, std::string_view word) {
-  return std::find(std::begin(range), std::end(range), word) != std::end(range);
-}
-
 std::string joined(const auto& range, std::string_view separator) {
   std::string out;
   for (const auto& word : range) out += (out.empty() ? "" : std::string(separator)) + std::string(word);
   return out;
 }
 
-// The scopes of `key create`, checked against the kind of key: a usage error names the flag.
+// The scopes of `key create`, checked against the kind of key by the server's own rules
+// (core/scopes.h): a usage error names the flag.
 void check_scopes(const std::vector<std::string>& scopes, bool admin) {
   std::vector<std::string> every;
-  for (std::string_view s : kAccountScopes) every.emplace_back(s);
-  for (std::string_view s : kAdminScopes) every.emplace_back(s);
-  for (std::size_t i = 0; i < scopes.size(); ++i) {
-    const std::string& s = scopes[i];
-    if (!contains(every, s)) {
-      throw CLI::ValidationError("--scope", "unknown scope \"" + s + "\"" + did_you_mean(s, every) +
+  for (Scope s : kAllScopes) every.emplace_back(scope_name(s));
+  ScopeSet set;
+  for (const std::string& name : scopes) {
+    const auto scope = parse_scope(name);
+    if (!scope) {
+      throw CLI::ValidationError("--scope", "unknown scope \"" + name + "\"" + did_you_mean(name, every) +
                                                 "; the scopes are: " + joined(every, ", "));
     }
-    if (admin && !contains(kAdminScopes, s)) {
-      throw CLI::ValidationError("--scope", "an admin key (--admin) takes admin or admin:read, not " + s);
-    }
-    if (!admin && contains(kAdminScopes, s)) {
-      throw CLI::ValidationError("--scope", s + " is a scope of admin keys: add --admin (and no ACCOUNT)");
-    }
-    if (std::find(scopes.begin(), scopes.begin() + static_cast<std::ptrdiff_t>(i), s) !=
-        scopes.begin() + static_cast<std::ptrdiff_t>(i)) {
-      throw CLI::ValidationError("--scope", s + " is given twice");
-    }
+    if (set.has(*scope)) throw CLI::ValidationError("--scope", name + " is given twice");
+    set.add(*scope);
   }
-  if (admin && scopes.size() != 1) {
-    throw CLI::ValidationError("--scope", "an admin key (--admin) needs exactly one: --scope admin or --scope admin:read");
+  if (scopes.empty() && !admin) return;  // the server's default: all three account scopes
+  if (auto valid = check_key_scopes(set, /*account_key=*/!admin); !valid) {
+    throw CLI::ValidationError("--scope", valid.error().detail + (admin ? "" : " (add --admin, and no ACCOUNT)"));
   }
 }
 
@@ -114,32 +101,6 @@ std::int64_t duration_seconds(const std::string& text) {
   return *n * per;
 }
 
-bool is_digits(std::string_view s, std::size_t from, std::size_t count) {
-  if (from + count > s.size()) return false;
-  return std::all_of(s.begin() + static_cast<std::ptrdiff_t>(from),
-                     s.begin() + static_cast<std::ptrdiff_t>(from + count), [](char c) { return c >= '0' && c <= '9'; });
-}
-
-// The shape of an RFC 3339 time ("2027-01-31T12:00:00Z", fractions and offsets allowed); the
-// server checks the rest (a real date, in the future).
-bool looks_like_rfc3339(std::string_view s) {
-  if (s.size() < 20 || !is_digits(s, 0, 4) || s[4] != '-' || !is_digits(s, 5, 2) || s[7] != '-' ||
-      !is_digits(s, 8, 2) || (s[10] != 'T' && s[10] != 't') || !is_digits(s, 11, 2) || s[13] != ':' ||
-      !is_digits(s, 14, 2) || s[16] != ':' || !is_digits(s, 17, 2)) {
-    return false;
-  }
-  std::size_t at = 19;
-  if (s[at] == '.') {
-    const std::size_t start = ++at;
-    while (at < s.size() && s[at] >= '0' && s[at] <= '9') ++at;
-    if (at == start) return false;
-  }
-  const std::string_view zone = s.substr(at);
-  if (zone == "Z" || zone == "z") return true;
-  return zone.size() == 6 && (zone[0] == '+' || zone[0] == '-') && is_digits(zone, 1, 2) && zone[3] == ':' &&
-         is_digits(zone, 4, 2);
-}
-
 // The request of `key create` from its flags, or a usage error (nothing sent).
 client::CreateKeyRequest key_request(const KeyCreateArgs& k) {
   if (k.admin && k.account->count() > 0) {
@@ -160,14 +121,14 @@ client::CreateKeyRequest key_request(const KeyCreateArgs& k) {
     r.expires_at = format_rfc3339_ms(now.time_since_epoch().count() + seconds * 1000);
   }
   if (k.expires_at_option->count() > 0) {
-    if (!looks_like_rfc3339(k.expires_at)) {
+    if (!parse_rfc3339_ms(k.expires_at)) {
       throw CLI::ValidationError("--expires-at", "must be an RFC 3339 time such as 2027-01-31T12:00:00Z, got \"" +
                                                      k.expires_at + "\"");
     }
     r.expires_at = k.expires_at;
   }
   if (k.name_option->count() > 0) {
-    if (k.name.empty() || k.name.size() > kKeyNameBytesMax) {
+    if (k.name.empty() || k.name.size() > limits::kKeyNameBytesMax) {
       throw CLI::ValidationError("--name", "must be 1 to 100 bytes, got " + std::to_string(k.name.size()));
     }
     r.name = k.name;

@@ -140,12 +140,9 @@ const char* const kKeyColumns = "key_id, account_id, secret_sha256, created_at_m
 ApiKey read_key(const Rows& r, int row) {
   ApiKey k{r.text(row, 0),  r.optional_text(row, 1),  r.text(row, 2),
            r.int64(row, 3), r.optional_int64(row, 4), r.optional_int64(row, 5)};
-  k.scopes = default_scopes(k.account_id.has_value());  // NULL: a key made before scopes existed
-  if (const auto text = r.optional_text(row, 6)) {
-    const auto scopes = parse_scopes_text(*text);
-    if (!scopes) throw PgError("XX000", false, "key " + k.key_id + " has unknown scopes");
-    k.scopes = *scopes;
-  }
+  const auto scopes = stored_scopes(r.optional_text(row, 6), k.account_id.has_value());
+  if (!scopes) throw PgError("XX000", false, "key " + k.key_id + " has unknown scopes");
+  k.scopes = *scopes;
   k.expires_at_ms = r.optional_int64(row, 7);
   k.name = r.optional_text(row, 8);
   return k;

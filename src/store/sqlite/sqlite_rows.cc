@@ -167,12 +167,9 @@ const char* const kKeyColumns = "key_id, account_id, secret_sha256, created_at_m
 
 ApiKey read_key(Stmt& s) {
   ApiKey k{s.text(0), s.optional_text(1), s.text(2), s.int64(3), s.optional_int64(4), s.optional_int64(5)};
-  k.scopes = default_scopes(k.account_id.has_value());  // NULL: a key made before scopes existed
-  if (const auto text = s.optional_text(6)) {
-    const auto scopes = parse_scopes_text(*text);
-    if (!scopes) throw SqlError(SQLITE_CORRUPT, "key " + k.key_id + " has unknown scopes");
-    k.scopes = *scopes;
-  }
+  const auto scopes = stored_scopes(s.optional_text(6), k.account_id.has_value());
+  if (!scopes) throw SqlError(SQLITE_CORRUPT, "key " + k.key_id + " has unknown scopes");
+  k.scopes = *scopes;
   k.expires_at_ms = s.optional_int64(7);
   k.name = s.optional_text(8);
   return k;
