@@ -202,6 +202,14 @@ Result<Page<KeySummary>> Ledger::list_keys(std::optional<std::string_view> accou
   return store_.lists().list_keys(account_id, page);
 }
 
+Result<Page<lots::LotView>> Ledger::list_lots(const LotQuery& query, const PageRequest& page) {
+  if (auto s = check_id(query.account_id, "account_id"); !s) return s.error();
+  if (page.starting_after) {
+    if (auto s = check_id(*page.starting_after, "starting_after"); !s) return s.error();
+  }
+  return store_.lists().list_lots(query, page);
+}
+
 Result<TransferRecord> Ledger::get_transfer(std::string_view reference) {
   if (auto s = check_id(reference, "reference"); !s) return s.error();
   return store_.lists().get_transfer(reference);

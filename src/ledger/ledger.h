@@ -170,6 +170,8 @@ class Ledger {
   Result<Page<Hold>> list_holds(const HoldQuery& query, const PageRequest& page);
   Result<Page<KeySummary>> list_keys(std::optional<std::string_view> account_id, const PageRequest& page);
   Result<TransferRecord> get_transfer(std::string_view reference);
+  // An account's credit lots in spending order (store/lists.h).
+  Result<Page<lots::LotView>> list_lots(const LotQuery& query, const PageRequest& page);
   Result<EventPage> read_events(std::string_view account_id, std::int64_t after, std::int64_t limit);
   Result<AuditReport> audit(std::optional<std::string_view> account_id);
   // One part of a full audit: the accounts after `after` by id, at most `limit` (Store::audit_range).

@@ -176,7 +176,7 @@ Result<PaymentOutcome> PaymentState::take_back(const TakeBackPaymentCommand& c, 
   bool froze = false;
   Account account;
   if (owed > 0) {
-    auto t = ledger.take_back({c.account_id, owed, c.reference, take_back_reason(p), c.into_debt});
+    auto t = ledger.take_back({c.account_id, owed, c.reference, take_back_reason(p), c.into_debt, p.payment_id});
     if (!t) return t.error();
     taken = t->taken;
     froze = t->froze;
