@@ -270,10 +270,11 @@ Result<std::int64_t> Ledger::reap_once() {
   for (int pass = 0; pass < limits::kReaperPassesMax; ++pass) {
     CommandResult r = committer_.submit_and_wait(ExpireOverdueCommand{options_.reaper_batch_max});
     if (!r) return r.error();
-    const std::int64_t expired = std::get<ExpireOutcome>(r.value()).expired;
-    total += expired;
-    counters_.add<&LedgerCounts::holds_expired>(static_cast<std::uint64_t>(expired));
-    if (expired < options_.reaper_batch_max) break;
+    const ExpireOutcome& o = std::get<ExpireOutcome>(r.value());
+    total += o.expired;
+    counters_.add<&LedgerCounts::holds_expired>(static_cast<std::uint64_t>(o.expired));
+    counters_.add<&LedgerCounts::lots_expired>(static_cast<std::uint64_t>(o.lots_expired));
+    if (o.expired < options_.reaper_batch_max && o.lots_expired < options_.reaper_batch_max) break;
   }
   reaper_last_run_ms_.store(clock_.now_ms(), std::memory_order_release);
   return total;

@@ -66,6 +66,7 @@ Status validate(const LedgerOptions& options);
 // The ledger's own counters since start (the committer counts the rest: group_commit.h).
 struct LedgerCounts {
   std::uint64_t holds_expired = 0;       // holds the reaper expired
+  std::uint64_t lots_expired = 0;        // credit lots the reaper expired (a write may expire one first)
   std::uint64_t sampled_accounts = 0;    // accounts audited by the sampler
   std::uint64_t sampled_violations = 0;  // invariant violations the sampler found
   std::uint64_t audit_violations = 0;    // invariant violations audit() and audit_range() found
@@ -81,6 +82,10 @@ inline constexpr metrics::Family kCoordRowsPrunedFamily{
     "Rows the prune pass deleted: finished idempotency keys past their retention, idle shared rate-limit rows."};
 inline constexpr auto kLedgerFields = std::to_array<metrics::Field<LedgerCounts>>({
     {&LedgerCounts::holds_expired, kHoldsEndedFamily, "outcome=\"expired\""},
+    {&LedgerCounts::lots_expired,
+     {"tollgate_lots_expired_total", metrics::Type::counter,
+      "Credit lots whose unspent credits this instance's reaper expired (a write on the account may expire one first)."},
+     ""},
     {&LedgerCounts::sampled_violations, kInvariantViolationsFamily, "source=\"sampled\""},
     {&LedgerCounts::audit_violations, kInvariantViolationsFamily, "source=\"audit\""},
     {&LedgerCounts::sampled_accounts,
