@@ -771,7 +771,7 @@ class ConsoleTest(unittest.TestCase):
             "POST", "/v1/accounts/acct-7g/credits", {"amount": amount, "reference": ref, **lot})["event"]["lot_id"]
         promo = credit(5, "a7g-promo", priority=10, category="promotional",
                        expires_at=rfc3339(now + datetime.timedelta(days=3, hours=4, minutes=30)))
-        brief = credit(3, "a7g-brief", expires_at=rfc3339(now + datetime.timedelta(seconds=6)))
+        brief = credit(3, "a7g-brief", expires_at=rfc3339(now + datetime.timedelta(seconds=12)))
         plain = credit(20, "a7g-plain")
         hold = self.api.hold("acct-7g", 4, "a7g-hold", ttl_ms=600000)
         self.assertEqual(hold["lots"], [{"lot_id": promo, "amount": 4}])
