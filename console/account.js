@@ -60,14 +60,23 @@ export function mount(ctx, accountId) {
   const amountInput = (id) => h('input', { id, type: 'number', min: '1', step: '1', required: true, placeholder: 'amount' });
   const creditAmount = amountInput('credit-amount');
   const debitAmount = amountInput('debit-amount');
+  // The credit's lot (api.md "Credit lots"); empty: the server's defaults (no expiry, priority 50, paid).
+  const creditDays = h('input', { id: 'credit-expires-days', type: 'number', min: '1', step: '1', placeholder: 'expires in days',
+    'aria-label': 'the lot expires in this many days (empty: never)' });
+  const creditPriority = h('input', { id: 'credit-priority', type: 'number', min: '0', max: '100', step: '1',
+    placeholder: 'priority 50', 'aria-label': 'the lot\'s priority, 0-100, lower spent first' });
+  const creditCategory = h('select', { id: 'credit-category', 'aria-label': 'the lot\'s category' },
+    h('option', { value: 'paid' }, 'paid'), h('option', { value: 'promotional' }, 'promotional'));
   const debitReason = h('input', { id: 'debit-reason', placeholder: 'reason', required: true });
 
   ctx.container.append(
     h('h1', {}, 'Account ', h('code', { id: 'account-id' }, accountId)),
     bar, legend, settings, frozen,
     h('div', { class: 'actions write', id: 'account-actions' },
-      h('form', { id: 'credit-form', onsubmit: (ev) => { ev.preventDefault(); transfer('credits', creditAmount); } },
-        h('strong', {}, 'Credit'), creditAmount, h('button', { type: 'submit', id: 'credit-submit' }, 'Credit…')),
+      // novalidate: the page checks the fields itself and says in its message line what is wrong.
+      h('form', { id: 'credit-form', novalidate: true, onsubmit: (ev) => { ev.preventDefault(); transfer('credits', creditAmount); } },
+        h('strong', {}, 'Credit'), creditAmount, creditDays, creditPriority, creditCategory,
+        h('button', { type: 'submit', id: 'credit-submit' }, 'Credit…')),
       h('form', { id: 'debit-form', onsubmit: (ev) => { ev.preventDefault(); transfer('debits', debitAmount); } },
         h('strong', {}, 'Debit'), debitAmount, debitReason, h('button', { type: 'submit', id: 'debit-submit' }, 'Debit…'))),
     message,
@@ -111,17 +120,46 @@ export function mount(ctx, accountId) {
     window.dispatchEvent(new Event('tollgate:refresh'));
   }
 
+  // The lot fields of a credit from the form: {lot} to add to the body, or {bad} naming what is wrong.
+  function lotFields() {
+    const lot = {};
+    const days = creditDays.value.trim(), priority = creditPriority.value.trim();
+    if (creditDays.validity.badInput || days !== '') {
+      const n = Number(days);
+      if (creditDays.validity.badInput || !Number.isSafeInteger(n) || n < 1 || n > 36_500) {
+        return { bad: 'Expires in days must be a whole number from 1 to 36500 (empty: never).' };
+      }
+      lot.expires_at = new Date(Date.now() + n * 86_400_000).toISOString();
+    }
+    if (creditPriority.validity.badInput || priority !== '') {
+      const n = Number(priority);
+      if (creditPriority.validity.badInput || !Number.isSafeInteger(n) || n < 0 || n > 100) {
+        return { bad: 'The priority must be a whole number from 0 to 100 (empty: 50).' };
+      }
+      lot.priority = n;
+    }
+    if (creditCategory.value !== 'paid') lot.category = creditCategory.value;
+    return { lot };
+  }
+
   function transfer(kind, input) {
     const amount = Number(input.value);
     if (!Number.isSafeInteger(amount) || amount < 1) return say('The amount must be a whole number of credits, at least 1.', true);
+    const { lot, bad } = kind === 'credits' ? lotFields() : { lot: {} };
+    if (bad) return say(bad, true);
     const reference = randomRef(`console-${kind === 'credits' ? 'credit' : 'debit'}`);
-    const body = { amount, reference };
+    const body = { amount, reference, ...lot };
     if (kind === 'debits') body.reason = debitReason.value.trim() || 'console';
     const verb = kind === 'credits' ? 'Add' : 'Remove';
-    act(`${verb} ${num(amount)} credits ${kind === 'credits' ? 'to' : 'from'} ${accountId}? (reference ${reference})`,
+    const lotText = [lot.category, lot.priority !== undefined && `priority ${lot.priority}`,
+      lot.expires_at && `expiring ${lot.expires_at}`].filter(Boolean).join(', ');
+    act(`${verb} ${num(amount)} credits ${kind === 'credits' ? 'to' : 'from'} ${accountId}` +
+      `${lotText ? ` as a lot (${lotText})` : ''}? (reference ${reference})`,
       () => api(`${path}/${kind}`, { method: 'POST', body }),
-      (r) => `${r.event.type} ${num(r.event.amount)} (event ${r.event.event_id}, reference ${reference}).`);
+      (r) => `${r.event.type} ${num(r.event.amount)} (event ${r.event.event_id}, reference ${reference}` +
+        `${r.event.lot_id ? `, lot ${r.event.lot_id}` : ''}).`);
     input.value = '';
+    if (kind === 'credits') { creditDays.value = ''; creditPriority.value = ''; creditCategory.value = 'paid'; }
   }
 
   // Commit all of the hold, or the amount typed beside the button (the rest returns to available).

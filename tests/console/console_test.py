@@ -813,6 +813,27 @@ class ConsoleTest(unittest.TestCase):
         self.assertEqual(self.api.ok("GET", "/v1/accounts/acct-7g")["expired"], 3)
         self.shot("account-lot-expired")
 
+        # A credit from the form as a lot of its own: a bad priority is refused in the page, then a
+        # promotional lot of priority 5 that expires in 2 days goes first in the spending order.
+        find = lambda element_id: self.driver.find_element(By.ID, element_id)
+        find("credit-amount").send_keys("8")
+        find("credit-priority").send_keys("101")
+        find("credit-submit").click()
+        wait_for(lambda: "priority" in self.text("action-result"), "the page to refuse priority 101")
+        find("credit-priority").clear()
+        find("credit-priority").send_keys("5")
+        find("credit-expires-days").send_keys("2")
+        find("credit-category").find_element(By.CSS_SELECTOR, "option[value='promotional']").click()
+        find("credit-submit").click()
+        self.assertIn("as a lot (promotional, priority 5, expiring ", self.text("confirm-text"))
+        self.confirm()
+        lots = wait_for(lambda: (lambda ls: ls if len(ls) == 4 else None)(self.api.ok("GET", "/v1/accounts/acct-7g/lots")["lots"]),
+                        "the console's credit as a lot")
+        self.assertEqual((lots[0]["amount"], lots[0]["priority"], lots[0]["category"]), (8, 5, "promotional"))
+        wait_for(lambda: [r[0] for r in lot_rows()][:1] == [lots[0]["lot_id"]], "the new lot first in the table")
+        self.assertTrue(self.driver.find_element(By.CSS_SELECTOR, f"#lot-{lots[0]['lot_id']} .lot-expires").text
+                        .startswith(("expires in 1d 23h", "expires in 2d")))
+
         self.go(f"#/hold/{hold['hold_id']}")
         wait_for(lambda: self.driver.find_element(By.CSS_SELECTOR, "#hold-facts dd[data-field='from lots']").text == f"{promo} 4",
                  "the hold's lots on its page")
