@@ -74,6 +74,9 @@ export function duration(ms) {
   return neg ? `-${t}` : t;
 }
 export const num = (n) => (n == null ? '–' : Number(n).toLocaleString('en-US'));
+// A hold's draw (Hold.lots: what it took from each credit lot) for a cell: "lot_1 3 · lot_2 2";
+// '' when it took nothing from a lot (the overdraft, or a server older than lots).
+export const drawText = (hold) => (hold.lots || []).map((d) => `${d.lot_id} ${num(d.amount)}`).join(' · ');
 
 // h('td', {class: 'num', dataset: {x: 1}}, 'text', child): text is always set as text (no HTML).
 export function h(tag, attrs = {}, ...children) {

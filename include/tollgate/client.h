@@ -212,6 +212,16 @@ struct UpdateAccountRequest {
   std::optional<std::optional<std::int64_t>> low_balance_threshold;
 };
 
+// POST /v1/accounts/{id}/credits: the credit and the lot it makes (api.md, Credit lots). Unset lot
+// fields are not sent: the server's defaults (no expiry, priority 50, category paid).
+struct CreditRequest {
+  std::int64_t amount = 0;
+  std::string reference;                  // the purchase's id: the same reference again adds nothing
+  std::optional<std::string> expires_at;  // RFC 3339, in the future: the lot's unspent credits expire then
+  std::optional<std::int64_t> priority;   // 0–100, lower is spent first
+  std::optional<std::string> category;    // "paid" | "promotional"
+};
+
 // A webhook endpoint to register (api.md, Webhooks). Empty event_types, no account_id: every event.
 // What a new key may do and for how long (api.md, Keys). Every field is optional: an account key
 // created with none may do everything its account allows (holds:write, jobs:write, read) and never
@@ -284,6 +294,12 @@ struct ListWebhookDeliveriesRequest {
   PageRequest page;                   // starting_after: a delivery's webhook_id (evt_…)
 };
 
+// GET /v1/accounts/{id}/lots: the account's lots in spending order.
+struct ListLotsRequest {
+  std::optional<std::string> status;  // active | expired | spent; unset: all
+  PageRequest page;                   // starting_after: a lot_id
+};
+
 struct ListJobsRequest {
   std::optional<std::string> account_id;
   std::optional<std::string> status;  // pending | running | completed | failed | cancelled
@@ -331,8 +347,15 @@ class Client {
   Response create_account(const CreateAccountRequest& request);
   Response get_account(std::string_view account_id);
   Response credit(std::string_view account_id, std::int64_t amount, std::string_view reference);
+  // The same with the lot's expires_at, priority and category (api.md, Credit lots): 201 {event,
+  // account}, event.lot_id the new lot (none when the credit only paid the account's debt).
+  Response credit(std::string_view account_id, const CreditRequest& request);
   Response debit(std::string_view account_id, std::int64_t amount, std::string_view reference,
                  std::string_view reason);
+  // GET /v1/accounts/{id}/lots?status=&limit=&starting_after= — {lots, has_more}, in spending order
+  // (lowest priority, soonest expiry, oldest); each {lot_id, reference, category, priority, amount,
+  // available, reserved, used, expired, expires_at?, created_at, status}.
+  Response list_lots(std::string_view account_id, const ListLotsRequest& request = {});
   // GET /v1/accounts?limit=&starting_after= — {accounts, has_more}, by account_id ascending.
   Response list_accounts(const PageRequest& page = {});
   // GET /v1/transfers/{reference} — the credit or debit recorded under it (a lost answer: look).

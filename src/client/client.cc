@@ -600,8 +600,17 @@ Response Client::get_account(std::string_view account_id) {
 }
 
 Response Client::credit(std::string_view account_id, std::int64_t amount, std::string_view reference) {
-  json::value body = json::object{{"amount", amount}, {"reference", reference}};
-  return impl_->perform(bhttp::verb::post, "/v1/accounts/" + encode_component(account_id) + "/credits", &body,
+  return credit(account_id, CreditRequest{amount, std::string(reference), std::nullopt, std::nullopt, std::nullopt});
+}
+
+// Safe to resend: the reference makes a second credit a replay of the first.
+Response Client::credit(std::string_view account_id, const CreditRequest& r) {
+  json::object body{{"amount", r.amount}, {"reference", r.reference}};
+  if (r.expires_at) body["expires_at"] = *r.expires_at;
+  if (r.priority) body["priority"] = *r.priority;
+  if (r.category) body["category"] = *r.category;
+  const json::value value(std::move(body));
+  return impl_->perform(bhttp::verb::post, "/v1/accounts/" + encode_component(account_id) + "/credits", &value,
                         Resend::safe, false);
 }
 
@@ -890,6 +899,12 @@ Response Client::reset_ratelimit(std::string_view policy, std::string_view key) 
 Response Client::list_accounts(const PageRequest& page) {
   Target target("/v1/accounts");
   target.add("limit", page.limit).add("starting_after", page.starting_after);
+  return impl_->perform(bhttp::verb::get, target.str(), nullptr, Resend::safe, false);
+}
+
+Response Client::list_lots(std::string_view account_id, const ListLotsRequest& r) {
+  Target target("/v1/accounts/" + encode_component(account_id) + "/lots");
+  target.add("status", r.status).add("limit", r.page.limit).add("starting_after", r.page.starting_after);
   return impl_->perform(bhttp::verb::get, target.str(), nullptr, Resend::safe, false);
 }
 

@@ -1222,9 +1222,9 @@ TEST(CliUsage, AnUnknownOrMissingCommandNamesTheCommandsThatExistAndTheClosest) 
   const std::vector<Case> cases{
       {{"acount", "create", "a"},
        "tollgate: unknown command 'acount' (did you mean account?); the commands are: account, audit, config, demo, events, "
-       "fake-provider, hold, idem, job, key, lock, ratelimit, refund, serve, transfer, version, webhook\n"},
+       "fake-provider, hold, idem, job, key, lock, lots, ratelimit, refund, serve, transfer, version, webhook\n"},
       {{"frobnicate"}, "tollgate: unknown command 'frobnicate'; the commands are: account, audit, config, demo, events, "
-                       "fake-provider, hold, idem, job, key, lock, ratelimit, refund, serve, transfer, version, webhook\n"},
+                       "fake-provider, hold, idem, job, key, lock, lots, ratelimit, refund, serve, transfer, version, webhook\n"},
       {{"account", "crate", "a", "--url", "http://127.0.0.1:1"},
        "tollgate: unknown command 'account crate' (did you mean create?); the account commands are: create, credit, "
        "debit, list, show, update\n"},
@@ -1252,7 +1252,7 @@ TEST(CliUsage, AnUnknownOrMissingCommandNamesTheCommandsThatExistAndTheClosest) 
   r = run_tollgate({});
   EXPECT_EQ(r.exit_code, 2);
   EXPECT_EQ(r.err, "tollgate: a command is missing; the commands are: account, audit, config, demo, events, fake-provider, hold, idem, "
-                   "job, key, lock, ratelimit, refund, serve, transfer, version, webhook\n");
+                   "job, key, lock, lots, ratelimit, refund, serve, transfer, version, webhook\n");
   r = run_tollgate({"ratelimit"});
   EXPECT_EQ(r.exit_code, 2);
   EXPECT_EQ(r.err, "tollgate: a command is missing after 'ratelimit'; the ratelimit commands are: check, reset\n");

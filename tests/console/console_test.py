@@ -2,13 +2,16 @@
 sign-in, the overview's figures against the API's, an account's bar and events against the API's,
 holds appearing and leaving live, commit and release from the console, refunds from a hold's and a
 job's page (the figures against the API's; a press after a lost answer resends the same request id),
-webhook endpoints and their deliveries against the API's, payments (signed Stripe and Standard
+webhook endpoints and their deliveries against the API's, an account's credit lots (the API's list
+in spending order, a live countdown to each expiry, a hold's draw, a lot expiring on the page and its
+lot_expired event), payments (signed Stripe and Standard
 Webhooks events posted to the server: the events' "payment" labels, a shortfall's and a dispute's
 freeze and its reason), an account key kept out, an admin:read key reading everything with no
 control that changes anything (and a read account key's reserve refused, naming holds:write), no
 request outside the server. Screenshots of each
 page go to $CONSOLE_SCREENSHOTS."""
 import base64
+import datetime
 import hashlib
 import hmac
 import http.client
@@ -759,6 +762,81 @@ class ConsoleTest(unittest.TestCase):
         wait_for(lambda: self.payment_events_match_api("acct-pay"), "the dispute in the event log")
         self.assert_not_reloaded()
         self.shot("account-payment-disputed")
+
+    def test_7g_credit_lots_count_down_and_expire_on_the_account_page(self):
+        now = datetime.datetime.now(datetime.timezone.utc)
+        rfc3339 = lambda t: t.strftime("%Y-%m-%dT%H:%M:%S.") + f"{t.microsecond // 1000:03d}Z"
+        self.api.account("acct-7g")
+        credit = lambda amount, ref, **lot: self.api.ok(
+            "POST", "/v1/accounts/acct-7g/credits", {"amount": amount, "reference": ref, **lot})["event"]["lot_id"]
+        promo = credit(5, "a7g-promo", priority=10, category="promotional",
+                       expires_at=rfc3339(now + datetime.timedelta(days=3, hours=4, minutes=30)))
+        brief = credit(3, "a7g-brief", expires_at=rfc3339(now + datetime.timedelta(seconds=12)))
+        plain = credit(20, "a7g-plain")
+        hold = self.api.hold("acct-7g", 4, "a7g-hold", ttl_ms=600000)
+        self.assertEqual(hold["lots"], [{"lot_id": promo, "amount": 4}])
+        self.signed_in()
+        self.go("#/account/acct-7g")
+
+        def lot_rows():
+            rows = self.driver.find_elements(By.CSS_SELECTOR, "#lots-body tr[data-lot]")
+            return [[row.get_attribute("data-lot")] + [td.text for td in row.find_elements(By.TAG_NAME, "td")] for row in rows]
+        api_lots = self.api.ok("GET", "/v1/accounts/acct-7g/lots")["lots"]
+        self.assertEqual([l["lot_id"] for l in api_lots], [promo, brief, plain], "the spending order")
+        table = wait_for(lambda: lot_rows() if len(lot_rows()) == 3 else None, "the lots table")
+        self.assertEqual([r[0] for r in table], [promo, brief, plain])
+        for row, lot in zip(table, api_lots):
+            self.assertEqual(row[2:5], [lot["status"], lot["category"], str(lot["priority"])])
+            self.assertEqual([x.replace(",", "") for x in row[5:10]],
+                             [str(lot[k]) for k in ("amount", "available", "reserved", "used", "expired")])
+        self.assertTrue(table[0][10].startswith("expires in 3d 4h"), table[0][10])
+        self.assertEqual(table[2][10], "never")
+        self.assertEqual(self.driver.find_element(By.CSS_SELECTOR, f"#hold-{hold['hold_id']} .draw").text, f"{promo} 4")
+        first = wait_for(lambda: self.driver.find_element(By.CSS_SELECTOR, f"#lot-{brief} .lot-expires").text, "a countdown")
+        self.assertTrue(first.startswith("expires in "), first)
+        time.sleep(1.2)
+        self.assertNotEqual(self.driver.find_element(By.CSS_SELECTOR, f"#lot-{brief} .lot-expires").text, first, "live")
+        self.shot("account-lots")
+
+        # The brief lot runs out: the page says so at once, then the reaper's lot_expired event arrives.
+        wait_for(lambda: self.driver.find_element(By.CSS_SELECTOR, f"#lot-{brief}").get_attribute("data-status") == "expired",
+                 "the brief lot shown expired")
+        wait_for(lambda: "expired 3" in self.text("legend-expired"), "the expired balance in the legend")
+
+        def lot_expired_rows():
+            rows = self.driver.find_elements(By.CSS_SELECTOR, "#events-body tr")
+            cells = [[td.text for td in row.find_elements(By.TAG_NAME, "td")] for row in rows]
+            return [c for c in cells if len(c) > 2 and c[2] == "lot_expired"]
+        expired = wait_for(lot_expired_rows, "the lot_expired event in the table")
+        self.assertEqual((expired[0][3], expired[0][10], expired[0][11]), ("3", "3", brief))
+        self.assertEqual(self.driver.find_element(By.CSS_SELECTOR, f"#lot-{brief} .expired").text, "3")
+        self.assertEqual(self.api.ok("GET", "/v1/accounts/acct-7g")["expired"], 3)
+        self.shot("account-lot-expired")
+
+        # A credit from the form as a lot of its own: a bad priority is refused in the page, then a
+        # promotional lot of priority 5 that expires in 2 days goes first in the spending order.
+        find = lambda element_id: self.driver.find_element(By.ID, element_id)
+        find("credit-amount").send_keys("8")
+        find("credit-priority").send_keys("101")
+        find("credit-submit").click()
+        wait_for(lambda: "priority" in self.text("action-result"), "the page to refuse priority 101")
+        find("credit-priority").clear()
+        find("credit-priority").send_keys("5")
+        find("credit-expires-days").send_keys("2")
+        find("credit-category").find_element(By.CSS_SELECTOR, "option[value='promotional']").click()
+        find("credit-submit").click()
+        self.assertIn("as a lot (promotional, priority 5, expiring ", self.text("confirm-text"))
+        self.confirm()
+        lots = wait_for(lambda: (lambda ls: ls if len(ls) == 4 else None)(self.api.ok("GET", "/v1/accounts/acct-7g/lots")["lots"]),
+                        "the console's credit as a lot")
+        self.assertEqual((lots[0]["amount"], lots[0]["priority"], lots[0]["category"]), (8, 5, "promotional"))
+        wait_for(lambda: [r[0] for r in lot_rows()][:1] == [lots[0]["lot_id"]], "the new lot first in the table")
+        self.assertTrue(self.driver.find_element(By.CSS_SELECTOR, f"#lot-{lots[0]['lot_id']} .lot-expires").text
+                        .startswith(("expires in 1d 23h", "expires in 2d")))
+
+        self.go(f"#/hold/{hold['hold_id']}")
+        wait_for(lambda: self.driver.find_element(By.CSS_SELECTOR, "#hold-facts dd[data-field='from lots']").text == f"{promo} 4",
+                 "the hold's lots on its page")
 
     def test_8_no_request_leaves_the_server(self):
         self.signed_in()

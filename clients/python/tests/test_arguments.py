@@ -69,6 +69,16 @@ class ArgumentsTest(ServerTestCase):
             ("key expiry a naive datetime", lambda: c.create_key(a, expires_at=datetime.datetime(2030, 1, 1))),
             ("key name empty", lambda: c.create_key(a, name="")),
             ("key name of 101 bytes", lambda: c.create_admin_key("admin:read", name="n" * 101)),
+            ("lot priority 101", lambda: c.credit(a, 1, "r-lot", priority=101)),
+            ("lot priority -1", lambda: c.credit(a, 1, "r-lot", priority=-1)),
+            ("lot priority True", lambda: c.credit(a, 1, "r-lot", priority=True)),
+            ("lot category unknown", lambda: c.credit(a, 1, "r-lot", category="gift")),
+            ("lot expiry not RFC 3339", lambda: c.credit(a, 1, "r-lot", expires_at="next week")),
+            ("lot expiry a naive datetime", lambda: c.credit(a, 1, "r-lot", expires_at=datetime.datetime(2030, 1, 1))),
+            ("lots of a bad account id", lambda: c.list_lots("a b")),
+            ("unknown lot status", lambda: c.list_lots(a, status="open")),
+            ("lots limit 0", lambda: c.list_lots(a, limit=0)),
+            ("lots starting after a bad id", lambda: c.list_lots(a, starting_after="lot 1")),
         ]
         for name, call in calls:
             with self.subTest(name):

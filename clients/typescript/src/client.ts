@@ -39,6 +39,9 @@ import type {
   KeyPage,
   Lock,
   LockHolder,
+  LotCategory,
+  LotPage,
+  LotStatus,
   RateLimitDecision,
   RateLimitReset,
   Readiness,
@@ -125,6 +128,30 @@ function keyBody(options: Omit<CreateKeyOptions, "scopes"> | undefined, known: s
   const body: Record<string, unknown> = {};
   if (o.expiresAt !== undefined) body.expires_at = checkTime(o.expiresAt, "expiresAt");
   if (o.name !== undefined) body.name = checkText(o.name, "name", KEY_NAME_BYTES_MAX, 1);
+  return body;
+}
+
+/** A credit's lot (api.md, Credit lots); absent fields take the server's defaults. */
+export interface CreditOptions {
+  /** RFC 3339 (or a Date) in the future: the lot's unspent credits expire then. Absent: never. */
+  expiresAt?: string | Date;
+  /** 0 to 100, lower spent first; absent: 50. */
+  priority?: number;
+  /** Absent: "paid". */
+  category?: LotCategory;
+}
+
+const LOT_PRIORITY_MAX = 100;
+const LOT_CATEGORIES: readonly LotCategory[] = ["paid", "promotional"];
+const LOT_STATUSES: readonly LotStatus[] = ["active", "expired", "spent"];
+
+// The body of a credit: the lot's fields only when given.
+function creditBody(amount: number, reference: string, options: CreditOptions | undefined): Record<string, unknown> {
+  const o = checkOptions(options, "options", ["expiresAt", "priority", "category"]);
+  const body: Record<string, unknown> = { amount: checkAmount(amount, "amount"), reference: checkId(reference, "reference") };
+  if (o.expiresAt !== undefined) body.expires_at = checkTime(o.expiresAt, "expiresAt");
+  if (o.priority !== undefined) body.priority = checkInteger(o.priority, "priority", 0, LOT_PRIORITY_MAX);
+  if (o.category !== undefined) body.category = checkOneOf(o.category, "category", LOT_CATEGORIES);
   return body;
 }
 
@@ -274,11 +301,25 @@ export class TollgateClient {
     return this.json<Account>({ method: "PATCH", path, body, resend: "safe" });
   }
 
-  /** Adds purchased credits; the same reference again adds nothing (and answers the first). */
-  async credit(accountId: string, amount: number, reference: string): Promise<Transfer> {
+  /**
+   * Adds purchased credits as a new lot (event.lot_id) with the options' expiry, priority and
+   * category; the same reference again adds nothing (and answers the first, whatever its options).
+   */
+  async credit(accountId: string, amount: number, reference: string, options?: CreditOptions): Promise<Transfer> {
     const path = `${accountPath(accountId)}/credits`;
-    const body = { amount: checkAmount(amount, "amount"), reference: checkId(reference, "reference") };
-    return this.json<Transfer>({ method: "POST", path, body, resend: "safe" });
+    return this.json<Transfer>({ method: "POST", path, body: creditBody(amount, reference, options), resend: "safe" });
+  }
+
+  /** The account's credit lots in spending order (scope read); status: only those. */
+  async listLots(accountId: string, options?: PageOptions & { status?: LotStatus }): Promise<LotPage> {
+    const path = `${accountPath(accountId)}/lots`;
+    const o = checkOptions(options, "options", [...PAGE_KEYS, "status"]);
+    const { status, ...paging } = o;
+    const query = {
+      status: status === undefined ? undefined : checkOneOf(status, "status", LOT_STATUSES),
+      ...page(paging, "options"),
+    };
+    return this.json<LotPage>({ method: "GET", path: withQuery(path, query), resend: "safe" });
   }
 
   /** Removes available credits (refund, correction); 409 insufficient_credits if not available. */

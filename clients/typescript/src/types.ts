@@ -4,6 +4,9 @@
 // unit in the name.
 
 export type HoldStatus = "active" | "committed" | "released" | "expired";
+/** A credit lot's: expired once expires_at has passed, else active while it has credits available or reserved, else spent. */
+export type LotStatus = "active" | "expired" | "spent";
+export type LotCategory = "paid" | "promotional";
 export type JobStatus = "pending" | "running" | "completed" | "failed" | "cancelled";
 export type EventType =
   | "credited"
@@ -21,7 +24,9 @@ export type EventType =
   /** Balance notices (api.md "Balance notices"): amount 0, after the movement that crossed. */
   | "balance_low"
   | "balance_depleted"
-  | "balance_recovered";
+  | "balance_recovered"
+  /** A credit lot's unspent credits moved from available to expired at its expires_at; lot_id names it. */
+  | "lot_expired";
 
 /** available + reserved + used + expired == purchased, always. */
 export interface Account {
@@ -29,7 +34,7 @@ export interface Account {
   available: number;
   reserved: number;
   used: number;
-  /** Credits whose lot ran out unspent (0 until credits carry an expiry). */
+  /** Credits whose lot ran out unspent (api.md, Credit lots). */
   expired: number;
   purchased: number;
   overdraft_limit: number;
@@ -64,6 +69,44 @@ export interface Hold {
   closed_at?: string;
   release_reason?: string;
   metadata: Record<string, unknown>;
+  /**
+   * The hold's draw: what it took from each credit lot, in draw order (what came from the overdraft
+   * is in no lot, so the sum may be less than amount). Absent from servers older than lots.
+   */
+  lots?: LotDraw[];
+}
+
+/** What a hold took from one credit lot. */
+export interface LotDraw {
+  lot_id: string;
+  amount: number;
+}
+
+/**
+ * A credit lot (api.md, Credit lots): the credits of one credit, spent in order — lowest priority,
+ * soonest expires_at (none: last), oldest. available + reserved + used + expired == amount.
+ */
+export interface Lot {
+  lot_id: string;
+  /** The credit's reference; null for the lot an upgrade made of an account's credits. */
+  reference: string | null;
+  category: LotCategory;
+  /** 0 to 100, lower spent first. */
+  priority: number;
+  amount: number;
+  available: number;
+  reserved: number;
+  used: number;
+  expired: number;
+  /** Absent: the lot never expires. */
+  expires_at?: string;
+  created_at: string;
+  status: LotStatus;
+}
+
+export interface LotPage {
+  lots: Lot[];
+  has_more: boolean;
 }
 
 export interface AccountSettings {
@@ -82,6 +125,8 @@ export interface LedgerEvent {
   amount: number;
   hold_id?: string;
   job_id?: string;
+  /** credited: the lot it made (none when it only paid debt); lot_expired: the lot that expired. */
+  lot_id?: string;
   reference?: string;
   reason?: string;
   settings?: AccountSettings;

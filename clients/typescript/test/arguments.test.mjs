@@ -101,6 +101,16 @@ describe("S10 bad arguments rejected before any request", () => {
     await refused(client.createKey("acct", { expires: "2030-01-01T00:00:00Z" }), "options.expires");
     await refused(client.createAdminKey("read"), "scope");
     await refused(client.createAdminKey("admin", { scopes: ["admin"] }), "options.scopes");
+    await refused(client.credit("acct", 1, "lot-1", { priority: 101 }), "priority");
+    await refused(client.credit("acct", 1, "lot-1", { priority: -1 }), "priority");
+    await refused(client.credit("acct", 1, "lot-1", { priority: "10" }), "priority");
+    await refused(client.credit("acct", 1, "lot-1", { category: "gift" }), "category");
+    await refused(client.credit("acct", 1, "lot-1", { expiresAt: "next week" }), "expiresAt");
+    await refused(client.credit("acct", 1, "lot-1", { expiresAt: new Date("nonsense") }), "expiresAt");
+    await refused(client.credit("acct", 1, "lot-1", { expires: "2030-01-01T00:00:00Z" }), "options.expires");
+    await refused(client.listLots("has space"), "accountId");
+    await refused(client.listLots("acct", { status: "open" }), "status");
+    await refused(client.listLots("acct", { limit: 0 }), "options.limit");
   });
 
   test("nothing reached the proxy and nothing changed on the server", async () => {

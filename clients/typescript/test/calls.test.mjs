@@ -135,6 +135,40 @@ store = "shared"
     assert.deepEqual([account.available, account.reserved, account.used], [6, 0, 4]);
   });
 
+  test("credit lots: a credit's expiry, priority and category; listLots in spending order; a hold's draw", async () => {
+    await seedAccount(client, "lots"); // its seed lot: 10, priority 50, no expiry
+    const promo = await client.credit("lots", 5, "lots-promo", { expiresAt: new Date(Date.now() + 30 * 86_400_000), priority: 10, category: "promotional" });
+    assert.match(promo.event.lot_id, /^lot_/);
+    const dated = await client.credit("lots", 7, "lots-dated", { expiresAt: "2099-01-31T12:00:00Z" });
+    const replay = await client.credit("lots", 5, "lots-promo", { priority: 90 });
+    assert.equal(replay.event.event_id, promo.event.event_id, "a replay answers the first credit");
+
+    const all = await client.listLots("lots");
+    assert.deepEqual(all.lots.map((l) => l.lot_id).slice(0, 2), [promo.event.lot_id, dated.event.lot_id]);
+    const [first, second, seed] = all.lots;
+    assert.deepEqual([first.category, first.priority, first.amount, first.status], ["promotional", 10, 5, "active"]);
+    assert.ok(second.expires_at.startsWith("2099-01-31T12:00:00"), second.expires_at);
+    assert.deepEqual([seed.category, seed.priority, seed.reference, seed.expires_at], ["paid", 50, "seed-lots", undefined]);
+    assert.equal(all.has_more, false);
+
+    const hold = await client.reserve("lots", 8);
+    assert.deepEqual(hold.lots, [{ lot_id: first.lot_id, amount: 5 }, { lot_id: second.lot_id, amount: 3 }]);
+    await client.commit(hold.hold_id, 5);
+    const spent = await client.listLots("lots", { status: "spent" });
+    assert.deepEqual(spent.lots.map((l) => l.lot_id), [first.lot_id]);
+    const one = await client.listLots("lots", { status: "active", limit: 1 });
+    assert.equal(one.has_more, true);
+    const rest = await client.listLots("lots", { status: "active", startingAfter: one.lots[0].lot_id });
+    assert.deepEqual(rest.lots.map((l) => l.lot_id), [seed.lot_id]);
+
+    const past = await client.credit("lots", 1, "lots-past", { expiresAt: "2020-01-01T00:00:00Z" }).catch((e) => e);
+    assert.ok(past instanceof ProblemError);
+    assert.deepEqual([past.status, past.code], [400, "invalid_request"]);
+    assert.ok(past.detail.includes("expires_at"), past.detail);
+    const missing = await client.listLots("nobody").catch((e) => e);
+    assert.deepEqual([missing.status, missing.code], [404, "not_found"]);
+  });
+
   test("keys: create, list, use, revoke", async () => {
     await seedAccount(client, "kiosk-1");
     await seedAccount(client, "kiosk-2");

@@ -46,6 +46,72 @@ std::optional<std::int64_t> none_or_int(const std::string& text, std::int64_t mi
   return n;
 }
 
+// A lot's priority (api.md, Credit lots): 0 to 100, lower spent first.
+constexpr std::int64_t kLotPriorityMin = 0;
+constexpr std::int64_t kLotPriorityMax = 100;
+
+// What `account credit` parses into, beside Args: the lot's fields (api.md, Credit lots).
+struct CreditArgs {
+  ExpiryOptions expiry;
+  std::int64_t priority = 0;
+  std::string category;
+  CLI::Option* priority_option = nullptr;
+  CLI::Option* category_option = nullptr;
+};
+
+// The request of `account credit` from its flags, or a usage error naming the flag (nothing sent).
+client::CreditRequest credit_request(const Args& a, const CreditArgs& k) {
+  client::CreditRequest r{a.amount, a.reference, expiry_of(k.expiry), std::nullopt, std::nullopt};
+  if (k.priority_option->count() > 0) r.priority = k.priority;
+  if (k.category_option->count() > 0) r.category = k.category;
+  return r;
+}
+
+// "credited 10 to alice (event 7, reference buy-1)" and the lot it made (none: the credit only paid
+// the account's debt — available is still 0 or below —, or a server older than lots); or the replay.
+void print_credit(const Args& a, const Response& r) {
+  const json::value& event = member(r.json(), "event");
+  if (r.status() == 201) {
+    std::printf("credited %s to %s (event %s, reference %s)\n", field(event, "amount").c_str(), a.account_id.c_str(),
+                field(event, "event_id").c_str(), a.reference.c_str());
+    const std::string lot = field(event, "lot_id");
+    if (lot != "-") {
+      std::printf("new lot %s\n", lot.c_str());
+    } else if (number(event, "available_after") <= 0) {
+      std::printf("no new lot: the credit only paid the account's debt\n");
+    }
+  } else {
+    std::printf("reference %s was already credited to %s (event %s); nothing added\n", a.reference.c_str(),
+                a.account_id.c_str(), field(event, "event_id").c_str());
+  }
+  print_fields(member(r.json(), "account"));
+}
+
+void add_account_credit(CLI::App* account, int& exit_code) {
+  auto a = std::make_shared<Args>();
+  auto k = std::make_shared<CreditArgs>();
+  auto* credit = account->add_subcommand(
+      "credit", "add purchased credits as a new lot (admin key); a reference counts once");
+  credit->add_option("ID", a->account_id, "account id")->required()->check(kId);
+  credit->add_option("AMOUNT", a->amount, "credits, 1 to 2^53-1")->required()->transform(kAmount);
+  credit->add_option("--reference", a->reference, "your unique id of this purchase (repeating it adds nothing)")
+      ->required()
+      ->check(kId);
+  add_expiry_options(credit, k->expiry, "the lot's unspent credits expire");
+  k->priority_option = credit->add_option("--priority", k->priority, "the lot's priority: lower is spent first "
+                                                                     "(server default 50)")
+                           ->transform(integer_range(kLotPriorityMin, kLotPriorityMax));
+  k->category_option = credit->add_option("--category", k->category, "paid (server default) or promotional")
+                           ->check(CLI::IsMember({"paid", "promotional"}));
+  add_connection_options(credit, a->connection);
+  credit->callback([a, k, &exit_code] {
+    const client::CreditRequest request = credit_request(*a, *k);
+    exit_code = run(
+        "account credit", a->connection, [&](Client& c) { return c.credit(a->account_id, request); },
+        [&](const Response& r) { print_credit(*a, r); });
+  });
+}
+
 }  // namespace
 
 void add_account_commands(CLI::App& app, int& exit_code) {
@@ -140,29 +206,7 @@ void add_account_commands(CLI::App& app, int& exit_code) {
         });
   });
 
-  a = std::make_shared<Args>();
-  auto* credit = account->add_subcommand("credit", "add purchased credits (admin key); a reference counts once");
-  credit->add_option("ID", a->account_id, "account id")->required()->check(kId);
-  credit->add_option("AMOUNT", a->amount, "credits, 1 to 2^53-1")->required()->transform(kAmount);
-  credit->add_option("--reference", a->reference, "your unique id of this purchase (repeating it adds nothing)")
-      ->required()
-      ->check(kId);
-  add_connection_options(credit, a->connection);
-  credit->callback([a, &exit_code] {
-    exit_code = run(
-        "account credit", a->connection, [&](Client& c) { return c.credit(a->account_id, a->amount, a->reference); },
-        [&](const Response& r) {
-          const json::value& event = member(r.json(), "event");
-          if (r.status() == 201) {
-            std::printf("credited %s to %s (event %s, reference %s)\n", field(event, "amount").c_str(),
-                        a->account_id.c_str(), field(event, "event_id").c_str(), a->reference.c_str());
-          } else {
-            std::printf("reference %s was already credited to %s (event %s); nothing added\n", a->reference.c_str(),
-                        a->account_id.c_str(), field(event, "event_id").c_str());
-          }
-          print_fields(member(r.json(), "account"));
-        });
-  });
+  add_account_credit(account, exit_code);
 
   a = std::make_shared<Args>();
   auto* debit = account->add_subcommand("debit", "remove available credits: refund, correction (admin key)");

@@ -74,6 +74,7 @@ std::optional<std::string> command_usage_message(const CLI::App& app, const std:
 
 void add_cli_commands(CLI::App& app, int& exit_code) {
   add_account_commands(app, exit_code);
+  add_lots_command(app, exit_code);
   add_key_commands(app, exit_code);
   add_webhook_commands(app, exit_code);
   add_hold_commands(app, exit_code);

@@ -16,8 +16,10 @@
 #include <thread>
 #include <vector>
 
+#include "core/clock.h"
 #include "core/limits.h"
 #include "core/checked.h"
+#include "core/parse.h"
 #include "core/result.h"
 #include "core/suggest.h"
 #include "tollgate/client.h"
@@ -60,6 +62,65 @@ CLI::Validator integer_range(std::int64_t min, std::int64_t max) {
         return {};
       },
       "INT in [" + std::to_string(min) + " - " + std::to_string(max) + "]", "range");
+}
+
+namespace {
+
+// --expires-in: at most this many seconds (100 years; the server may allow less).
+constexpr std::int64_t kExpiresInSecondsMax = 100LL * 366 * 24 * 3600;
+
+// "30d", "12h", "90m", "45s" → seconds; a usage error for anything else.
+std::int64_t duration_seconds(const std::string& text) {
+  const auto bad = [&](const std::string& why) {
+    return CLI::ValidationError("--expires-in", why + ", got \"" + text + "\" (e.g. 30d, 12h, 90m, 45s)");
+  };
+  if (text.size() < 2) throw bad("must be a number and a unit (s, m, h or d)");
+  const char unit = text.back();
+  std::int64_t per = 0;
+  switch (unit) {
+    case 's': per = 1; break;
+    case 'm': per = 60; break;
+    case 'h': per = 3600; break;
+    case 'd': per = 86400; break;
+    default: throw bad(std::string("unknown unit '") + unit + "': the units are s, m, h and d");
+  }
+  const std::string_view digits(text.data(), text.size() - 1);
+  if (!std::all_of(digits.begin(), digits.end(), [](char c) { return c >= '0' && c <= '9'; })) {
+    throw bad("must be a whole number above 0 and a unit");
+  }
+  const std::optional<std::int64_t> n = parse_int(digits, 0, kExpiresInSecondsMax);
+  if (!n || *n == 0 || *n > kExpiresInSecondsMax / per) {
+    throw bad("must be above 0 and at most 100 years");
+  }
+  return *n * per;
+}
+
+}  // namespace
+
+void add_expiry_options(CLI::App* command, ExpiryOptions& e, const std::string& what) {
+  e.in_option = command->add_option("--expires-in", e.in,
+                                    what + " after this long: 30d, 12h, 90m, 45s (counted from this machine's clock)");
+  e.at_option =
+      command->add_option("--expires-at", e.at, what + " at this RFC 3339 time (e.g. 2027-01-31T12:00:00Z)");
+}
+
+std::optional<std::string> expiry_of(const ExpiryOptions& e) {
+  if (e.in_option->count() > 0 && e.at_option->count() > 0) {
+    throw CLI::ValidationError("--expires-in", "give --expires-in or --expires-at, not both");
+  }
+  if (e.in_option->count() > 0) {
+    const std::int64_t seconds = duration_seconds(e.in);
+    const auto now = std::chrono::time_point_cast<std::chrono::milliseconds>(std::chrono::system_clock::now());
+    return format_rfc3339_ms(now.time_since_epoch().count() + seconds * 1000);
+  }
+  if (e.at_option->count() > 0) {
+    if (!parse_rfc3339_ms(e.at)) {
+      throw CLI::ValidationError("--expires-at",
+                                 "must be an RFC 3339 time such as 2027-01-31T12:00:00Z, got \"" + e.at + "\"");
+    }
+    return e.at;
+  }
+  return std::nullopt;
 }
 
 // `with_timeout` false: the command has its own --timeout-ms (job wait).
@@ -153,6 +214,21 @@ void print_json_line(const json::value& v) {
   std::fflush(stdout);
 }
 
+namespace {
+
+// A field's value for people: a hold's draw (`lots: [{lot_id, amount}]`) as "lot_1:3 lot_2:2"
+// ("none" when it took nothing from a lot), anything else as text().
+std::string field_text(std::string_view key, const json::value& value) {
+  if (key != "lots" || !value.is_array()) return text(value);
+  std::string out;
+  for (const json::value& part : value.get_array()) {
+    out += (out.empty() ? "" : " ") + field(part, "lot_id") + ":" + field(part, "amount");
+  }
+  return out.empty() ? "none" : out;
+}
+
+}  // namespace
+
 // "key:  value" lines, values aligned, in the server's field order.
 void print_fields(const json::value& v) {
   if (!v.is_object()) return print_json_line(v);
@@ -160,7 +236,7 @@ void print_fields(const json::value& v) {
   for (const auto& [k, value] : v.get_object()) width = std::max(width, k.size() + 1);
   for (const auto& [k, value] : v.get_object()) {
     const std::string key = std::string(k) + ":";
-    std::printf("%-*s  %s\n", static_cast<int>(width), key.c_str(), text(value).c_str());
+    std::printf("%-*s  %s\n", static_cast<int>(width), key.c_str(), field_text(k, value).c_str());
   }
 }
 

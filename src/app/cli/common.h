@@ -1,7 +1,7 @@
 // tollgate cli (internal to src/app/cli): what every client command shares — the connection options,
 // the arguments one command parses into, output (fields, tables, JSON lines), the report of a failed
 // call and its exit code (app/cli.h), paging. One file per resource registers its commands
-// (accounts.cc, keys.cc, holds.cc, jobs.cc, coord.cc, events.cc, operations.cc), as src/http/routes_*.cc.
+// (accounts.cc, lots.cc, keys.cc, holds.cc, jobs.cc, coord.cc, events.cc, operations.cc), as src/http/routes_*.cc.
 //
 // Thread safety: main()'s thread only, like every command.
 #pragma once
@@ -11,6 +11,7 @@
 
 #include <chrono>
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -96,6 +97,21 @@ struct Args {
 extern const CLI::Validator kId;
 extern const CLI::Validator kAmount;
 CLI::Validator integer_range(std::int64_t min, std::int64_t max);
+// --expires-in and --expires-at of a command (`key create`, `account credit`): a deadline, as a
+// duration from now or a time.
+struct ExpiryOptions {
+  std::string in;
+  std::string at;
+  CLI::Option* in_option = nullptr;
+  CLI::Option* at_option = nullptr;
+};
+// Adds both options; `what` begins their help ("the key stops working").
+void add_expiry_options(CLI::App* command, ExpiryOptions& e, const std::string& what);
+// The RFC 3339 time the options name; nullopt when neither was given. A usage error naming the flag
+// (nothing sent) for a duration that is not a whole number above 0 with a unit (s, m, h, d) up to
+// 100 years, a time that is not RFC 3339, or both options. Whether the time is in the future is the
+// server's to say: its clock is the one that counts.
+std::optional<std::string> expiry_of(const ExpiryOptions& e);
 // --url, --key, --ca-file, --json and (unless `with_timeout` is false: job wait has its own) --timeout-ms.
 void add_connection_options(CLI::App* command, Connection& c, bool with_timeout = true);
 // Throws CLI::ValidationError for a --url the client cannot use.
@@ -167,6 +183,7 @@ void add_lock_commands(CLI::App& app, int& exit_code);      // coord.cc
 void add_idempotency_commands(CLI::App& app, int& exit_code);  // coord.cc
 void add_ratelimit_commands(CLI::App& app, int& exit_code);    // coord.cc
 void add_events_command(CLI::App& app, int& exit_code);     // events.cc
+void add_lots_command(CLI::App& app, int& exit_code);       // lots.cc
 void add_audit_command(CLI::App& app, int& exit_code);
 void add_webhook_commands(CLI::App& app, int& exit_code);   // webhooks.cc      // operations.cc
 

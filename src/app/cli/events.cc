@@ -30,15 +30,18 @@ namespace {
 volatile std::sig_atomic_t g_interrupted = 0;
 extern "C" void on_interrupt(int) { g_interrupted = 1; }
 
+// The balances after each event, what it concerns, and the credit lot it made or expired (LOT: "-"
+// when none).
 const std::vector<Column> kEventColumns = {
-    {"EVENT", true, 5},     {"TYPE", false, 13},     {"AMOUNT", true, 8}, {"AVAILABLE", true, 9},
-    {"RESERVED", true, 8}, {"USED", true, 8},       {"HOLD/REFERENCE", false, 24}, {"AT", false, 24}};
+    {"EVENT", true, 5},    {"TYPE", false, 13}, {"AMOUNT", true, 8},           {"AVAILABLE", true, 9},
+    {"RESERVED", true, 8}, {"USED", true, 8},   {"EXPIRED", true, 7},          {"HOLD/REFERENCE", false, 24},
+    {"LOT", false, 8},     {"AT", false, 24}};
 
 // The change feed's table: every account's events, so each row names its account.
 const std::vector<Column> kFeedColumns = {
-    {"EVENT", true, 5},     {"ACCOUNT", false, 12},  {"TYPE", false, 13},           {"AMOUNT", true, 8},
-    {"AVAILABLE", true, 9}, {"RESERVED", true, 8},   {"USED", true, 8},             {"HOLD/REFERENCE", false, 24},
-    {"AT", false, 24}};
+    {"EVENT", true, 5},       {"ACCOUNT", false, 12}, {"TYPE", false, 13}, {"AMOUNT", true, 8},
+    {"AVAILABLE", true, 9},   {"RESERVED", true, 8},  {"USED", true, 8},   {"EXPIRED", true, 7},
+    {"HOLD/REFERENCE", false, 24}, {"LOT", false, 8}, {"AT", false, 24}};
 
 std::vector<std::vector<std::string>> event_rows(const json::array& events, bool with_account) {
   std::vector<std::vector<std::string>> rows;
@@ -46,9 +49,10 @@ std::vector<std::vector<std::string>> event_rows(const json::array& events, bool
     std::string what = field(e, "hold_id");
     if (what == "-") what = field(e, "job_id");
     if (what == "-") what = field(e, "reference");
-    std::vector<std::string> row{field(e, "event_id"), field(e, "type"), field(e, "amount"),
+    std::vector<std::string> row{field(e, "event_id"),       field(e, "type"),          field(e, "amount"),
                                  field(e, "available_after"), field(e, "reserved_after"), field(e, "used_after"),
-                                 what, field(e, "at")};
+                                 field(e, "expired_after"),   what,                      field(e, "lot_id"),
+                                 field(e, "at")};
     if (with_account) row.insert(row.begin() + 1, field(e, "account_id"));
     rows.push_back(std::move(row));
   }

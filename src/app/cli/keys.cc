@@ -32,19 +32,13 @@ namespace tollgate::app::cli {
 
 namespace {
 
-// --expires-in: at most this many seconds (100 years; the server may allow less).
-constexpr std::int64_t kExpiresInSecondsMax = 100LL * 366 * 24 * 3600;
-
 // What `key create` parses into, beside Args.
 struct KeyCreateArgs {
   bool admin = false;
   std::vector<std::string> scopes;
-  std::string expires_in;
-  std::string expires_at;
+  ExpiryOptions expiry;
   std::string name;
   CLI::Option* account = nullptr;
-  CLI::Option* expires_in_option = nullptr;
-  CLI::Option* expires_at_option = nullptr;
   CLI::Option* name_option = nullptr;
 };
 
@@ -75,32 +69,6 @@ void check_scopes(const std::vector<std::string>& scopes, bool admin) {
   }
 }
 
-// "30d", "12h", "90m", "45s" → seconds; a usage error for anything else.
-std::int64_t duration_seconds(const std::string& text) {
-  const auto bad = [&](const std::string& why) {
-    return CLI::ValidationError("--expires-in", why + ", got \"" + text + "\" (e.g. 30d, 12h, 90m, 45s)");
-  };
-  if (text.size() < 2) throw bad("must be a number and a unit (s, m, h or d)");
-  const char unit = text.back();
-  std::int64_t per = 0;
-  switch (unit) {
-    case 's': per = 1; break;
-    case 'm': per = 60; break;
-    case 'h': per = 3600; break;
-    case 'd': per = 86400; break;
-    default: throw bad(std::string("unknown unit '") + unit + "': the units are s, m, h and d");
-  }
-  const std::string_view digits(text.data(), text.size() - 1);
-  if (!std::all_of(digits.begin(), digits.end(), [](char c) { return c >= '0' && c <= '9'; })) {
-    throw bad("must be a whole number above 0 and a unit");
-  }
-  const std::optional<std::int64_t> n = parse_int(digits, 0, kExpiresInSecondsMax);
-  if (!n || *n == 0 || *n > kExpiresInSecondsMax / per) {
-    throw bad("must be above 0 and at most 100 years");
-  }
-  return *n * per;
-}
-
 // The request of `key create` from its flags, or a usage error (nothing sent).
 client::CreateKeyRequest key_request(const KeyCreateArgs& k) {
   if (k.admin && k.account->count() > 0) {
@@ -112,21 +80,7 @@ client::CreateKeyRequest key_request(const KeyCreateArgs& k) {
   check_scopes(k.scopes, k.admin);
   client::CreateKeyRequest r;
   r.scopes = k.scopes;
-  if (k.expires_in_option->count() > 0 && k.expires_at_option->count() > 0) {
-    throw CLI::ValidationError("--expires-in", "give --expires-in or --expires-at, not both");
-  }
-  if (k.expires_in_option->count() > 0) {
-    const std::int64_t seconds = duration_seconds(k.expires_in);
-    const auto now = std::chrono::time_point_cast<std::chrono::milliseconds>(std::chrono::system_clock::now());
-    r.expires_at = format_rfc3339_ms(now.time_since_epoch().count() + seconds * 1000);
-  }
-  if (k.expires_at_option->count() > 0) {
-    if (!parse_rfc3339_ms(k.expires_at)) {
-      throw CLI::ValidationError("--expires-at", "must be an RFC 3339 time such as 2027-01-31T12:00:00Z, got \"" +
-                                                     k.expires_at + "\"");
-    }
-    r.expires_at = k.expires_at;
-  }
+  r.expires_at = expiry_of(k.expiry);
   if (k.name_option->count() > 0) {
     if (k.name.empty() || k.name.size() > limits::kKeyNameBytesMax) {
       throw CLI::ValidationError("--name", "must be 1 to 100 bytes, got " + std::to_string(k.name.size()));
@@ -160,11 +114,7 @@ void add_key_create(CLI::App* key, int& exit_code) {
                      "what the key may do, repeated: holds:write, jobs:write, read (account keys; default: all "
                      "three), or admin, admin:read (--admin: one of them)")
       ->allow_extra_args(false);
-  k->expires_in_option = create->add_option("--expires-in", k->expires_in,
-                                            "the key stops working after this long: 30d, 12h, 90m, 45s (counted "
-                                            "from this machine's clock)");
-  k->expires_at_option = create->add_option("--expires-at", k->expires_at,
-                                            "the key stops working at this RFC 3339 time (e.g. 2027-01-31T12:00:00Z)");
+  add_expiry_options(create, k->expiry, "the key stops working");
   k->name_option = create->add_option("--name", k->name, "a name to know the key by in lists (1-100 bytes)");
   add_connection_options(create, a->connection);
   create->callback([a, k, &exit_code] {

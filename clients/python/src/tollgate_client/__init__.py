@@ -17,7 +17,7 @@ from .errors import (ForbiddenError, InsufficientCreditsError, InvalidArgumentEr
                      RateLimitedError, RefundExceedsChargeError, TollgateError, TransportError, UnavailableError)
 from .hold import HoldContext
 from .models import (Account, AccountPage, Audit, AuditViolation, Event, EventPage, Hold, HoldPage, IdempotencyKey,
-                     Job, JobHistory, JobHistoryEntry, JobPage, KeyInfo, KeyPage, KeySummary, Lock, NewKey,
+                     Job, JobHistory, JobHistoryEntry, JobPage, KeyInfo, KeyPage, KeySummary, Lock, Lot, LotDraw, LotPage, NewKey,
                      RateLimitDecision, RateLimitReset, Readiness, RevokedKey, Transfer, TransferRecord, DeletedWebhookEndpoint,
                      WebhookDelivery, WebhookDeliveryPage, WebhookEndpoint, WebhookEndpointPage)
 from .transport import CallInfo, RetryPolicy
@@ -27,7 +27,8 @@ __all__ = [
     "Account", "AccountPage", "Audit", "AuditViolation", "CallInfo", "Client", "Event", "EventPage", "ForbiddenError",
     "Hold",
     "HoldContext", "HoldPage", "IdempotencyKey", "InsufficientCreditsError", "InvalidArgumentError", "Job",
-    "JobHistory", "JobHistoryEntry", "JobPage", "KeyInfo", "KeyPage", "KeySummary", "Lock", "NewKey", "NotFoundError",
+    "JobHistory", "JobHistoryEntry", "JobPage", "KeyInfo", "KeyPage", "KeySummary", "Lock", "Lot", "LotDraw", "LotPage",
+    "NewKey", "NotFoundError",
     "ProblemError", "RateLimitDecision", "RateLimitReset", "RateLimitedError", "Readiness", "RefundExceedsChargeError",
     "RetryPolicy", "RevokedKey", "TollgateError", "Transfer", "TransferRecord", "TransportError", "UNCHANGED",
     "UnavailableError", "DeletedWebhookEndpoint", "WebhookDelivery", "WebhookDeliveryPage", "WebhookEndpoint",

@@ -26,7 +26,7 @@ from . import validate as v
 from .errors import InvalidArgumentError, ProblemError, TransportError
 from .hold import HoldContext
 from .models import (Account, AccountPage, Audit, EventPage, Hold, HoldPage, IdempotencyKey, Job, JobHistory,
-                     JobPage, KeyInfo, KeyPage, Lock, NewKey, RateLimitDecision, RateLimitReset, Readiness, RevokedKey,
+                     JobPage, KeyInfo, KeyPage, Lock, LotPage, NewKey, RateLimitDecision, RateLimitReset, Readiness, RevokedKey,
                      Transfer, TransferRecord, DeletedWebhookEndpoint, WebhookDeliveryPage, WebhookEndpoint,
                      WebhookEndpointPage)
 from .transport import CallInfo, Resend, RetryPolicy, Transport, encode_component, new_request_id
@@ -182,11 +182,33 @@ class Client:
         path = "/v1/accounts/" + encode_component(v.identifier("account_id", account_id))
         return Account.from_json(self._transport.call("PATCH", path, body, has_body=True, retry=self._retry))
 
-    def credit(self, account_id: str, amount: int, reference: str) -> Transfer:
-        """POST /v1/accounts/{account_id}/credits (admin): the same reference again adds nothing (200)."""
-        body = {"amount": v.amount("amount", amount), "reference": v.identifier("reference", reference)}
+    def credit(self, account_id: str, amount: int, reference: str, *,
+               expires_at: str | datetime.datetime | None = None, priority: int | None = None,
+               category: str | None = None) -> Transfer:
+        """POST /v1/accounts/{account_id}/credits (admin): the credit makes a lot (``event.lot_id``).
+        ``expires_at``: RFC 3339 (or an aware datetime) in the future, when the lot's unspent credits
+        expire (None: never); ``priority``: 0-100, lower spent first (None: 50); ``category``:
+        ``"paid"`` or ``"promotional"`` (None: paid). The same reference again adds nothing (200),
+        whatever lot fields it carries."""
+        body: dict[str, Any] = {"amount": v.amount("amount", amount), "reference": v.identifier("reference", reference)}
+        if expires_at is not None:
+            body["expires_at"] = v.timestamp("expires_at", expires_at)
+        if priority is not None:
+            body["priority"] = v.integer("priority", priority, 0, v.LOT_PRIORITY_MAX)
+        if category is not None:
+            body["category"] = v.one_of("category", category, v.LOT_CATEGORIES)
         path = "/v1/accounts/" + encode_component(v.identifier("account_id", account_id)) + "/credits"
         return Transfer.from_json(self._post(path, body))
+
+    def list_lots(self, account_id: str, *, status: str | None = None, limit: int | None = None,
+                  starting_after: str | None = None) -> LotPage:
+        """GET /v1/accounts/{account_id}/lots (scope read): the account's credit lots in spending
+        order; ``status`` ``active``, ``expired`` or ``spent`` (None: all); page on with the last
+        one's ``lot_id``."""
+        path = target("/v1/accounts/" + encode_component(v.identifier("account_id", account_id)) + "/lots",
+                      status=None if status is None else v.one_of("status", status, v.LOT_STATUSES),
+                      limit=optional_limit(limit), starting_after=optional_id("starting_after", starting_after))
+        return LotPage.from_json(self._get(path))
 
     def debit(self, account_id: str, amount: int, reference: str, reason: str) -> Transfer:
         """POST /v1/accounts/{account_id}/debits (admin): 409 insufficient_credits if not available."""

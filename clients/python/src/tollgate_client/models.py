@@ -54,7 +54,7 @@ class Account(Model):
     frozen: bool
     active_holds: int
     created_at: str
-    expired: int = 0  # credits whose lot ran out unspent (0 until credits carry an expiry)
+    expired: int = 0  # credits whose lot ran out unspent (0 from a server older than lots)
     max_active_holds: int | None = None
     oldest_active_hold_age_ms: int | None = None
     low_balance_threshold: int | None = None  # balance notices when available crosses it; None: none
@@ -65,10 +65,41 @@ class Account(Model):
 
 
 @dataclass(frozen=True)
+class LotDraw(Model):
+    """What a hold took from one credit lot."""
+
+    lot_id: str
+    amount: int
+
+
+@dataclass(frozen=True)
+class Lot(Model):
+    """A credit lot (api.md, Credit lots): the credits of one credit, spent in order (lowest
+    ``priority``, soonest ``expires_at``, oldest). ``available + reserved + used + expired ==
+    amount``; ``status`` is ``active``, ``expired`` (``expires_at`` has passed) or ``spent``."""
+
+    lot_id: str
+    category: str  # "paid" | "promotional"
+    priority: int
+    amount: int
+    available: int
+    reserved: int
+    used: int
+    expired: int
+    created_at: str
+    status: str
+    reference: str | None = None  # the credit's; None for the lot an upgrade made
+    expires_at: str | None = None  # None: never expires
+
+
+@dataclass(frozen=True)
 class Hold(Model):
     """A reservation; ``status`` is ``active``, ``committed``, ``released`` or ``expired``.
     ``refunded_amount``: what refunds have given back of ``committed_amount`` (never more; 0 from a
-    server older than refunds)."""
+    server older than refunds). ``lots``: its draw, what it took from each credit lot in draw order
+    (what came from the overdraft is in none; empty from a server older than lots)."""
+
+    NESTED = {"lots": LotDraw}
 
     hold_id: str
     account_id: str
@@ -83,6 +114,7 @@ class Hold(Model):
     late_outcome: str | None = None  # "charged" | "forgiven": a commit after expiry
     release_reason: str | None = None
     refunded_amount: int = 0
+    lots: list[LotDraw] = field(default_factory=list)
 
 
 @dataclass(frozen=True)
@@ -100,6 +132,7 @@ class Event(Model):
     expired_after: int = 0
     hold_id: str | None = None
     job_id: str | None = None
+    lot_id: str | None = None  # credited: the lot it made; lot_expired: the lot that expired
     reference: str | None = None
     reason: str | None = None
     settings: dict[str, Any] | None = None  # account_updated: the settings after the change
@@ -132,6 +165,14 @@ class AccountPage(Model):
     NESTED = {"accounts": Account}
 
     accounts: list[Account]
+    has_more: bool
+
+
+@dataclass(frozen=True)
+class LotPage(Model):
+    NESTED = {"lots": Lot}
+
+    lots: list[Lot]
     has_more: bool
 
 
