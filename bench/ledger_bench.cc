@@ -45,6 +45,22 @@
 //   --no-wal-batching  SQLite without the WAL batching layer (to measure what it saves)
 //   --database URI     run the tollgate cells on PostgreSQL instead (see below)
 //   --instances N      with --database: N tollgate instances in this process (default 1)
+//   --lots LIST        credit lots in play (see below): each tollgate cell runs once per value
+//
+// Credit lots (--lots 1,20): by default each account is funded by one plain credit (kCreditPerAccount;
+// on a ledger with credit lots that is one lot without expiry). With --lots LIST every tollgate cell
+// runs once per value N of LIST, back to back (N = 1, then N = 20, for the same workload and caller
+// count): each account is funded by N credits of kCreditPerAccount / N each, i.e. N live lots with
+// distinct priorities (the last credit has the lowest priority: spent first) and distinct expiries
+// 10 years and more ahead, alternately paid and promotional. Every lifecycle's hold then draws from
+// one of them while each write on the account loads all N. Verified besides the above: the account
+// still has N live lots at the end (none ran out) and the lots' used sums to the accounts' (every
+// credit spent came from a lot). The table gets a lots column and a comparison of each value with the
+// first (lifecycles/s and the ratio, per workload and caller count); the JSON line gets "lots" per
+// cell and a "lots" object {"values": […], "compare": [{workload, callers, lifecycles_per_s: {N: …},
+// ratio}], "ratio_min": 0.9, "met"} (ratio = the last value against the first; met: every ratio ≥
+// 0.9, the issue's "at most 10%"). The headline figures are those of the first value. The baseline
+// cells have no lots and run once per caller count.
 //
 // PostgreSQL (--database postgresql://…): the tollgate cells run on PgStore (synchronous_commit=on,
 // set by the store's sessions; the database's clock) instead of SQLite. Each cell gets a fresh
@@ -83,6 +99,7 @@
 #include <vector>
 
 #include "core/clock.h"
+#include "core/limits.h"
 #include "ledger/ledger.h"
 #include "store/postgres/pg_conn.h"
 #include "store/postgres/pg_store.h"
@@ -115,6 +132,7 @@ struct Options {
   int checkpoint_interval_ms = -1;    // --checkpoint-interval-ms (SQLite; -1: the store's default)
   int wal_autocheckpoint_pages = -1;  // --wal-autocheckpoint (SQLite; -1: the store's default)
   int page_size = 0;                  // --page-size (SQLite, tollgate and baseline; 0: the store's)
+  std::vector<int> lots;              // --lots: live lots per account, one tollgate cell per value; empty: one plain credit
   bool postgres() const { return !database.empty(); }
 };
 
@@ -143,7 +161,10 @@ constexpr const char* kUsage =
     "                     each cell in a fresh schema, dropped afterwards (--keep keeps it); no baseline\n"
     "                     cells (the PostgreSQL baseline is pgbench: scripts/bench postgres)\n"
     "  --instances N      with --database: N instances (PgStore + Ledger, each with its own writer\n"
-    "                     connection and group committer) on the same schema; callers round-robin (default 1)\n";
+    "                     connection and group committer) on the same schema; callers round-robin (default 1)\n"
+    "  --lots LIST        credit lots: each tollgate cell once per value N, every account funded by N\n"
+    "                     credits (N live lots, distinct priorities and far expiries); the table and JSON\n"
+    "                     compare each N with the first (e.g. --lots 1,20). Default: one plain credit\n";
 
 [[noreturn]] void usage(const char* why) {
   std::fprintf(stderr, "ledger_bench: %s\n%s", why, kUsage);
@@ -219,6 +240,10 @@ Options parse(int argc, char** argv) {
       } else if (a == "--instances") {
         o.instances = std::stoi(value());
         instances_set = true;
+      } else if (a == "--lots") {
+        o.lots.clear();
+        for (auto& n : split(value())) o.lots.push_back(std::stoi(n));
+        if (o.lots.empty()) usage("--lots is empty");
       } else if (a == "--keep") {
         o.keep = true;
       } else if (a == "--allow-tmpfs") {
@@ -244,6 +269,9 @@ Options parse(int argc, char** argv) {
     if (c < 1 || c > 4096) usage("a caller count must be from 1 to 4096");
   }
   if (o.accounts < 1) usage("--accounts must be at least 1");
+  for (int n : o.lots) {
+    if (n < 1 || n > tollgate::limits::kLiveLotsPerAccountMax) usage("a lot count must be from 1 to 10000");
+  }
   if (instances_set && !o.postgres()) usage("--instances needs --database");
   if (o.instances < 1 || o.instances > 64) usage("--instances must be from 1 to 64");
   if (o.postgres()) {
@@ -330,6 +358,7 @@ struct Cell {
   std::string workload;  // hot | spread
   int callers = 0;
   std::int64_t accounts = 0;
+  int lots = 0;  // live lots per account (--lots); 0: one plain credit (and the baseline)
   double window_s = 0;
   std::int64_t measured = 0;  // lifecycles completed inside the window
   std::int64_t total = 0;     // every lifecycle completed (warm-up and tail too)
@@ -509,14 +538,47 @@ std::vector<std::string> account_ids(bool hot, std::int64_t accounts) {
   return ids;
 }
 
-// Creates the accounts and gives each kCreditPerAccount, through the group committer of `ledger`.
-bool fund_accounts(tollgate::Ledger& ledger, const std::vector<std::string>& ids, std::string& failure) {
+// Creates the accounts and gives each kCreditPerAccount, through the group committer of `ledger`:
+// in one plain credit (lots 0), or in `lots` credits of kCreditPerAccount / lots, each its own lot
+// (--lots): distinct priorities (the last credit lowest: spent first, so the lot drawn from is not
+// simply the first loaded), distinct expiries from 10 years ahead, paid and promotional in turn.
+bool fund_accounts(tollgate::Ledger& ledger, const std::vector<std::string>& ids, int lots, std::string& failure) {
   std::vector<tollgate::Command> setup;
   for (const auto& id : ids) setup.emplace_back(tollgate::CreateAccountCommand{id, 0, std::nullopt});
   if (!run_all(ledger, std::move(setup), failure)) return false;
   setup.clear();
-  for (const auto& id : ids) setup.emplace_back(tollgate::CreditCommand{id, kCreditPerAccount, "fund-" + id});
+  if (lots == 0) {
+    for (const auto& id : ids) setup.emplace_back(tollgate::CreditCommand{id, kCreditPerAccount, "fund-" + id});
+    return run_all(ledger, std::move(setup), failure);
+  }
+  constexpr std::int64_t kDayMs = 24LL * 3600 * 1000;
+  const std::int64_t now_ms =
+      std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::system_clock::now().time_since_epoch())
+          .count();
+  const std::int64_t per_lot = kCreditPerAccount / lots;  // >= 10^8: far more than any run spends from one
+  for (int i = 0; i < lots; ++i) {
+    tollgate::LotTerms terms;
+    terms.expires_at_ms = now_ms + 3653 * kDayMs + i * kDayMs;
+    terms.priority = tollgate::limits::kLotPriorityMax - (i % (tollgate::limits::kLotPriorityMax + 1));
+    terms.category = i % 2 == 0 ? tollgate::LotCategory::paid : tollgate::LotCategory::promotional;
+    for (const auto& id : ids) {
+      setup.emplace_back(tollgate::CreditCommand{id, per_lot, "fund-" + id + "-lot-" + std::to_string(i), terms});
+    }
+  }
   return run_all(ledger, std::move(setup), failure);
+}
+
+// The live lots (credits available or reserved) and the lots' used, summed over every account:
+// --lots cells check that each account still has its N live lots and that every credit used came from one.
+constexpr const char* kLotsCheckSql =
+    "SELECT coalesce(sum(CASE WHEN available > 0 OR reserved > 0 THEN 1 ELSE 0 END),0), coalesce(sum(used),0) "
+    "FROM lots";
+
+// The failure for a --lots cell whose lots do not add up (empty: they do).
+std::string lots_failure(const Cell& cell, std::int64_t live, std::int64_t lots_used, std::int64_t used) {
+  if (cell.lots == 0 || (live == cell.lots * cell.accounts && lots_used == used)) return "";
+  return "verify lots: " + std::to_string(live) + " live lots (expected " + std::to_string(cell.lots * cell.accounts) +
+         "), the lots' used " + std::to_string(lots_used) + " (the accounts' " + std::to_string(used) + ")";
 }
 
 // The measured part of a tollgate cell: `callers` callers loop reserve → commit on `ledgers`
@@ -644,13 +706,15 @@ bool audit_clean(tollgate::Ledger& ledger, Cell& cell) {
   return true;
 }
 
-Cell run_tollgate(const Options& o, const std::string& dir, bool hot, int callers) {
+Cell run_tollgate(const Options& o, const std::string& dir, bool hot, int callers, int lots) {
   Cell cell;
   cell.impl = o.async_callers ? "tollgate" : "tollgate-threads";
   cell.workload = hot ? "hot" : "spread";
   cell.callers = callers;
   cell.accounts = hot ? 1 : o.accounts;
-  const std::string path = dir + "/tollgate-" + cell.workload + "-" + std::to_string(callers) + ".db";
+  cell.lots = lots;
+  const std::string path = dir + "/tollgate-" + cell.workload + "-" + std::to_string(callers) +
+                           (lots ? "-lots" + std::to_string(lots) : std::string()) + ".db";
   remove_db(path);
 
   tollgate::SystemClock clock;
@@ -673,7 +737,7 @@ Cell run_tollgate(const Options& o, const std::string& dir, bool hot, int caller
     tollgate::Ledger ledger(*store, clock, lo);
 
     const std::vector<std::string> ids = account_ids(hot, cell.accounts);
-    if (!fund_accounts(ledger, ids, cell.failure)) return cell;
+    if (!fund_accounts(ledger, ids, lots, cell.failure)) return cell;
     run_lifecycles(o, cell, {&ledger}, ids, hot, callers, [] {}, [] {});
     if (!cell.failure.empty()) return cell;
 
@@ -698,6 +762,16 @@ Cell run_tollgate(const Options& o, const std::string& dir, bool hot, int caller
     if (used != cell.total || reserved != 0 || active != 0) {
       cell.failure = "verify: used " + std::to_string(used) + " (lifecycles " + std::to_string(cell.total) +
                      "), reserved " + std::to_string(reserved) + ", active holds " + std::to_string(active);
+    } else if (cell.lots > 0) {
+      sqlite3_stmt* l = nullptr;
+      sqlite3_prepare_v2(db, kLotsCheckSql, -1, &l, nullptr);
+      if (l && sqlite3_step(l) == SQLITE_ROW) {
+        cell.failure = lots_failure(cell, sqlite3_column_int64(l, 0), sqlite3_column_int64(l, 1), used);
+        cell.verified = cell.failure.empty();
+      } else {
+        cell.failure = std::string("verify lots: ") + sqlite3_errmsg(db);
+      }
+      sqlite3_finalize(l);
     } else {
       cell.verified = true;
     }
@@ -777,12 +851,13 @@ class TimedStore final : public tollgate::Store {
   std::atomic<std::uint64_t> calls_{0}, ns_{0}, singles_{0}, max_batch_{0};
 };
 
-Cell run_tollgate_pg(const Options& o, bool hot, int callers, int cell_no) {
+Cell run_tollgate_pg(const Options& o, bool hot, int callers, int lots, int cell_no) {
   Cell cell;
   cell.impl = o.async_callers ? "tollgate" : "tollgate-threads";
   cell.workload = hot ? "hot" : "spread";
   cell.callers = callers;
   cell.accounts = hot ? 1 : o.accounts;
+  cell.lots = lots;
   cell.instances = o.instances;
 
   // Declared first: dropped after the stores closed their connections.
@@ -817,7 +892,7 @@ Cell run_tollgate_pg(const Options& o, bool hot, int callers, int cell_no) {
       ledger_ptrs.push_back(ledgers.back().get());
     }
     const std::vector<std::string> ids = account_ids(hot, cell.accounts);
-    if (!fund_accounts(*ledgers.front(), ids, cell.failure)) return cell;
+    if (!fund_accounts(*ledgers.front(), ids, lots, cell.failure)) return cell;
 
     std::vector<TimedStore::Totals> before(stores.size()), after(stores.size());
     run_lifecycles(
@@ -857,6 +932,10 @@ Cell run_tollgate_pg(const Options& o, bool hot, int callers, int cell_no) {
       cell.failure = "verify: used " + std::to_string(used) + " (lifecycles " + std::to_string(cell.total) +
                      "), reserved " + std::to_string(reserved) + ", active holds " + std::to_string(active) + " (" +
                      std::to_string(active_rows) + " hold rows), accounts " + std::to_string(accounts);
+    } else if (cell.lots > 0) {
+      auto l = conn->exec(kLotsCheckSql);
+      cell.failure = lots_failure(cell, l.int64(0, 0), l.int64(0, 1), used);
+      cell.verified = cell.failure.empty();
     } else {
       cell.verified = true;
     }
@@ -1112,14 +1191,19 @@ int main(int argc, char** argv) {
     for (const bool is_tollgate : {true, false}) {
       if (is_tollgate ? !o.tollgate : !o.baseline) continue;
       for (int callers : o.callers) {
-        Cell c = !is_tollgate   ? run_baseline(o, dir, hot, callers)
-                 : o.postgres() ? run_tollgate_pg(o, hot, callers, cell_no++)
-                                : run_tollgate(o, dir, hot, callers);
-        std::fprintf(stderr, "  %-8s %-6s %3d callers: %10.1f lifecycles/s  p50 %8.1f us  p99 %8.1f us%s%s\n",
-                     c.impl.c_str(), c.workload.c_str(), c.callers, c.per_s, c.p50_us, c.p99_us,
-                     c.verified ? "" : "  FAILED: ", c.verified ? "" : c.failure.c_str());
-        if (!c.verified) all_ok = false;
-        cells.push_back(std::move(c));
+        // --lots: the tollgate cells of one caller count once per value, back to back.
+        const std::vector<int> lot_counts = is_tollgate && !o.lots.empty() ? o.lots : std::vector<int>{0};
+        for (const int lots : lot_counts) {
+          Cell c = !is_tollgate   ? run_baseline(o, dir, hot, callers)
+                   : o.postgres() ? run_tollgate_pg(o, hot, callers, lots, cell_no++)
+                                  : run_tollgate(o, dir, hot, callers, lots);
+          const std::string lots_note = lots ? "  " + std::to_string(lots) + " lots" : std::string();
+          std::fprintf(stderr, "  %-8s %-6s %3d callers%s: %10.1f lifecycles/s  p50 %8.1f us  p99 %8.1f us%s%s\n",
+                       c.impl.c_str(), c.workload.c_str(), c.callers, lots_note.c_str(), c.per_s, c.p50_us, c.p99_us,
+                       c.verified ? "" : "  FAILED: ", c.verified ? "" : c.failure.c_str());
+          if (!c.verified) all_ok = false;
+          cells.push_back(std::move(c));
+        }
       }
     }
   }
@@ -1128,14 +1212,27 @@ int main(int argc, char** argv) {
     fs::remove_all(dir, ec);
   }
 
-  // The table.
+  // The table (with --lots, a lots column after the callers).
+  const bool with_lots = !o.lots.empty();
+  auto lots_col = [&](const Cell* c) -> std::string {
+    if (!with_lots) return "";
+    char buf[16];
+    if (c == nullptr) {
+      std::snprintf(buf, sizeof buf, " %5s", "lots");
+    } else if (c->lots > 0) {
+      std::snprintf(buf, sizeof buf, " %5d", c->lots);
+    } else {
+      std::snprintf(buf, sizeof buf, " %5s", "-");
+    }
+    return buf;
+  };
   if (o.postgres()) {
-    std::printf("\n%-18s %9s %7s %14s %10s %10s %10s %10s %15s %9s %9s %9s %9s %s\n", "workload", "instances",
-                "callers", "lifecycles/s", "p50 us", "p99 us", "max us", "mean us", "per caller", "avg batch",
-                "max batch", "batches/1", "batch ms", "verified");
+    std::printf("\n%-18s %9s %7s%s %14s %10s %10s %10s %10s %15s %9s %9s %9s %9s %s\n", "workload", "instances",
+                "callers", lots_col(nullptr).c_str(), "lifecycles/s", "p50 us", "p99 us", "max us", "mean us",
+                "per caller", "avg batch", "max batch", "batches/1", "batch ms", "verified");
   } else {
-    std::printf("\n%-18s %7s %14s %10s %10s %10s %10s %15s %9s %9s %9s %9s %s\n", "workload", "callers",
-                "lifecycles/s", "p50 us", "p99 us", "max us", "mean us", "per caller", "avg batch", "apply us",
+    std::printf("\n%-18s %7s%s %14s %10s %10s %10s %10s %15s %9s %9s %9s %9s %s\n", "workload", "callers",
+                lots_col(nullptr).c_str(), "lifecycles/s", "p50 us", "p99 us", "max us", "mean us", "per caller", "avg batch", "apply us",
                 "sync us", "inline", "verified");
   }
   for (const auto& c : cells) {
@@ -1147,8 +1244,8 @@ int main(int argc, char** argv) {
       const std::string batch_ms = c.apply_calls ? num(static_cast<double>(c.apply_ns) / c.apply_calls / 1e6, 2) : "-";
       const std::string singles =
           c.apply_calls ? num(100.0 * static_cast<double>(c.single_batches) / c.apply_calls, 0) + "%" : "-";
-      std::printf("%-18s %9d %7d %14s %10s %10s %10s %10s %15s %9s %9s %9s %9s %s\n",
-                  (c.impl + " " + c.workload).c_str(), c.instances, c.callers, num(c.per_s).c_str(),
+      std::printf("%-18s %9d %7d%s %14s %10s %10s %10s %10s %15s %9s %9s %9s %9s %s\n",
+                  (c.impl + " " + c.workload).c_str(), c.instances, c.callers, lots_col(&c).c_str(), num(c.per_s).c_str(),
                   num(c.p50_us).c_str(), num(c.p99_us).c_str(), num(c.max_us).c_str(), num(c.mean_us).c_str(),
                   spread_per_caller.c_str(), extra.c_str(), std::to_string(c.max_batch).c_str(), singles.c_str(),
                   batch_ms.c_str(), c.verified ? "ok" : ("FAILED: " + c.failure).c_str());
@@ -1157,8 +1254,8 @@ int main(int argc, char** argv) {
       const std::string apply_us = tg ? num(static_cast<double>(c.gc_apply_ns) / c.batches / 1e3) : "-";
       const std::string sync_us = tg && c.gc_syncs ? num(static_cast<double>(c.gc_sync_ns) / c.gc_syncs / 1e3) : "-";
       const std::string inline_share = tg ? num(100.0 * static_cast<double>(c.gc_inline) / c.batches, 0) + "%" : "-";
-      std::printf("%-18s %7d %14s %10s %10s %10s %10s %15s %9s %9s %9s %9s %s\n", (c.impl + " " + c.workload).c_str(),
-                  c.callers, num(c.per_s).c_str(), num(c.p50_us).c_str(), num(c.p99_us).c_str(), num(c.max_us).c_str(),
+      std::printf("%-18s %7d%s %14s %10s %10s %10s %10s %15s %9s %9s %9s %9s %s\n", (c.impl + " " + c.workload).c_str(),
+                  c.callers, lots_col(&c).c_str(), num(c.per_s).c_str(), num(c.p50_us).c_str(), num(c.p99_us).c_str(), num(c.max_us).c_str(),
                   num(c.mean_us).c_str(), spread_per_caller.c_str(), extra.c_str(), apply_us.c_str(), sync_us.c_str(),
                   inline_share.c_str(), c.verified ? "ok" : ("FAILED: " + c.failure).c_str());
     }
@@ -1208,6 +1305,55 @@ int main(int argc, char** argv) {
                 one_met ? "met" : "NOT met");
   }
 
+  // --lots: per workload and caller count, each value's rate beside the first's, and the ratio of the
+  // last value to the first (the issue's aim: 20 lots within 10% of 1 lot: ratio >= 0.9).
+  constexpr double kLotsRatioMin = 0.9;
+  std::string lots_json;
+  bool lots_met = true;
+  if (with_lots) {
+    const std::string impl = o.async_callers ? "tollgate" : "tollgate-threads";
+    std::printf("\ncredit lots: lifecycles/s with each account's live lots (same run, cells back to back)\n");
+    std::printf("%-10s %7s", "workload", "callers");
+    for (int n : o.lots) std::printf(" %12s", (std::to_string(n) + " lots").c_str());
+    std::printf(" %10s\n", o.lots.size() > 1 ? (std::to_string(o.lots.back()) + "/" + std::to_string(o.lots.front())).c_str()
+                                              : "ratio");
+    lots_json = ",\"lots\":{\"values\":[";
+    for (std::size_t i = 0; i < o.lots.size(); ++i) lots_json += (i ? "," : "") + std::to_string(o.lots[i]);
+    lots_json += "],\"compare\":[";
+    bool first_row = true;
+    for (const char* workload : {"hot", "spread"}) {
+      for (int callers : o.callers) {
+        std::vector<const Cell*> row;
+        for (int n : o.lots) {
+          const Cell* found = nullptr;
+          for (const auto& c : cells) {
+            if (c.impl == impl && c.workload == workload && c.callers == callers && c.lots == n) found = &c;
+          }
+          row.push_back(found);
+        }
+        if (row.front() == nullptr) continue;
+        const Cell* first = row.front();
+        const Cell* last = row.back();
+        const bool have = first && last && first->per_s > 0;
+        const double r = have ? last->per_s / first->per_s : 0;
+        if (!have || r < kLotsRatioMin) lots_met = false;
+        std::printf("%-10s %7d", workload, callers);
+        for (const Cell* c : row) std::printf(" %12s", rate_or_null(c).c_str());
+        std::printf(" %10s\n", have ? num(r, 3).c_str() : "-");
+        lots_json += std::string(first_row ? "" : ",") + "{\"workload\":" + json_string(workload) +
+                     ",\"callers\":" + std::to_string(callers) + ",\"lifecycles_per_s\":{";
+        for (std::size_t i = 0; i < row.size(); ++i) {
+          lots_json += (i ? ",\"" : "\"") + std::to_string(o.lots[i]) + "\":" + rate_or_null(row[i]);
+        }
+        lots_json += "},\"ratio\":" + (have ? num(r, 3) : std::string("null")) + "}";
+        first_row = false;
+      }
+    }
+    lots_json += "],\"ratio_min\":" + num(kLotsRatioMin, 2) + ",\"met\":" + (lots_met ? "true" : "false") + "}";
+    std::printf("(ratio = the last lot count's rate over the first's; aim: >= %.2f: %s)\n", kLotsRatioMin,
+                lots_met ? "met" : "NOT met");
+  }
+
   auto avg_batch = [](const Cell* c) {
     return c && c->batches ? num(static_cast<double>(c->commands) / c->batches, 2) : std::string("null");
   };
@@ -1253,13 +1399,14 @@ int main(int argc, char** argv) {
     json += ",\"fs_type\":" + json_string(fsi.type);
     json += ",\"sqlite_version\":" + json_string(sqlite3_libversion());
   }
+  json += lots_json;
   json += ",\"cells\":[";
   for (std::size_t i = 0; i < cells.size(); ++i) {
     const Cell& c = cells[i];
     if (i) json += ",";
     json += "{\"impl\":" + json_string(c.impl) + ",\"workload\":" + json_string(c.workload) +
             ",\"callers\":" + std::to_string(c.callers) + ",\"accounts\":" + std::to_string(c.accounts) +
-            ",\"lifecycles_per_s\":" + num(c.per_s) + ",\"p50_us\":" + num(c.p50_us) +
+            (with_lots ? ",\"lots\":" + std::to_string(c.lots) : std::string()) + ",\"lifecycles_per_s\":" + num(c.per_s) + ",\"p50_us\":" + num(c.p50_us) +
             ",\"p90_us\":" + num(c.p90_us) + ",\"p99_us\":" + num(c.p99_us) + ",\"max_us\":" + num(c.max_us) +
             ",\"mean_us\":" + num(c.mean_us) + ",\"caller_min_lifecycles\":" + std::to_string(c.caller_min) +
             ",\"caller_max_lifecycles\":" + std::to_string(c.caller_max) +
