@@ -54,6 +54,10 @@ void add_hold_key(std::string_view hold_id, LedgerKeys& k) {
   k.hold_ids.emplace_back(hold_id);
   if (auto seq = hold_id_seq(hold_id)) k.hold_seqs.push_back(*seq);
 }
+void add_refund_key(std::string_view hold_id, LedgerKeys& k) {
+  add_hold_key(hold_id, k);
+  k.refunds = true;
+}
 void add_keys(const CommitCommand& c, LedgerKeys& k) {
   add_hold_key(c.hold_id, k);
   ++k.live_holds_ending_max;
@@ -652,6 +656,9 @@ Result<TransferOutcome> transfer(Context& x, const TransferCommand& c, EventType
   if (!after) return after.error();
   std::optional<std::int64_t> lot_seq;
   if constexpr (std::is_same_v<TransferCommand, CreditCommand>) {
+    // What pays debt is judged on what readers see: an overdue hold's overdraft is no debt.
+    if (expire_overdue_of(s, c.account_id)) after = move();
+    if (!after) return after.error();
     auto lot = new_lot(s, *a, c);  // before the balances change: what pays the base's debt
     if (!lot) return lot.error();
     lot_seq = *lot;

@@ -107,6 +107,9 @@ struct LedgerKeys {
   std::vector<std::string> view_accounts;
   std::int64_t new_holds_max = 0;     // reserve commands: the most hold sequence numbers needed
   std::int64_t new_lots_max = 0;      // credits: the most lot sequence numbers needed
+  // A refund is in the batch: the lots the holds named by id drew from are loaded even when spent
+  // (a commit or release only gives back to live lots, which are loaded with their account).
+  bool refunds = false;
   std::int64_t overdue_max = 0;       // the reaper's passes: overdue holds of any account, at most
   // and as many overdue credit lots (available credits past expires_at) of any account
   std::int64_t live_holds_ending_max = 0;  // commits and releases: live holds that may end
@@ -143,6 +146,8 @@ void add_keys(const UpdateAccountCommand& c, LedgerKeys& k);
 // A hold named by id (commit, release, extend, a slice's change of a hold it owns): its account is
 // locked too.
 void add_hold_key(std::string_view hold_id, LedgerKeys& k);
+// A hold to refund (LedgerBatch::refund_hold): as add_hold_key, and the lots it drew are loaded.
+void add_refund_key(std::string_view hold_id, LedgerKeys& k);
 void finish(LedgerKeys& k);
 
 // What an account's effective view needs beyond its row: readers see overdue holds as expired
@@ -173,7 +178,8 @@ struct LedgerSnapshot {
   std::vector<AccountView> views;  // of Keys::view_accounts that exist
   // Credit lots (core/lots.h): every lot of each locked account with credits available or reserved
   // (all an account can spend or give back to, and the base's available is the account's minus
-  // theirs), and the lots the loaded holds drew from (a refund gives back to spent lots too). For a
+  // theirs), and with Keys::refunds the lots the holds named by id drew from (a refund gives back to
+  // spent lots too). For a
   // reaper pass, also the oldest lots of any account with available credits past expires_at (at
   // most Keys::overdue_max), their accounts locked and their live lots loaded. Duplicates allowed.
   std::vector<Lot> lots;

@@ -95,7 +95,14 @@ LotStatus status(const Lot& lot, std::int64_t now_ms) {
   return lot.available > 0 || lot.reserved > 0 ? LotStatus::active : LotStatus::spent;
 }
 
-LotView lot_view(Lot lot, std::int64_t now_ms) {
+LotView lot_view(Lot lot, std::int64_t now_ms, std::int64_t held_by_overdue_holds) {
+  TG_ASSERT(held_by_overdue_holds >= 0 && held_by_overdue_holds <= lot.reserved);
+  lot.reserved -= held_by_overdue_holds;
+  if (is_overdue(lot, now_ms)) {
+    lot.expired += held_by_overdue_holds;
+  } else {
+    lot.available += held_by_overdue_holds;
+  }
   const LotStatus s = status(lot, now_ms);
   if (is_overdue(lot, now_ms)) expire(lot);
   return LotView{std::move(lot), s};

@@ -46,13 +46,14 @@ std::string_view lot_status_name(LotStatus status);
 std::optional<LotStatus> parse_lot_status(std::string_view name);
 // expired: past its expires_at; active: credits available or reserved; spent: neither.
 LotStatus status(const Lot& lot, std::int64_t now_ms);
-// The lot as a reader sees it at `now_ms`: an overdue lot's available credits are already expired
-// (the reaper writes it later), and its status.
+// The lot as a reader sees it at `now_ms`: what overdue holds drew from it (`held_by_overdue_holds`)
+// is already given back, and an overdue lot's available credits are already expired (the reaper
+// writes both later); and its status.
 struct LotView {
   Lot lot;
   LotStatus status = LotStatus::active;
 };
-LotView lot_view(Lot lot, std::int64_t now_ms);
+LotView lot_view(Lot lot, std::int64_t now_ms, std::int64_t held_by_overdue_holds = 0);
 
 // The account as a reader sees it at some instant, after rules::account_view counted its overdue
 // holds as given back: the available credits of its overdue lots (`overdue_lots_available`) and

@@ -431,7 +431,6 @@ void append_json(std::string& out, const lots::LotView& v) {
   const Lot& l = v.lot;
   ObjectWriter o(out);
   o.str("lot_id", lot_id(l.seq));
-  o.str("account_id", l.account_id);
   if (l.reference) {
     o.str("reference", *l.reference);
   } else {

@@ -15,7 +15,7 @@ void RefundSlice::finish(RefundKeys& k) {
 
 void RefundSlice::add_keys(const RefundCommand& c, RefundKeys& k, batch::LedgerKeys& ledger) {
   k.request_ids.push_back(c.request_id);
-  batch::add_hold_key(c.hold_id, ledger);  // its account is locked: one hold's refunds in turn
+  batch::add_refund_key(c.hold_id, ledger);  // its account is locked: one hold's refunds in turn
 }
 
 Status RefundSlice::validate(const RefundCommand& c, const ValidationLimits& /*limits*/) {

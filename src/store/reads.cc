@@ -321,9 +321,25 @@ Result<Page<lots::LotView>> Lists::list_lots(const LotQuery& query, const PageRe
       expires = cursor->terms.expires_at_ms.value_or(kLotNeverExpires);
       seq = cursor->seq;
     }
+    // What overdue holds drew is back in their lots for readers, as their credits are in the account's.
+    std::map<std::int64_t, std::int64_t> overdue;
+    bool readable = true;
+    db.each(sql.overdue_hold_draws, {query.account_id, now}, [&](const ReadRow& r) {
+      const auto draws = lots::parse_draws(r.text(0));
+      if (!draws) {
+        readable = false;
+        return;
+      }
+      for (const LotDraw& d : *draws) overdue[d.lot_seq] += d.amount;
+    });
+    if (!readable) return Error::make(Code::internal, "a hold of account " + query.account_id + " has unreadable lots");
     const std::size_t shape = query.status ? 1 + static_cast<std::size_t>(*query.status) : 0;
     return page_of(rows_of(db, sql.lots.at(shape), {query.account_id, now, priority, expires, seq, page.limit + 1},
-                           [&](const ReadRow& r) { return lots::lot_view(r.lot(), now); }),
+                           [&](const ReadRow& r) {
+                             Lot lot = r.lot();
+                             const auto it = overdue.find(lot.seq);
+                             return lots::lot_view(std::move(lot), now, it == overdue.end() ? 0 : it->second);
+                           }),
                    page);
   });
 }

@@ -101,6 +101,7 @@ struct ReadSql {
   std::string lot_by_seq;                    // 1 seq (kLotColumns)
   std::string lots_of_account;               // 1 account_id: every lot, by seq
   std::string active_hold_draws;             // 1 account_id → lots of its active holds that drew any
+  std::string overdue_hold_draws;            // 1 account_id, 2 now_ms → the same, of its overdue holds
   // An account's lots in spending order after a position, by status filter (none, then each
   // lots::LotStatus): 1 account_id, 2 now_ms, 3 priority, 4 expires_at_ms or kLotNeverExpires,
   // 5 seq (the position after which to read), 6 limit.

@@ -97,6 +97,8 @@ void lot_statements(const Writer& w, const Columns& c, ReadSql& s) {
   s.lot_by_seq = std::string("SELECT ") + c.lot + " FROM lots WHERE seq = " + w.p(1, "bigint");
   s.lots_of_account = std::string("SELECT ") + c.lot + " FROM lots WHERE account_id = " + w.p(1) + " ORDER BY seq";
   s.active_hold_draws = "SELECT lots FROM holds WHERE account_id = " + w.p(1) + " AND status = 'active' AND lots IS NOT NULL";
+  s.overdue_hold_draws = "SELECT lots FROM holds WHERE account_id = " + w.p(1) +
+                         " AND status = 'active' AND expires_at_ms <= " + w.p(2, "bigint") + " AND lots IS NOT NULL";
   const std::string never = std::to_string(kLotNeverExpires);
   const std::string expires = "coalesce(expires_at_ms, " + never + ")";
   const std::string now = w.p(2, "bigint");

@@ -110,7 +110,7 @@ class World {
   }
 
   // As the stores: the accounts of the oldest overdue lots (a reaper pass), then every locked
-  // account's live lots, then what the loaded holds of locked accounts drew.
+  // account's live lots, then (for a refund) what the loaded holds of locked accounts drew.
   void load_lots(const batch::Keys& k, batch::Snapshot& s) const {
     std::vector<const Lot*> overdue;
     for (const auto& [seq, lot] : lots) {
@@ -128,6 +128,7 @@ class World {
     for (const auto& [seq, lot] : lots) {
       if (is_locked(lot.account_id) && (lot.available > 0 || lot.reserved > 0)) s.lots.push_back(lot);
     }
+    if (!k.refunds) return;  // a commit or release gives back to live lots only
     for (const Hold& h : s.holds) {
       if (!is_locked(h.account_id)) continue;
       for (const LotDraw& d : h.lots) s.lots.push_back(lots.at(d.lot_seq));

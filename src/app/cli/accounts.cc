@@ -46,9 +46,6 @@ std::optional<std::int64_t> none_or_int(const std::string& text, std::int64_t mi
   return n;
 }
 
-// A lot's priority (api.md, Credit lots): 0 to 100, lower spent first.
-constexpr std::int64_t kLotPriorityMin = 0;
-constexpr std::int64_t kLotPriorityMax = 100;
 
 // What `account credit` parses into, beside Args: the lot's fields (api.md, Credit lots).
 struct CreditArgs {
@@ -100,7 +97,7 @@ void add_account_credit(CLI::App* account, int& exit_code) {
   add_expiry_options(credit, k->expiry, "the lot's unspent credits expire");
   k->priority_option = credit->add_option("--priority", k->priority, "the lot's priority: lower is spent first "
                                                                      "(server default 50)")
-                           ->transform(integer_range(kLotPriorityMin, kLotPriorityMax));
+                           ->transform(integer_range(0, limits::kLotPriorityMax));  // lower is spent first
   k->category_option = credit->add_option("--category", k->category, "paid (server default) or promotional")
                            ->check(CLI::IsMember({"paid", "promotional"}));
   add_connection_options(credit, a->connection);

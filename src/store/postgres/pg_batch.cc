@@ -270,7 +270,7 @@ batch::Snapshot PgBatchIo::begin_and_load(const batch::Keys& keys) {
   const std::size_t keys_at = keys.key_ids.empty() ? kNone : add(kKeys, Params(text_array(keys.key_ids)));
   const std::size_t new_seqs_at = keys.new_holds_max > 0 ? add(kNewSeqs, Params(keys.new_holds_max)) : kNone;
   const std::size_t live_lots_at = named ? add(kLiveLots, Params(accounts, seqs)) : kNone;
-  const std::size_t drawn_lots_at = keys.hold_seqs.empty() ? kNone : add(kDrawnLots, Params(seqs));
+  const std::size_t drawn_lots_at = keys.refunds && !keys.hold_seqs.empty() ? add(kDrawnLots, Params(seqs)) : kNone;
   const std::size_t new_lot_seqs_at = keys.new_lots_max > 0 ? add(kNewLotSeqs, Params(keys.new_lots_max)) : kNone;
   // Each slice's loads, by its loader for this dialect (pg_slices.h), in registration order.
   const auto slice_loads = add_slice_loads(keys, st);

@@ -184,7 +184,8 @@ void SqliteBatchIo::load_lots(const batch::Keys& keys, batch::Snapshot& s, std::
     Query q(db_.stmt(live.c_str()), a.account_id);
     while (q.step()) s.lots.push_back(read_lot(q.row()));
   }
-  // What the loaded holds drew (a refund gives back to a spent lot too).
+  // What the loaded holds drew, for a refund (it gives back to a spent lot too).
+  if (!keys.refunds) return;
   for (const Hold& h : s.holds) {
     if (loaded.count(h.account_id) == 0) continue;  // a hold the batch only answers (a reserve's replay)
     for (const LotDraw& d : h.lots) {
