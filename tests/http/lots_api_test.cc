@@ -138,6 +138,51 @@ TEST_F(HttpLots, AHoldWhoseLotExpiresWhileActiveEndsInUsedExpiredAndExpired) {
   for (const std::string& a : accounts) EXPECT_TRUE(audit_clean(admin(), a));
 }
 
+TEST_F(HttpLots, AnOverdueHoldsCreditsAreBackInItsLotsForReadersBeforeTheReaperRuns) {
+  // The account's figures are its lots' plus what came from no lot: when reads show an overdue hold
+  // as expired and its credits as available (api.md, holds), its lots must show them back too.
+  const std::string account = new_account();
+  const std::string first = lot(account, 3, {{"priority", 1}});
+  const std::string second = lot(account, 10);
+  const json::object h = make_hold(account, 10, {{"ttl_ms", 300}});  // 3 + 7
+  EXPECT_EQ(hold_draws(h), (Draws{{first, 3}, {second, 7}}));
+  EXPECT_EQ(balances(account), (AccountView{3, 10, 0, 0, 13}));
+  sleep_until_wall_ms(parse_rfc3339_ms(jstr(h, "expires_at")).value_or(0) + 50);
+  EXPECT_EQ(jstr(admin().get("/v1/holds/" + jstr(h, "hold_id")).object(), "status"), "expired");
+  EXPECT_EQ(balances(account), (AccountView{13, 0, 0, 0, 13}));
+  EXPECT_EQ(figures(lot_named(account, first)), (Figures{3, 3, 0, 0, 0, "active"}));
+  EXPECT_EQ(figures(lot_named(account, second)), (Figures{10, 10, 0, 0, 0, "active"}));
+  // A hold now draws from the lots as they are: the first lot first.
+  const json::object next = make_hold(account, 4);
+  EXPECT_EQ(hold_draws(next), (Draws{{first, 3}, {second, 1}}));
+  EXPECT_EQ(figures(lot_named(account, first)), (Figures{3, 0, 3, 0, 0, "active"}));
+  EXPECT_EQ(figures(lot_named(account, second)), (Figures{10, 9, 1, 0, 0, "active"}));
+  EXPECT_EQ(balances(account), (AccountView{9, 4, 0, 0, 13}));
+  EXPECT_TRUE(audit_clean(admin(), account));
+}
+
+TEST_F(HttpLots, ACreditAfterAnOverdraftHoldRanOutIsALotOfAllOfIt) {
+  // 8 reserved: 3 from the lot, 5 from the overdraft. The hold runs out: nothing was spent, there is
+  // no debt, and the next credit is a lot of all of it — as it is once the reaper has written the
+  // expiry (its interval here is an hour: the credit is the first write to meet the hold).
+  const std::string account = new_account(5);
+  const std::string paid = lot(account, 3);
+  const json::object h = make_hold(account, 8, {{"ttl_ms", 300}});
+  EXPECT_EQ(hold_draws(h), (Draws{{paid, 3}}));
+  EXPECT_EQ(balances(account), (AccountView{-5, 8, 0, 0, 3}));
+  sleep_until_wall_ms(parse_rfc3339_ms(jstr(h, "expires_at")).value_or(0) + 50);
+  EXPECT_EQ(balances(account), (AccountView{3, 0, 0, 0, 3}));
+  const HttpResponse c = credit(account, 4);
+  ASSERT_EQ(c.status, 201u) << c;
+  const json::value* lot_id = c.object().at("event").as_object().if_contains("lot_id");
+  EXPECT_TRUE(lot_id && lot_id->is_string()) << "the credit paid a debt that an overdue hold's reservation is not: " << c;
+  EXPECT_EQ(balances(account), (AccountView{7, 0, 0, 0, 7}));
+  std::vector<Figures> listed;
+  for (const LotView& l : lots_of(account)) listed.push_back(figures(l));
+  EXPECT_EQ(listed, (std::vector<Figures>{{3, 3, 0, 0, 0, "active"}, {4, 4, 0, 0, 0, "active"}}));
+  EXPECT_TRUE(audit_clean(admin(), account));
+}
+
 TEST_F(HttpLots, ARefundGoesBackLastChargedFirstAndIntoExpiredOnceTheLotExpired) {
   const std::string account = new_account();
   const std::int64_t expires_at = wall_ms() + kSoonMs;

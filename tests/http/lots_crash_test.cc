@@ -1,10 +1,10 @@
 // kill -9 around credit lots' expiry (api.md "Credit lots"), on SQLite and on PostgreSQL: a real
 // server with many accounts, each with a lot that never expires and a lot (spent first: priority 10)
-// whose expires_at falls within one short window; some of those lots have holds on them. While
-// their expiries fall due — the reaper (every 10 ms) writing them, and client threads reserving
-// beside it, so that the next write on an account writes them too — the server is killed with
-// SIGKILL at a seeded moment inside the window, and started again on the same database. Twice: the
-// second round's lots expire on a database that recovered from the first kill.
+// whose expires_at falls within one short window; every third of those lots has a hold on it. While
+// their expiries fall due — the reaper (every 10 ms) writing them, and client threads crediting 1
+// to random accounts beside it, so that the next write on an account writes them too — the server
+// is killed with SIGKILL at a seeded moment inside the window, and started again on the same
+// database. Twice: the second round's lots expire on a database that recovered from the first kill.
 //
 // After each restart, once every expiry is due: every such lot is expired, with nothing available;
 // its expiry wrote exactly one lot_expired event (never two, however the kill fell), of the credits
@@ -148,8 +148,9 @@ class LotsCrash {
     return r;
   }
 
-  // Client threads reserve 1 on random accounts (each a write that meets whatever expiry is due)
-  // until the server dies; it is killed at a seeded moment inside the window.
+  // Client threads credit 1 (a lot spent last) to random accounts — each a write that meets
+  // whatever expiry is due on the account, and takes nothing from the expiring lot — until the
+  // server dies; it is killed at a seeded moment inside the window.
   void kill_inside_the_window(Round& r, std::mt19937_64& rng) {
     const std::int64_t window_start = r.window_end - kWindowMs;
     const std::int64_t kill_at = window_start + kWindowMs / 5 + static_cast<std::int64_t>(rng() % (kWindowMs * 3 / 5));
@@ -161,9 +162,10 @@ class LotsCrash {
         HttpClient client(server_->port(), kAdminKey, 5s);
         for (int n = 0; !stop.load(); ++n) {
           const int i = static_cast<int>(mine() % kAccounts);
-          const HttpResponse h = client.post("/v1/holds", json::object{{"account_id", account(i)}, {"amount", 1},
-                                                                       {"request_id", "load-" + std::to_string(seed) + "-" + std::to_string(n)}});
-          if (!h.answered()) return;  // the server died
+          const HttpResponse c = client.post(
+              "/v1/accounts/" + account(i) + "/credits",
+              json::object{{"amount", 1}, {"priority", 90}, {"reference", "load-" + std::to_string(seed) + "-" + std::to_string(n)}});
+          if (!c.answered()) return;  // the server died
         }
       });
     }

@@ -145,6 +145,7 @@ void upgrade_and_check(const std::string& database) {
   expect_one_lot_each(admin, "after the upgrade");
   server.restart();
   ASSERT_EQ(wait_until_ready(server.port()).status, 200u) << server.log();
+  admin.close();  // its connection was to the server that stopped
   expect_one_lot_each(admin, "after a second start");
 
   // alice's lot is the one a hold draws from; dave's next credit pays his 3 first.
