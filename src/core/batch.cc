@@ -7,11 +7,13 @@
 #include <optional>
 #include <string>
 #include <unordered_map>
+#include <unordered_set>
 #include <utility>
 
 #include "core/checked.h"
 #include "core/hold_id.h"
 #include "core/limits.h"
+#include "core/lots.h"
 #include "core/rules.h"
 
 namespace tollgate::batch {
@@ -34,6 +36,7 @@ void add_keys(const CreditCommand& c, LedgerKeys& k) {
   k.accounts.push_back(c.account_id);
   k.references.push_back(c.reference);
   k.view_accounts.push_back(c.account_id);
+  ++k.new_lots_max;
 }
 void add_keys(const DebitCommand& c, LedgerKeys& k) {
   k.accounts.push_back(c.account_id);
@@ -124,12 +127,25 @@ Event notice(const Event& movement, EventType type) {
 class LedgerBatch::State {
  public:
   State(LedgerSnapshot s, std::span<const HoldOwner> owners)
-      : now_(s.now_ms), owners_(owners), new_seqs_(std::move(s.new_hold_seqs)) {
+      : now_(s.now_ms), owners_(owners), new_seqs_(std::move(s.new_hold_seqs)), new_lot_seqs_(std::move(s.new_lot_seqs)) {
     TG_ASSERT(std::is_sorted(new_seqs_.begin(), new_seqs_.end()));
+    TG_ASSERT(std::is_sorted(new_lot_seqs_.begin(), new_lot_seqs_.end()));
     for (Account& a : s.accounts) {
       const std::string id = a.account_id;
       accounts_.try_emplace(id, Slot<Account>{a, std::move(a)});
     }
+    for (Lot& lot : s.lots) {
+      if (auto it = lots_.find(lot.seq); it != lots_.end()) {
+        TG_ASSERT(it->second.now == lot);  // the same row, loaded twice
+        continue;
+      }
+      TG_ASSERT(accounts_.count(lot.account_id) != 0);  // a lot is loaded with its (locked) account
+      if (lots::is_overdue(lot, now_) && lot.available > 0) overdue_lot_accounts_.push_back(lot.account_id);
+      account_lots_[lot.account_id].push_back(lot.seq);
+      const std::int64_t seq = lot.seq;
+      lots_.try_emplace(seq, Slot<Lot>{lot, std::move(lot)});
+    }
+    sort_unique(overdue_lot_accounts_);
     for (Hold& h : s.holds) {
       if (holds_.count(h.hold_id) != 0) {
         TG_ASSERT(holds_.at(h.hold_id).now == h);  // the same row, loaded twice
@@ -168,9 +184,52 @@ class LedgerBatch::State {
   // Results that carry a new event: (result index, event index).
   std::vector<std::pair<std::size_t, std::size_t>>& result_events() { return result_events_; }
 
+  // An account the batch touches: its overdue lots expire first (settle), once per batch, so that
+  // nothing spends from them and every view shows them expired.
   Account* account(std::string_view id) {
     auto it = accounts_.find(std::string(id));
-    return it == accounts_.end() ? nullptr : &it->second.now;
+    if (it == accounts_.end()) return nullptr;
+    settle(it->second.now);
+    return &it->second.now;
+  }
+  // Expires the account's overdue lots (lot_expired events) unless this batch did; answers how many.
+  std::int64_t settle(Account& a);  // below, with the moves
+  std::int64_t settle(std::string_view id) {
+    auto it = accounts_.find(std::string(id));
+    return it == accounts_.end() ? 0 : settle(it->second.now);
+  }
+
+  // The account's lots the batch knows (loaded, or made by it), in no particular order.
+  std::vector<Lot*> lots_of(std::string_view account_id) {
+    std::vector<Lot*> out;
+    auto it = account_lots_.find(std::string(account_id));
+    if (it == account_lots_.end()) return out;
+    out.reserve(it->second.size());
+    for (const std::int64_t seq : it->second) out.push_back(&lots_.at(seq).now);
+    return out;
+  }
+  Lot* lot_by_reference(std::string_view account_id, std::string_view reference) {
+    for (Lot* lot : lots_of(account_id)) {
+      if (lot->reference == reference) return lot;
+    }
+    return nullptr;
+  }
+  // Accounts with overdue lots still holding available credits, as loaded (the reaper's).
+  const std::vector<std::string>& overdue_lot_accounts() const { return overdue_lot_accounts_; }
+  // A new lot of `amount` for a credit; its seq comes from the snapshot's (keys_of() counted every credit).
+  Lot& insert_lot(const Account& a, const CreditCommand& c, std::int64_t amount) {
+    TG_ASSERT(next_lot_seq_ < new_lot_seqs_.size());
+    Lot lot;
+    lot.seq = new_lot_seqs_[next_lot_seq_++];
+    lot.account_id = a.account_id;
+    lot.reference = c.reference;
+    lot.terms = c.lot;
+    lot.amount = amount;
+    lot.available = amount;
+    lot.created_at_ms = now_;
+    account_lots_[a.account_id].push_back(lot.seq);
+    const std::int64_t seq = lot.seq;
+    return lots_.try_emplace(seq, Slot<Lot>{std::nullopt, std::move(lot)}).first->second.now;
   }
   Hold* hold(std::string_view id) {
     auto it = holds_.find(std::string(id));
@@ -358,6 +417,16 @@ class LedgerBatch::State {
               [](const ApiKey& a, const ApiKey& b) { return a.key_id < b.key_id; });
     std::sort(e.changed_keys.begin(), e.changed_keys.end(),
               [](const auto& a, const auto& b) { return a.after.key_id < b.after.key_id; });
+    for (auto& [seq, slot] : lots_) {
+      if (!slot.before) {
+        e.new_lots.push_back(std::move(slot.now));
+      } else if (!(*slot.before == slot.now)) {
+        e.changed_lots.push_back(Change<Lot>{std::move(*slot.before), std::move(slot.now)});
+      }
+    }
+    std::sort(e.new_lots.begin(), e.new_lots.end(), [](const Lot& a, const Lot& b) { return a.seq < b.seq; });
+    std::sort(e.changed_lots.begin(), e.changed_lots.end(),
+              [](const auto& a, const auto& b) { return a.after.seq < b.after.seq; });
     return e;
   }
 
@@ -366,6 +435,12 @@ class LedgerBatch::State {
   const std::span<const HoldOwner> owners_;  // static data of the registry
   std::vector<std::int64_t> new_seqs_;
   std::size_t next_seq_ = 0;
+  std::vector<std::int64_t> new_lot_seqs_;
+  std::size_t next_lot_seq_ = 0;
+  std::unordered_map<std::int64_t, Slot<Lot>> lots_;
+  std::unordered_map<std::string, std::vector<std::int64_t>> account_lots_;  // seqs, per account
+  std::vector<std::string> overdue_lot_accounts_;
+  std::unordered_set<std::string> settled_;  // accounts whose overdue lots this batch expired
   std::unordered_map<std::string, Slot<Account>> accounts_;
   std::unordered_map<std::string, Slot<Hold>> holds_;
   std::unordered_map<std::string, std::string> by_request_;
@@ -429,6 +504,19 @@ void set_balances(Account& account, const Balances& after) {
   account.balances = after;
 }
 
+// Credits that went back to an overdue lot are expired, not available (core/lots.h).
+Balances to_expired(Balances b, std::int64_t n) {
+  TG_ASSERT(n >= 0);
+  b.available -= n;
+  b.expired += n;  // ≤ purchased: no overflow
+  return b;
+}
+
+// What a spend of `amount` on `a` takes from its lots (the rest from its base), recorded as draws.
+std::vector<LotDraw> draw_lots(State& s, const Account& a, std::int64_t amount, lots::DrawUse use) {
+  return lots::draw(s.lots_of(a.account_id), amount, use, s.now());
+}
+
 // An account_updated event: the settings after, and why when tollgate itself changed them.
 void append_settings_event(State& s, const Account& a, std::optional<std::string_view> reason) {
   Event e = make_event(a.account_id, EventType::account_updated, 0, a.balances, s.now());
@@ -436,15 +524,37 @@ void append_settings_event(State& s, const Account& a, std::optional<std::string
   if (reason) e.reason = std::string(*reason);
   s.append(std::move(e));
 }
+}  // namespace
 
+std::int64_t LedgerBatch::State::settle(Account& a) {
+  if (!settled_.insert(a.account_id).second) return 0;
+  std::vector<Lot*> overdue;
+  for (Lot* lot : lots_of(a.account_id)) {
+    if (lots::is_overdue(*lot, now_) && lot->available > 0) overdue.push_back(lot);
+  }
+  std::sort(overdue.begin(), overdue.end(), [](const Lot* x, const Lot* y) {
+    return std::pair(*x->terms.expires_at_ms, x->seq) < std::pair(*y->terms.expires_at_ms, y->seq);
+  });
+  for (Lot* lot : overdue) {
+    const std::int64_t n = lots::expire(*lot);
+    set_balances(a, to_expired(a.balances, n));
+    Event e = make_event(a.account_id, EventType::lot_expired, n, a.balances, now_);
+    e.lot_seq = lot->seq;
+    append(std::move(e));
+  }
+  return static_cast<std::int64_t>(overdue.size());
+}
 
-// Ends an active hold: `committed` of its amount to used, the rest back to available.
+namespace {
+
+// Ends an active hold: `committed` of its amount to used, the rest back to the lots it came from.
 void end_hold(State& s, Hold& h, HoldStatus status, std::int64_t committed, std::int64_t closed_at_ms, bool overdue) {
   TG_ASSERT(h.status == HoldStatus::active && status != HoldStatus::active);
   Account* a = s.account(h.account_id);
   TG_ASSERT(a != nullptr);  // the account of a hold the batch changes is loaded (and locked)
   TG_ASSERT(a->active_holds >= 1);
-  set_balances(*a, rules::commit(a->balances, h.amount, committed));
+  const lots::GivenBack given = lots::end_hold(s.lots_of(h.account_id), h.lots, h.amount, committed, s.now());
+  set_balances(*a, to_expired(rules::commit(a->balances, h.amount, committed), given.to_expired));
   a->active_holds -= 1;
   h.status = status;
   h.committed_amount = committed;
@@ -491,6 +601,22 @@ Result<AccountOutcome> decide_one(Context& x, const CreateAccountCommand& c) {
   return AccountOutcome{s.view(c.account_id), true};
 }
 
+// The lot a credit makes: what is left once it paid the base's debt (nullopt: it only paid debt).
+// Refusal: conflict when the account already has limits::kLiveLotsPerAccountMax live lots.
+Result<std::optional<std::int64_t>> new_lot(State& s, const Account& a, const CreditCommand& c) {
+  const std::vector<Lot*> lots = s.lots_of(a.account_id);
+  const lots::CreditSplit split = lots::credit_split(c.amount, lots::base_available(a.balances, lots));
+  if (split.to_lot == 0) return std::optional<std::int64_t>();
+  const auto live = std::count_if(lots.begin(), lots.end(), [&](const Lot* lot) {
+    return lots::status(*lot, s.now()) == lots::LotStatus::active;
+  });
+  if (live >= limits::kLiveLotsPerAccountMax) {
+    return Error::make(Code::conflict, "account " + a.account_id + " has " + std::to_string(live) +
+                                           " lots with credits left, the most it may have: spend or debit some first");
+  }
+  return std::optional<std::int64_t>(s.insert_lot(a, c, split.to_lot).seq);
+}
+
 template <typename TransferCommand>
 Result<TransferOutcome> transfer(Context& x, const TransferCommand& c, EventType kind, std::string_view reason) {
   State& s = x.state;
@@ -513,14 +639,29 @@ Result<TransferOutcome> transfer(Context& x, const TransferCommand& c, EventType
   if (kind == EventType::debited) {
     if (auto open = rules::check_not_frozen(*a); !open) return open.error();
   }
+  if constexpr (std::is_same_v<TransferCommand, CreditCommand>) {
+    if (c.lot.expires_at_ms && *c.lot.expires_at_ms <= s.now()) {
+      return invalid("expires_at must be in the future (it is " + std::to_string(s.now() - *c.lot.expires_at_ms) +
+                     " ms past)");
+    }
+  }
   const auto move = [&] { return kind == EventType::credited ? rules::credit(a->balances, c.amount)
                                                              : rules::debit(a->balances, c.amount); };
   Result<Balances> after = move();
   if (!after && kind == EventType::debited && expire_overdue_of(s, c.account_id)) after = move();
   if (!after) return after.error();
+  std::optional<std::int64_t> lot_seq;
+  if constexpr (std::is_same_v<TransferCommand, CreditCommand>) {
+    auto lot = new_lot(s, *a, c);  // before the balances change: what pays the base's debt
+    if (!lot) return lot.error();
+    lot_seq = *lot;
+  } else {
+    draw_lots(s, *a, c.amount, lots::DrawUse::remove);
+  }
   set_balances(*a, *after);
   Event e = make_event(c.account_id, kind, c.amount, *after, s.now());
   e.reference = c.reference;
+  e.lot_seq = lot_seq;
   if (!reason.empty()) e.reason = std::string(reason);
   const std::size_t event_index = s.append(e);
   s.insert_transfer(Transfer{c.reference, c.account_id, kind, c.amount, std::string(reason), 0}, event_index, e);
@@ -552,6 +693,7 @@ Result<HoldOutcome> decide_one(Context& x, const ReserveCommand& c) {
   a->active_holds += 1;
   TG_ASSERT(!a->max_active_holds || a->active_holds <= *a->max_active_holds);
   Hold& h = s.insert_hold(c);
+  h.lots = draw_lots(s, *a, c.amount, lots::DrawUse::reserve);
   s.append(hold_event(s, h, EventType::reserved, c.amount, *after));
   return HoldOutcome{h, true};
 }
@@ -591,6 +733,8 @@ Result<HoldOutcome> commit_hold(Context& x, const CommitCommand& c) {
         set_balances(*a, *after);
         h->late_outcome = LateOutcome::charged;
         h->committed_amount = plan->amount;
+        // Its reservation went back when it expired: the charge draws afresh, and a refund returns there.
+        h->lots = draw_lots(s, *a, plan->amount, lots::DrawUse::charge);
         s.append(hold_event(s, *h, EventType::late_charged, plan->amount, *after));
         return HoldOutcome{*h, true};
       }
@@ -650,8 +794,14 @@ Result<AccountOutcome> decide_one(Context& x, const UpdateAccountCommand& c) {
   State& s = x.state;
   Account* a = s.account(c.account_id);
   if (!a) return account_not_found(c.account_id);
-  Result<AccountSettings> after = rules::update_settings(*a, c);
-  if (!after && expire_overdue_of(s, c.account_id)) after = rules::update_settings(*a, c);
+  // How far it is overdrawn is its base's: its lots may expire, the base never does.
+  const auto check = [&] {
+    Account base = *a;
+    base.balances.available = std::min(a->balances.available, lots::base_available(a->balances, s.lots_of(c.account_id)));
+    return rules::update_settings(base, c);
+  };
+  Result<AccountSettings> after = check();
+  if (!after && expire_overdue_of(s, c.account_id)) after = check();
   if (!after) return after.error();
   // An admin's frozen (true or false) takes the freeze over from tollgate: its reason goes, so a
   // repaying credit no longer lifts it.
@@ -670,7 +820,12 @@ Result<ExpireOutcome> decide_one(Context& x, const ExpireOverdueCommand& c) {
   TG_ASSERT(c.max_holds >= 1);
   const auto overdue = x.state.overdue(std::nullopt, c.max_holds);
   for (Hold* h : overdue) expire(x.state, *h);
-  return ExpireOutcome{static_cast<std::int64_t>(overdue.size())};
+  std::int64_t lots_expired = 0;
+  for (const std::string& id : x.state.overdue_lot_accounts()) {
+    if (lots_expired >= c.max_holds) break;
+    lots_expired += x.state.settle(id);
+  }
+  return ExpireOutcome{static_cast<std::int64_t>(overdue.size()), lots_expired};
 }
 
 Result<KeyOutcome> decide_one(Context& x, const CreateKeyCommand& c) {
@@ -808,7 +963,9 @@ Result<LedgerBatch::Refunded> LedgerBatch::refund_hold(const Refund& r) {
   if (!amount) return amount.error();
   Account* a = s.account(h->account_id);
   TG_ASSERT(a != nullptr);  // the account of a hold the batch changes is loaded (and locked)
-  set_balances(*a, rules::refund(a->balances, *amount));
+  const lots::GivenBack given =
+      lots::refund(s.lots_of(h->account_id), h->lots, h->committed_amount, h->refunded_amount, *amount, s.now());
+  set_balances(*a, to_expired(rules::refund(a->balances, *amount), given.to_expired));
   h->refunded_amount += *amount;  // ≤ committed_amount (plan_refund)
   Event e = hold_event(s, *h, EventType::refunded, *amount, a->balances);
   e.reason = r.reason;
@@ -845,6 +1002,8 @@ Result<LedgerBatch::TakenBack> LedgerBatch::take_back(const TakeBack& t) {
     a->frozen = true;
     a->frozen_reason = std::string(kFrozenForRefundShortfall);
   }
+  const Lot* own = t.first_from_credit ? s.lot_by_reference(t.account_id, *t.first_from_credit) : nullptr;
+  lots::draw_first_from(s.lots_of(t.account_id), own ? own->seq : 0, taken->taken, lots::DrawUse::remove, s.now());
   set_balances(*a, taken->after);
   Event e = make_event(t.account_id, EventType::debited, taken->taken, taken->after, s.now());
   e.reference = t.reference;

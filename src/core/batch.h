@@ -106,7 +106,9 @@ struct LedgerKeys {
   // overdue totals and oldest live holds are loaded (AccountView).
   std::vector<std::string> view_accounts;
   std::int64_t new_holds_max = 0;     // reserve commands: the most hold sequence numbers needed
+  std::int64_t new_lots_max = 0;      // credits: the most lot sequence numbers needed
   std::int64_t overdue_max = 0;       // the reaper's passes: overdue holds of any account, at most
+  // and as many overdue credit lots (available credits past expires_at) of any account
   std::int64_t live_holds_ending_max = 0;  // commits and releases: live holds that may end
   // Reserves, debits and commits: each may expire its account's overdue holds (at most
   // limits::kReaperBatchMaxDefault at a time) when the stored row refuses it.
@@ -169,6 +171,13 @@ struct LedgerSnapshot {
   std::vector<std::pair<Transfer, Event>> transfers;  // by reference, with the event each wrote
   std::vector<ApiKey> keys;
   std::vector<AccountView> views;  // of Keys::view_accounts that exist
+  // Credit lots (core/lots.h): every lot of each locked account with credits available or reserved
+  // (all an account can spend or give back to, and the base's available is the account's minus
+  // theirs), and the lots the loaded holds drew from (a refund gives back to spent lots too). For a
+  // reaper pass, also the oldest lots of any account with available credits past expires_at (at
+  // most Keys::overdue_max), their accounts locked and their live lots loaded. Duplicates allowed.
+  std::vector<Lot> lots;
+  std::vector<std::int64_t> new_lot_seqs;  // as new_hold_seqs, at least Keys::new_lots_max
   // Sequence numbers for new holds, ascending, at least Keys::new_holds_max of them (SQLite: the
   // next ones after the largest; PostgreSQL: taken from its sequence — unused ones leave gaps).
   std::vector<std::int64_t> new_hold_seqs;
@@ -197,10 +206,13 @@ struct LedgerEffects {
   std::vector<NewTransfer> transfers;
   std::vector<ApiKey> new_keys;
   std::vector<Change<ApiKey>> changed_keys;
+  std::vector<Lot> new_lots;             // by seq
+  std::vector<Change<Lot>> changed_lots;  // by seq
 
   bool empty() const {
     return new_accounts.empty() && changed_accounts.empty() && new_holds.empty() && changed_holds.empty() &&
-           events.empty() && transfers.empty() && new_keys.empty() && changed_keys.empty();
+           events.empty() && transfers.empty() && new_keys.empty() && changed_keys.empty() && new_lots.empty() &&
+           changed_lots.empty();
   }
 };
 
@@ -283,6 +295,9 @@ class LedgerBatch {
     std::string reference;
     std::string reason;
     bool into_debt = true;
+    // The lot made by the credit under this reference is taken from first (then the account's
+    // lots in spending order, then its base).
+    std::optional<std::string> first_from_credit;
   };
   struct TakenBack {
     Account account;          // as readers see it now

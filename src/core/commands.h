@@ -31,6 +31,7 @@ struct CreditCommand {
   std::string account_id;
   std::int64_t amount = 0;
   std::string reference;  // unique over all credits and debits, ever
+  LotTerms lot;           // the lot it makes (core/lots.h)
 };
 
 struct DebitCommand {
@@ -123,7 +124,7 @@ struct RecordKeyUseCommand {
 
 // The reaper's pass: expire up to `max_holds` active holds whose deadline has passed.
 struct ExpireOverdueCommand {
-  std::int64_t max_holds = 0;
+  std::int64_t max_holds = 0;  // and as many overdue credit lots (core/lots.h)
 };
 
 // --- outcomes ----------------------------------------------------------------------------------
@@ -147,7 +148,8 @@ struct HoldOutcome {  // reserve, commit, release, extend
 };
 
 struct ExpireOutcome {
-  std::int64_t expired = 0;  // holds expired by this pass
+  std::int64_t expired = 0;       // holds expired by this pass
+  std::int64_t lots_expired = 0;  // credit lots expired by this pass
 };
 
 struct KeyOutcome {

@@ -101,8 +101,19 @@ Fold fold_events(std::span<const Event> events) {
       if (e.hold_id) problem(e, "a balance notice names a hold");
       if (e.amount != 0) problem(e, "a balance notice moves an amount");
     }
+    // Credits given back to a lot that has expired go to expired, not available (core/lots.h): the
+    // event's expired_after says how many, at most all of them.
+    const auto give_back = [&](std::int64_t n) {
+      const std::int64_t to_expired = e.expired_after - b.expired;
+      if (to_expired < 0 || to_expired > n) {
+        problem(e, "gives back " + std::to_string(n) + " credits but moves " + std::to_string(to_expired) + " to expired");
+        return;
+      }
+      add(e, b.expired, to_expired);
+      add(e, b.available, n - to_expired);
+    };
     if (e.type != EventType::credited && e.type != EventType::debited && e.type != EventType::account_updated &&
-        !is_balance_notice(e.type)) {
+        e.type != EventType::lot_expired && !is_balance_notice(e.type)) {
       if (!e.hold_id) {
         problem(e, "hold event without hold_id");
         continue;
@@ -149,7 +160,7 @@ Fold fold_events(std::span<const Event> events) {
         add(e, b.reserved, -life->amount);
         add(e, b.used, used);
         life->charged = used;
-        add(e, b.available, life->amount - used);
+        give_back(life->amount - used);
         life->ended = true;
         life->expired = e.type == EventType::expired;
         fold.active_holds -= 1;
@@ -179,7 +190,13 @@ Fold fold_events(std::span<const Event> events) {
         }
         life->refunded += e.amount;
         add(e, b.used, -e.amount);
-        add(e, b.available, e.amount);
+        give_back(e.amount);
+        break;
+      case EventType::lot_expired:
+        // A lot's unspent credits reached its expires_at.
+        if (!e.lot_seq || e.amount < 1 || e.hold_id) problem(e, "a lot_expired event names no lot, or moves nothing");
+        add(e, b.available, -e.amount);
+        add(e, b.expired, e.amount);
         break;
       case EventType::account_updated:
       case EventType::balance_low:

@@ -94,6 +94,17 @@ inline constexpr std::size_t kBatchMaxDefault = 2'048;
 // The reaper expires at most this many holds in one pass (one transaction).
 inline constexpr std::int64_t kReaperBatchMaxDefault = 1'000;
 
+// Credit lots (core/lots.h): an account has at most this many live lots (credits available or
+// reserved) — each write on the account loads them all, so an account that is credited far more
+// often than it spends pays for it on every write; a credit that would make one more is refused
+// (conflict) until some are spent or expire.
+inline constexpr std::int64_t kLiveLotsPerAccountMax = 10'000;
+inline constexpr std::int64_t kLotPriorityMax = 100;
+inline constexpr std::int64_t kLotPriorityDefault = 50;
+// GET …/lots answers at most this many per page (default kLotsPageDefault).
+inline constexpr std::int64_t kLotsPageMax = 1'000;
+inline constexpr std::int64_t kLotsPageDefault = 100;
+
 // A configuration file is read whole: at most this many bytes.
 inline constexpr std::size_t kConfigFileBytesMax = 1024 * 1024;
 // "did you mean …?" (core/suggest.h) compares names of at most this many bytes; longer ones are

@@ -2,6 +2,7 @@
 
 #include <array>
 #include <ostream>
+#include <string>
 #include <utility>
 
 namespace tollgate {
@@ -41,7 +42,12 @@ constexpr std::array<std::pair<LateCommitPolicy, std::string_view>, 3> kLatePoli
     {LateCommitPolicy::reject, "reject"},
 }};
 
-constexpr std::array<std::pair<EventType, std::string_view>, 14> kEventTypes{{
+constexpr std::array<std::pair<LotCategory, std::string_view>, 2> kLotCategories{{
+    {LotCategory::paid, "paid"},
+    {LotCategory::promotional, "promotional"},
+}};
+
+constexpr std::array<std::pair<EventType, std::string_view>, 15> kEventTypes{{
     {EventType::credited, "credited"},
     {EventType::debited, "debited"},
     {EventType::reserved, "reserved"},
@@ -56,6 +62,7 @@ constexpr std::array<std::pair<EventType, std::string_view>, 14> kEventTypes{{
     {EventType::balance_depleted, "balance_depleted"},
     {EventType::balance_recovered, "balance_recovered"},
     {EventType::refunded, "refunded"},
+    {EventType::lot_expired, "lot_expired"},
 }};
 
 }  // namespace
@@ -73,6 +80,23 @@ std::optional<LateCommitPolicy> parse_late_commit_policy(std::string_view name) 
 }
 std::string_view event_type_name(EventType type) { return name_of(kEventTypes, type); }
 std::optional<EventType> parse_event_type(std::string_view name) { return parse_by_name(kEventTypes, name); }
+std::string_view lot_category_name(LotCategory category) { return name_of(kLotCategories, category); }
+std::optional<LotCategory> parse_lot_category(std::string_view name) { return parse_by_name(kLotCategories, name); }
+
+std::string lot_id(std::int64_t seq) { return "lot_" + std::to_string(seq); }
+std::optional<std::int64_t> parse_lot_id(std::string_view id) {
+  constexpr std::string_view kPrefix = "lot_";
+  if (id.size() <= kPrefix.size() || id.size() > kPrefix.size() + 18 || id.substr(0, kPrefix.size()) != kPrefix) {
+    return std::nullopt;
+  }
+  std::int64_t seq = 0;
+  for (const char c : id.substr(kPrefix.size())) {
+    if (c < '0' || c > '9') return std::nullopt;
+    seq = seq * 10 + (c - '0');  // at most 18 digits: no overflow
+  }
+  if (seq < 1 || id[kPrefix.size()] == '0') return std::nullopt;  // one spelling per lot
+  return seq;
+}
 
 std::ostream& operator<<(std::ostream& out, const Balances& b) {
   return out << "{available=" << b.available << " reserved=" << b.reserved << " used=" << b.used

@@ -11,6 +11,7 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "core/scopes.h"
 
@@ -22,8 +23,7 @@ struct Balances {
   std::int64_t reserved = 0;
   std::int64_t used = 0;
   std::int64_t purchased = 0;  // credits minus debits
-  // Credits whose lot ran out unspent (api.md "Credit lots"); never negative. 0 until credits carry
-  // an expiry: nothing moves them yet.
+  // Credits whose lot ran out unspent (core/lots.h); never negative.
   std::int64_t expired = 0;
 
   friend bool operator==(const Balances&, const Balances&) = default;
@@ -80,6 +80,43 @@ enum class LateOutcome : std::uint8_t { none, charged, forgiven };
 
 enum class LateCommitPolicy : std::uint8_t { charge, forgive, reject };
 
+// --- credit lots (core/lots.h: the rules) ------------------------------------------------------
+enum class LotCategory : std::uint8_t { paid, promotional };
+
+// What a credit says of the lot it makes.
+struct LotTerms {
+  std::optional<std::int64_t> expires_at_ms;  // unset: never
+  std::int64_t priority = 50;                 // 0..100, lower is spent first
+  LotCategory category = LotCategory::paid;
+
+  friend bool operator==(const LotTerms&, const LotTerms&) = default;
+};
+
+// A credit's credits, spent in order (core/lots.h). Invariant: available + reserved + used +
+// expired == amount, each ≥ 0. A debit lowers amount (credits taken back were never spent).
+struct Lot {
+  std::int64_t seq = 0;  // its id is "lot_" + seq (lot_id()); creation order
+  std::string account_id;
+  std::optional<std::string> reference;  // the credit's; unset for the lot an upgrade made
+  LotTerms terms;
+  std::int64_t amount = 0;
+  std::int64_t available = 0;
+  std::int64_t reserved = 0;
+  std::int64_t used = 0;
+  std::int64_t expired = 0;
+  std::int64_t created_at_ms = 0;
+
+  friend bool operator==(const Lot&, const Lot&) = default;
+};
+
+// What a hold (or a late charge) took from one credit lot. A lot's id is "lot_" + seq.
+struct LotDraw {
+  std::int64_t lot_seq = 0;
+  std::int64_t amount = 0;  // ≥ 1
+
+  friend bool operator==(const LotDraw&, const LotDraw&) = default;
+};
+
 struct Hold {
   std::string hold_id;
   std::string account_id;
@@ -96,6 +133,9 @@ struct Hold {
   std::string metadata_json = "{}";         // a JSON object, stored as given
   // The reason given when the hold was released (only a released hold has one; optional there).
   std::optional<std::string> release_reason;
+  // The lots it drew from, in spending order (core/lots.h); their sum ≤ amount: the rest came from
+  // no lot (the account's base: an overdraft, or a hold made before lots existed).
+  std::vector<LotDraw> lots;
 
   friend bool operator==(const Hold&, const Hold&) = default;
 };
@@ -117,9 +157,10 @@ enum class EventType : std::uint8_t {
   balance_depleted,   // available fell from > 0 to ≤ 0
   balance_recovered,  // available rose from < threshold to ≥ threshold
   refunded,           // a charged hold gave `amount` back: used → available (purchased unchanged)
+  lot_expired,        // a lot's unspent available credits reached its expires_at: available → expired
 };
 // The last event type: every type is 0..kLastEventType (for lists of every name).
-inline constexpr EventType kLastEventType = EventType::refunded;
+inline constexpr EventType kLastEventType = EventType::lot_expired;
 // A balance notice (no hold, no amount, no balance moved).
 inline bool is_balance_notice(EventType type) {
   return type == EventType::balance_low || type == EventType::balance_depleted || type == EventType::balance_recovered;
@@ -137,6 +178,8 @@ struct Event {
   std::optional<AccountSettings> settings;  // account_updated only: the settings after the change
   // extended only: the hold's new deadline (unset on extended events written before it was recorded)
   std::optional<std::int64_t> expires_at_ms;
+  // credited (the lot it made; unset when it only paid debt) and lot_expired: the lot's seq.
+  std::optional<std::int64_t> lot_seq;
   std::int64_t at_ms = 0;
   std::int64_t available_after = 0;
   std::int64_t reserved_after = 0;
@@ -205,6 +248,11 @@ std::optional<LateOutcome> parse_late_outcome(std::string_view name);
 std::string_view late_commit_policy_name(LateCommitPolicy policy);
 std::optional<LateCommitPolicy> parse_late_commit_policy(std::string_view name);
 std::string_view event_type_name(EventType type);
+std::string_view lot_category_name(LotCategory category);
+std::optional<LotCategory> parse_lot_category(std::string_view name);
+// "lot_" + seq, and back (nullopt: not a lot id).
+std::string lot_id(std::int64_t seq);
+std::optional<std::int64_t> parse_lot_id(std::string_view id);
 std::optional<EventType> parse_event_type(std::string_view name);
 
 }  // namespace tollgate

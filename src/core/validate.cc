@@ -68,6 +68,9 @@ Status check(const UpdateAccountCommand& c, const ValidationLimits&) {
 Status check(const CreditCommand& c, const ValidationLimits&) {
   TG_TRY(check_id(c.account_id, "account_id"));
   TG_TRY(check_amount(c.amount));
+  if (c.lot.priority < 0 || c.lot.priority > limits::kLotPriorityMax) {
+    return invalid("priority must be between 0 and " + std::to_string(limits::kLotPriorityMax));
+  }
   return check_id(c.reference, "reference");
 }
 

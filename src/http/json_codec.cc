@@ -363,6 +363,15 @@ void append_json(std::string& out, const Hold& h) {
   o.time("expires_at", h.expires_at_ms);
   if (h.closed_at_ms) o.time("closed_at", *h.closed_at_ms);
   if (h.release_reason) o.str("release_reason", *h.release_reason);
+  o.key("lots");
+  out += '[';
+  for (std::size_t i = 0; i < h.lots.size(); ++i) {
+    if (i > 0) out += ',';
+    ObjectWriter d(out);
+    d.str("lot_id", lot_id(h.lots[i].lot_seq));
+    d.num("amount", h.lots[i].amount);
+  }
+  out += ']';
   o.key("metadata");
   const bool object_text = h.metadata_json.size() >= 2 && h.metadata_json.front() == '{' && h.metadata_json.back() == '}';
   out += object_text ? std::string_view(h.metadata_json) : std::string_view("{}");
@@ -410,11 +419,34 @@ void append_json(std::string& out, const Event& e) {
     append_settings(out, *e.settings);
   }
   if (e.expires_at_ms) o.time("expires_at", *e.expires_at_ms);
+  if (e.lot_seq) o.str("lot_id", lot_id(*e.lot_seq));
   o.time("at", e.at_ms);
   o.num("available_after", e.available_after);
   o.num("reserved_after", e.reserved_after);
   o.num("used_after", e.used_after);
   o.num("expired_after", e.expired_after);
+}
+
+void append_json(std::string& out, const lots::LotView& v) {
+  const Lot& l = v.lot;
+  ObjectWriter o(out);
+  o.str("lot_id", lot_id(l.seq));
+  o.str("account_id", l.account_id);
+  if (l.reference) {
+    o.str("reference", *l.reference);
+  } else {
+    o.null("reference");
+  }
+  o.str("category", lot_category_name(l.terms.category));
+  o.num("priority", l.terms.priority);
+  o.num("amount", l.amount);
+  o.num("available", l.available);
+  o.num("reserved", l.reserved);
+  o.num("used", l.used);
+  o.num("expired", l.expired);
+  if (l.terms.expires_at_ms) o.time("expires_at", *l.terms.expires_at_ms);
+  o.time("created_at", l.created_at_ms);
+  o.str("status", lots::lot_status_name(v.status));
 }
 
 void append_json(std::string& out, const AuditReport& r) {

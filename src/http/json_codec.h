@@ -89,6 +89,7 @@ class FieldReader {
 void append_json(std::string& out, const Account& account);
 void append_json(std::string& out, const Hold& hold);
 void append_json(std::string& out, const Event& event);
+void append_json(std::string& out, const lots::LotView& lot);
 void append_json(std::string& out, const jobs::Job& job);
 void append_json(std::string& out, const jobs::JobEntry& entry);
 void append_json(std::string& out, const KeySummary& key);

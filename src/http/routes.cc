@@ -29,6 +29,7 @@ constexpr std::array kRoutes{
     Route{"POST", "/v1/accounts/{account_id}/credits", needs(Scope::admin), Runs::io, &credit},
     Route{"POST", "/v1/accounts/{account_id}/debits", needs(Scope::admin), Runs::io, &debit},
     Route{"GET", "/v1/accounts/{account_id}/events", needs(Scope::read), Runs::reader, &account_events},
+    Route{"GET", "/v1/accounts/{account_id}/lots", needs(Scope::read), Runs::reader, &list_lots},
     Route{"POST", "/v1/accounts/{account_id}/keys", needs(Scope::admin), Runs::io, &create_key},
     Route{"POST", "/v1/keys", needs(Scope::admin), Runs::io, &create_admin_key},
     Route{"GET", "/v1/key", kAnyKey, Runs::io, &calling_key},

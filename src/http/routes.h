@@ -110,6 +110,10 @@ void account_events(Context&, Call&);
 void list_accounts(Context&, Call&);
 void get_transfer(Context&, Call&);
 void update_account(Context&, Call&);
+// routes_lots.cc
+void list_lots(Context&, Call&);
+// The terms a credit's body gives its lot: expires_at?, priority?, category? (refusals name the field).
+Result<LotTerms> lot_terms(FieldReader& f);
 // routes_events.cc
 void events_feed(Context&, Call&);
 // routes_keys.cc

@@ -84,7 +84,11 @@ void transfer(Context& ctx, Call& call) {
   auto reference = id_or_idempotency_key(f, call, "reference");
   TG_REPLY_IF_ERROR(reference);
   Command command = CreditCommand{call.params[0], *amount, *reference};
-  if (!kCredit) {
+  if (kCredit) {
+    auto terms = lot_terms(f);
+    TG_REPLY_IF_ERROR(terms);
+    std::get<CreditCommand>(command).lot = *terms;
+  } else {
     auto reason = f.required_string("reason", limits::kReasonLengthMax);
     TG_REPLY_IF_ERROR(reason);
     command = DebitCommand{call.params[0], *amount, *reference, *reason};

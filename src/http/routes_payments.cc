@@ -64,10 +64,6 @@ Error bad_event(std::string detail) { return Error::make(Code::invalid_request, 
 Result<std::int64_t> checkout_credits(const json::object& metadata, const StripePaymentsConfig& config) {
   const std::string_view credits = text_of(metadata, "tollgate_credits");
   const std::string_view pack = text_of(metadata, "tollgate_pack");
-  if (!text_of(metadata, "tollgate_expires_in_days").empty()) {
-    return bad_event("metadata.tollgate_expires_in_days: credits with an expiry (credit lots) are not supported by "
-                     "this version; the session is not credited until they are (the provider retries)");
-  }
   if (!credits.empty() && !pack.empty()) return bad_event("metadata names both tollgate_credits and tollgate_pack");
   if (!credits.empty()) {
     const auto n = parse_int(credits, limits::kAmountMin, limits::kAmountMax);
@@ -84,8 +80,21 @@ Result<std::int64_t> checkout_credits(const json::object& metadata, const Stripe
 
 // checkout.session.completed (paid) or async_payment_succeeded: the credit, or nullopt when the
 // session is not paid yet.
+// The lot a checkout's credits make: metadata.tollgate_expires_in_days (1..36500) from `now_ms` (the
+// delivery's: a replay answers the first credit whatever it says), else none.
+Result<LotTerms> checkout_lot(const json::object& metadata, std::int64_t now_ms) {
+  LotTerms terms;
+  const std::string_view days = text_of(metadata, "tollgate_expires_in_days");
+  if (days.empty()) return terms;
+  constexpr std::int64_t kDaysMax = 36'500;
+  const auto n = parse_int(days, 1, kDaysMax);
+  if (!n) return bad_event("metadata.tollgate_expires_in_days must be an integer from 1 to " + std::to_string(kDaysMax));
+  terms.expires_at_ms = now_ms + *n * 86'400'000;  // ≤ 100 years: no overflow
+  return terms;
+}
+
 Result<std::optional<CreditPaymentCommand>> checkout_command(const json::object& session, bool async_succeeded,
-                                                             const StripePaymentsConfig& config) {
+                                                             const StripePaymentsConfig& config, std::int64_t now_ms) {
   // Only money that arrived credits: "unpaid" waits for async_payment_succeeded, and
   // "no_payment_required" (a free trial, a setup session) is no payment.
   if (!async_succeeded && text_of(session, "payment_status") != "paid") return std::optional<CreditPaymentCommand>();
@@ -99,10 +108,12 @@ Result<std::optional<CreditPaymentCommand>> checkout_command(const json::object&
   if (account.empty()) return bad_event("the session names no account (client_reference_id or metadata.tollgate_account_id)");
   auto credits = checkout_credits(metadata, config);
   if (!credits) return credits.error();
+  auto lot = checkout_lot(metadata, now_ms);
+  if (!lot) return lot.error();
   std::optional<std::string> intent;
   if (auto pi = id_of(session, "payment_intent"); !pi.empty()) intent = std::string(pi);
-  return std::optional<CreditPaymentCommand>(
-      CreditPaymentCommand{"stripe:" + std::string(session_id), Provider::stripe, intent, std::string(account), *credits});
+  return std::optional<CreditPaymentCommand>(CreditPaymentCommand{"stripe:" + std::string(session_id), Provider::stripe,
+                                                                  intent, std::string(account), *credits, *lot});
 }
 
 // The counter of (kind, outcome).
@@ -241,7 +252,7 @@ void stripe_payment(Context& ctx, Call& call) {
   }
   const json::object& o = object->get_object();
   if (type == "checkout.session.completed" || type == "checkout.session.async_payment_succeeded") {
-    auto command = checkout_command(o, type == "checkout.session.async_payment_succeeded", config);
+    auto command = checkout_command(o, type == "checkout.session.async_payment_succeeded", config, ctx.clock.now_ms());
     if (!command) return refuse(ctx, call, command.error());
     if (!*command) return answer_without_change(ctx, call, "stripe", id, type, false);
     return apply(ctx, call, Kind::payment, std::move(**command), "stripe", id, type);
@@ -313,18 +324,13 @@ void webhook_payment(Context& ctx, Call& call) {
   if (!account_id) return refuse(ctx, call, account_id.error());
   auto credits = f.amount("credits");
   if (!credits) return refuse(ctx, call, credits.error());
-  // Other fields (an adapter's currency, amount, timestamp) are ignored; these three are not: they
-  // would change what is credited.
-  for (const char* lot_field : {"expires_at", "priority", "category"}) {
-    if (body->contains(lot_field)) {
-      return refuse(ctx, call, bad_event(std::string(lot_field) + ": credit lots (expiry, priority, category) are not "
-                                                                  "supported by this version"));
-    }
-  }
+  // Other fields (an adapter's currency, amount, timestamp) are ignored; the lot's are not.
+  auto lot = lot_terms(f);
+  if (!lot) return refuse(ctx, call, bad_event(lot.error().detail));
   const std::string payment = "payment:" + *payment_id;
   if (*type == "payment.succeeded") {
     return apply(ctx, call, Kind::payment,
-                 CreditPaymentCommand{payment, Provider::webhook, *payment_id, *account_id, *credits}, "webhook",
+                 CreditPaymentCommand{payment, Provider::webhook, *payment_id, *account_id, *credits, *lot}, "webhook",
                  std::string(sig.webhook_id), *type);
   }
   auto found = ctx.ledger.payment_reads().get_payment(payment);

@@ -202,6 +202,14 @@ Result<Page<KeySummary>> Ledger::list_keys(std::optional<std::string_view> accou
   return store_.lists().list_keys(account_id, page);
 }
 
+Result<Page<lots::LotView>> Ledger::list_lots(const LotQuery& query, const PageRequest& page) {
+  if (auto s = check_id(query.account_id, "account_id"); !s) return s.error();
+  if (page.starting_after) {
+    if (auto s = check_id(*page.starting_after, "starting_after"); !s) return s.error();
+  }
+  return store_.lists().list_lots(query, page);
+}
+
 Result<TransferRecord> Ledger::get_transfer(std::string_view reference) {
   if (auto s = check_id(reference, "reference"); !s) return s.error();
   return store_.lists().get_transfer(reference);
@@ -262,10 +270,11 @@ Result<std::int64_t> Ledger::reap_once() {
   for (int pass = 0; pass < limits::kReaperPassesMax; ++pass) {
     CommandResult r = committer_.submit_and_wait(ExpireOverdueCommand{options_.reaper_batch_max});
     if (!r) return r.error();
-    const std::int64_t expired = std::get<ExpireOutcome>(r.value()).expired;
-    total += expired;
-    counters_.add<&LedgerCounts::holds_expired>(static_cast<std::uint64_t>(expired));
-    if (expired < options_.reaper_batch_max) break;
+    const ExpireOutcome& o = std::get<ExpireOutcome>(r.value());
+    total += o.expired;
+    counters_.add<&LedgerCounts::holds_expired>(static_cast<std::uint64_t>(o.expired));
+    counters_.add<&LedgerCounts::lots_expired>(static_cast<std::uint64_t>(o.lots_expired));
+    if (o.expired < options_.reaper_batch_max && o.lots_expired < options_.reaper_batch_max) break;
   }
   reaper_last_run_ms_.store(clock_.now_ms(), std::memory_order_release);
   return total;

@@ -66,6 +66,7 @@ Status validate(const LedgerOptions& options);
 // The ledger's own counters since start (the committer counts the rest: group_commit.h).
 struct LedgerCounts {
   std::uint64_t holds_expired = 0;       // holds the reaper expired
+  std::uint64_t lots_expired = 0;        // credit lots the reaper expired (a write may expire one first)
   std::uint64_t sampled_accounts = 0;    // accounts audited by the sampler
   std::uint64_t sampled_violations = 0;  // invariant violations the sampler found
   std::uint64_t audit_violations = 0;    // invariant violations audit() and audit_range() found
@@ -81,6 +82,10 @@ inline constexpr metrics::Family kCoordRowsPrunedFamily{
     "Rows the prune pass deleted: finished idempotency keys past their retention, idle shared rate-limit rows."};
 inline constexpr auto kLedgerFields = std::to_array<metrics::Field<LedgerCounts>>({
     {&LedgerCounts::holds_expired, kHoldsEndedFamily, "outcome=\"expired\""},
+    {&LedgerCounts::lots_expired,
+     {"tollgate_lots_expired_total", metrics::Type::counter,
+      "Credit lots whose unspent credits this instance's reaper expired (a write on the account may expire one first)."},
+     ""},
     {&LedgerCounts::sampled_violations, kInvariantViolationsFamily, "source=\"sampled\""},
     {&LedgerCounts::audit_violations, kInvariantViolationsFamily, "source=\"audit\""},
     {&LedgerCounts::sampled_accounts,
@@ -170,6 +175,8 @@ class Ledger {
   Result<Page<Hold>> list_holds(const HoldQuery& query, const PageRequest& page);
   Result<Page<KeySummary>> list_keys(std::optional<std::string_view> account_id, const PageRequest& page);
   Result<TransferRecord> get_transfer(std::string_view reference);
+  // An account's credit lots in spending order (store/lists.h).
+  Result<Page<lots::LotView>> list_lots(const LotQuery& query, const PageRequest& page);
   Result<EventPage> read_events(std::string_view account_id, std::int64_t after, std::int64_t limit);
   Result<AuditReport> audit(std::optional<std::string_view> account_id);
   // One part of a full audit: the accounts after `after` by id, at most `limit` (Store::audit_range).

@@ -56,7 +56,7 @@ void PaymentSlice::finish(PaymentKeys& k) {
 
 void PaymentSlice::add_keys(const CreditPaymentCommand& c, PaymentKeys& k, batch::LedgerKeys& ledger) {
   k.payment_ids.push_back(c.payment_id);
-  batch::add_keys(CreditCommand{c.account_id, c.credits, c.payment_id}, ledger);
+  batch::add_keys(CreditCommand{c.account_id, c.credits, c.payment_id, c.lot}, ledger);
 }
 
 void PaymentSlice::add_keys(const TakeBackPaymentCommand& c, PaymentKeys& k, batch::LedgerKeys& ledger) {
@@ -71,12 +71,13 @@ void PaymentSlice::add_keys(const DisputePaymentCommand& c, PaymentKeys& k, batc
   batch::add_keys(UpdateAccountCommand{c.account_id, {}, {}, {}, {}}, ledger);
 }
 
-Status PaymentSlice::validate(const CreditPaymentCommand& c, const ValidationLimits& /*limits*/) {
+Status PaymentSlice::validate(const CreditPaymentCommand& c, const ValidationLimits& limits) {
   if (auto s = check_id(c.payment_id, "payment_id"); !s) return s;
   if (auto s = check_id(c.account_id, "account_id"); !s) return s;
   if (c.provider_payment) {
     if (auto s = check_id(*c.provider_payment, "payment_intent"); !s) return s;
   }
+  if (auto s = validate_command(CreditCommand{c.account_id, c.credits, c.payment_id, c.lot}, limits); !s) return s;
   return check_amount(c.credits, "credits");
 }
 
@@ -149,7 +150,7 @@ Result<PaymentOutcome> PaymentState::credit(const CreditPaymentCommand& c, batch
     // provider would retry for days.
     return replay(earlier, ledger);
   }
-  auto credited = ledger.credit(CreditCommand{c.account_id, c.credits, c.payment_id});
+  auto credited = ledger.credit(CreditCommand{c.account_id, c.credits, c.payment_id, c.lot});
   if (!credited) return credited.error();
   Payment p{c.payment_id, c.provider, c.provider_payment, c.account_id, c.credits, 0, 0, now_ms_, now_ms_};
   payments_.try_emplace(c.payment_id, PaymentSlot{std::nullopt, p});
@@ -176,7 +177,7 @@ Result<PaymentOutcome> PaymentState::take_back(const TakeBackPaymentCommand& c, 
   bool froze = false;
   Account account;
   if (owed > 0) {
-    auto t = ledger.take_back({c.account_id, owed, c.reference, take_back_reason(p), c.into_debt});
+    auto t = ledger.take_back({c.account_id, owed, c.reference, take_back_reason(p), c.into_debt, p.payment_id});
     if (!t) return t.error();
     taken = t->taken;
     froze = t->froze;

@@ -85,6 +85,7 @@ struct CreditPaymentCommand {
   std::optional<std::string> provider_payment;
   std::string account_id;
   std::int64_t credits = 0;
+  LotTerms lot;  // the lot its credit makes (core/lots.h)
 };
 
 // A share of a payment refunded, as Stripe counts it: `refunded` of `total` (the charge's

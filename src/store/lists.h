@@ -27,6 +27,7 @@
 #include <vector>
 
 #include "core/limits.h"
+#include "core/lots.h"
 #include "core/model.h"
 #include "core/result.h"
 
@@ -98,6 +99,14 @@ struct KeySummary {
   friend bool operator==(const KeySummary&, const KeySummary&) = default;
 };
 
+// An account's credit lots to list, in spending order (core/lots.h), each as a reader sees it.
+struct LotQuery {
+  std::string account_id;                  // not_found when the account does not exist
+  std::optional<lots::LotStatus> status;  // compared with the effective status (overdue = expired)
+};
+// The number that stands for "never" in a lot's place in the spending order (its expires_at unset).
+inline constexpr std::int64_t kLotNeverExpires = std::numeric_limits<std::int64_t>::max();
+
 // A credit or debit found by its reference, with the event it wrote (its id and time).
 struct TransferRecord {
   Transfer transfer;
@@ -119,6 +128,8 @@ class ListReads {
   virtual Result<Page<KeySummary>> list_keys(std::optional<std::string_view> account_id, const PageRequest& page) = 0;
   // The credit or debit recorded under `reference`; not_found when there is none.
   virtual Result<TransferRecord> get_transfer(std::string_view reference) = 0;
+  // An account's lots in spending order. starting_after: a lot id of that account.
+  virtual Result<Page<lots::LotView>> list_lots(const LotQuery& query, const PageRequest& page) = 0;
 };
 
 }  // namespace tollgate

@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <limits>
+#include <map>
 
 #include "core/checked.h"
 #include "core/hold_id.h"
@@ -77,6 +78,40 @@ EventPage event_page(std::vector<Event> events, std::int64_t after) {
   return page;
 }
 
+// The account's credit lots (core/lots.h): each adds up, the account holds at least what they hold
+// (its base's share never negative, never expired), and each lot's reserved credits are exactly what
+// the account's active holds drew from it.
+std::vector<std::string> audit_lots(ReadConn& db, const ReadSql& sql, const Account& account) {
+  std::vector<std::string> out;
+  const std::vector<Lot> lots = rows_of(db, sql.lots_of_account, {account.account_id}, [](const ReadRow& r) { return r.lot(); });
+  if (auto bad = lots::check_account_lots(account, lots)) out.push_back(account.account_id + ": " + *bad);
+  std::map<std::int64_t, std::int64_t> drawn;  // lot seq → reserved by active holds
+  bool readable = true;
+  db.each(sql.active_hold_draws, {account.account_id}, [&](const ReadRow& r) {
+    const auto draws = lots::parse_draws(r.text(0));
+    if (!draws) {
+      readable = false;
+      return;
+    }
+    for (const LotDraw& d : *draws) drawn[d.lot_seq] += d.amount;
+  });
+  if (!readable) out.push_back(account.account_id + ": an active hold's lots are unreadable");
+  for (const Lot& lot : lots) {
+    const auto it = drawn.find(lot.seq);
+    const std::int64_t held = it == drawn.end() ? 0 : it->second;
+    if (held != lot.reserved) {
+      out.push_back(account.account_id + ": lot " + lot_id(lot.seq) + " has " + std::to_string(lot.reserved) +
+                    " reserved, its active holds drew " + std::to_string(held));
+    }
+    if (it != drawn.end()) drawn.erase(it);
+  }
+  for (const auto& [seq, n] : drawn) {
+    out.push_back(account.account_id + ": active holds drew " + std::to_string(n) + " from " + lot_id(seq) +
+                  ", not a lot of this account");
+  }
+  return out;
+}
+
 // Audits the accounts `ids` (each exists) in the snapshot `db` reads. The sums are the database's
 // (SQLite fails a sum that overflows; PostgreSQL's numeric sum fails to read as an integer): the
 // audit adds nothing itself but its count, checked.
@@ -92,6 +127,7 @@ AuditReport audit_accounts(ReadConn& db, const ReadSql& sql, const std::vector<s
     for (auto& message : invariants::check_account(*row, events, active->first, active->second)) {
       report.violations.push_back(AuditViolation{id, std::move(message)});
     }
+    for (auto& message : audit_lots(db, sql, *row)) report.violations.push_back(AuditViolation{id, std::move(message)});
     ++report.accounts_checked;  // one per account read: far below the range of int64
   }
   return report;
@@ -265,6 +301,29 @@ Result<Page<KeySummary>> Lists::list_keys(std::optional<std::string_view> accoun
                              k.name = r.optional_text(7);
                              return k;
                            }),
+                   page);
+  });
+}
+
+Result<Page<lots::LotView>> Lists::list_lots(const LotQuery& query, const PageRequest& page) {
+  if (auto valid = validate_page(page); !valid) return valid.error();
+  const ReadSql& sql = source_.sql();
+  return read<Page<lots::LotView>>(source_, [&](ReadConn& db, std::int64_t now) -> Result<Page<lots::LotView>> {
+    if (!account_exists(db, sql, query.account_id)) return account_not_found(query.account_id);
+    // The position after which to read: the cursor lot's place in the spending order.
+    std::int64_t priority = -1, expires = 0, seq = 0;
+    if (page.starting_after) {
+      const auto cursor_seq = parse_lot_id(*page.starting_after);
+      const auto cursor = cursor_seq ? first_of(db, sql.lot_by_seq, {*cursor_seq}, [](const ReadRow& r) { return r.lot(); })
+                                     : std::nullopt;
+      if (!cursor || cursor->account_id != query.account_id) return unknown_cursor("lot", *page.starting_after);
+      priority = cursor->terms.priority;
+      expires = cursor->terms.expires_at_ms.value_or(kLotNeverExpires);
+      seq = cursor->seq;
+    }
+    const std::size_t shape = query.status ? 1 + static_cast<std::size_t>(*query.status) : 0;
+    return page_of(rows_of(db, sql.lots.at(shape), {query.account_id, now, priority, expires, seq, page.limit + 1},
+                           [&](const ReadRow& r) { return lots::lot_view(r.lot(), now); }),
                    page);
   });
 }

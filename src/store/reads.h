@@ -98,6 +98,13 @@ struct ReadSql {
   std::string webhook_oldest_pending;        // 1 endpoint_id → event_at_ms
   std::string payment;                       // 1 payment_id (the columns payment_of() decodes)
   std::string payment_by_provider;           // 1 provider, 2 provider_payment; oldest first
+  std::string lot_by_seq;                    // 1 seq (kLotColumns)
+  std::string lots_of_account;               // 1 account_id: every lot, by seq
+  std::string active_hold_draws;             // 1 account_id → lots of its active holds that drew any
+  // An account's lots in spending order after a position, by status filter (none, then each
+  // lots::LotStatus): 1 account_id, 2 now_ms, 3 priority, 4 expires_at_ms or kLotNeverExpires,
+  // 5 seq (the position after which to read), 6 limit.
+  std::vector<std::string> lots;
 };
 const ReadSql& read_sql(Dialect dialect);
 
@@ -119,6 +126,7 @@ class ReadRow {
   virtual jobs::JobEntry job_entry() const = 0;             // kJobEntryColumns
   virtual coord::Lock lock() const = 0;                     // kLockColumns
   virtual coord::IdempotencyKey idempotency_key() const = 0;  // kIdempotencyColumns
+  virtual Lot lot() const = 0;                              // kLotColumns
 };
 
 // One connection inside one read snapshot.
@@ -176,6 +184,7 @@ class Lists final : public ListReads {
   Result<Page<Hold>> list_holds(const HoldQuery& query, const PageRequest& page) override;
   Result<Page<KeySummary>> list_keys(std::optional<std::string_view> account_id, const PageRequest& page) override;
   Result<TransferRecord> get_transfer(std::string_view reference) override;
+  Result<Page<lots::LotView>> list_lots(const LotQuery& query, const PageRequest& page) override;
 
  private:
   ReadSource& source_;

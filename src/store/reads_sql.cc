@@ -32,6 +32,7 @@ struct Columns {
   const char* idempotency_key;
   const char* endpoint;
   const char* delivery;
+  const char* lot;
 };
 
 class Writer {
@@ -88,6 +89,31 @@ std::vector<std::string> jobs_statements(const Writer& w, const Columns& c) {
     out[i] = sql + " ORDER BY hold_seq DESC LIMIT " + w.p(4);
   }
   return out;
+}
+
+// Lots in spending order: (priority, expires_at or never, seq) after the cursor's, of one account
+// (through lots_of_account; an account's lots are few enough to order in memory).
+void lot_statements(const Writer& w, const Columns& c, ReadSql& s) {
+  s.lot_by_seq = std::string("SELECT ") + c.lot + " FROM lots WHERE seq = " + w.p(1, "bigint");
+  s.lots_of_account = std::string("SELECT ") + c.lot + " FROM lots WHERE account_id = " + w.p(1) + " ORDER BY seq";
+  s.active_hold_draws = "SELECT lots FROM holds WHERE account_id = " + w.p(1) + " AND status = 'active' AND lots IS NOT NULL";
+  const std::string never = std::to_string(kLotNeverExpires);
+  const std::string expires = "coalesce(expires_at_ms, " + never + ")";
+  const std::string now = w.p(2, "bigint");
+  const std::array<std::string, 4> filters = {
+      "",
+      " AND (available > 0 OR reserved > 0) AND " + expires + " > " + now,  // active
+      " AND " + expires + " <= " + now,                                    // expired
+      " AND available = 0 AND reserved = 0 AND " + expires + " > " + now,  // spent
+  };
+  s.lots.clear();
+  for (std::size_t i = 0; i < filters.size(); ++i) {
+    std::string sql = std::string("SELECT ") + c.lot + " FROM lots WHERE account_id = " + w.p(1, "text") +
+                      " AND (priority, " + expires + ", seq) > (" + w.p(3, "bigint") + ", " + w.p(4, "bigint") +
+                      ", " + w.p(5, "bigint") + ")" + filters[i];
+    if (i == 0) sql += w.unused(2, "bigint");
+    s.lots.push_back(sql + " ORDER BY priority, " + expires + ", seq LIMIT " + w.p(6, "bigint"));
+  }
 }
 
 void ledger_statements(const Writer& w, const Columns& c, ReadSql& s) {
@@ -157,6 +183,7 @@ void list_statements(const Writer& w, const Columns& c, ReadSql& s) {
   s.payment = payments + "payment_id = " + w.p(1);
   s.payment_by_provider = payments + "provider = " + w.p(1) + " AND provider_payment = " + w.p(2) +
                           " ORDER BY created_at_ms, payment_id LIMIT 1";
+  lot_statements(w, c, s);
 }
 
 ReadSql build(Dialect dialect, const Columns& columns) {
@@ -174,12 +201,12 @@ const ReadSql& read_sql(Dialect dialect) {
       build(Dialect::sqlite, Columns{sqlite::kHoldColumns, sqlite::kEventColumns, sqlite::kKeyColumns,
                                      sqlite::kTransferColumns, sqlite::kJobColumns, sqlite::kJobEntryColumns,
                                      sqlite::kLockColumns, sqlite::kIdempotencyColumns,
-                                     sqlite::kEndpointColumns, sqlite::kDeliveryColumns});
+                                     sqlite::kEndpointColumns, sqlite::kDeliveryColumns, sqlite::kLotColumns});
   static const ReadSql pg_sql = build(Dialect::postgres, Columns{pg::kHoldColumns, pg::kEventColumns, pg::kKeyColumns,
                                                                  pg::kTransferColumns, pg::kJobColumns,
                                                                  pg::kJobEntryColumns, pg::kLockColumns,
                                                                  pg::kIdempotencyColumns, pg::kEndpointColumns,
-                                                                 pg::kDeliveryColumns});
+                                                                 pg::kDeliveryColumns, pg::kLotColumns});
   return dialect == Dialect::sqlite ? sqlite_sql : pg_sql;
 }
 

@@ -734,6 +734,67 @@ ALTER TABLE api_keys ADD COLUMN scopes text CHECK (scopes IS NULL OR scopes <> '
 ALTER TABLE api_keys ADD COLUMN expires_at_ms bigint;
 ALTER TABLE api_keys ADD COLUMN name text CHECK (name IS NULL OR name <> '');
 )sql"},
+    // 16: credit lots (core/lots.h). Each account's available credits become one lot without expiry
+    // (its other credits, and every hold made before, are its base's: holds.lots NULL); holds remember
+    // what they drew ("seq:amount,…"), events name their lot. The partial indexes are the batch's
+    // loads: an account's live lots, and the reaper's overdue ones.
+    {16, "credit lots",
+     /*sqlite_legacy=*/0, /*postgres_legacy=*/0,
+     // SQLite
+     R"sql(
+CREATE TABLE lots (
+  seq           INTEGER PRIMARY KEY,
+  account_id    TEXT    NOT NULL REFERENCES accounts (account_id),
+  reference     TEXT,
+  category      TEXT    NOT NULL CHECK (category IN ('paid', 'promotional')),
+  priority      INTEGER NOT NULL CHECK (priority BETWEEN 0 AND 100),
+  expires_at_ms INTEGER,
+  amount        INTEGER NOT NULL CHECK (amount >= 0),
+  available     INTEGER NOT NULL CHECK (available >= 0),
+  reserved      INTEGER NOT NULL CHECK (reserved >= 0),
+  used          INTEGER NOT NULL CHECK (used >= 0),
+  expired       INTEGER NOT NULL CHECK (expired >= 0),
+  created_at_ms INTEGER NOT NULL,
+  CHECK (available + reserved + used + expired = amount)
+);
+CREATE INDEX lots_live ON lots (account_id) WHERE available > 0 OR reserved > 0;
+CREATE INDEX lots_overdue ON lots (expires_at_ms, seq) WHERE available > 0 AND expires_at_ms IS NOT NULL;
+CREATE INDEX lots_of_account ON lots (account_id, seq);
+INSERT INTO lots (account_id, reference, category, priority, expires_at_ms, amount, available, reserved, used,
+                  expired, created_at_ms)
+  SELECT account_id, NULL, 'paid', 50, NULL, available, available, 0, 0, 0, created_at_ms FROM accounts
+  WHERE available > 0 ORDER BY account_id;
+ALTER TABLE holds ADD COLUMN lots TEXT CHECK (lots IS NULL OR lots <> '');
+ALTER TABLE events ADD COLUMN lot_seq INTEGER;
+)sql",
+     // PostgreSQL
+     R"sql(
+CREATE SEQUENCE lots_seq;
+CREATE TABLE lots (
+  seq           bigint PRIMARY KEY DEFAULT nextval('lots_seq'),
+  account_id    text   NOT NULL REFERENCES accounts (account_id),
+  reference     text,
+  category      text   NOT NULL CHECK (category IN ('paid', 'promotional')),
+  priority      bigint NOT NULL CHECK (priority BETWEEN 0 AND 100),
+  expires_at_ms bigint,
+  amount        bigint NOT NULL CHECK (amount >= 0),
+  available     bigint NOT NULL CHECK (available >= 0),
+  reserved      bigint NOT NULL CHECK (reserved >= 0),
+  used          bigint NOT NULL CHECK (used >= 0),
+  expired       bigint NOT NULL CHECK (expired >= 0),
+  created_at_ms bigint NOT NULL,
+  CHECK (available + reserved + used + expired = amount)
+);
+CREATE INDEX lots_live ON lots (account_id) WHERE available > 0 OR reserved > 0;
+CREATE INDEX lots_overdue ON lots (expires_at_ms, seq) WHERE available > 0 AND expires_at_ms IS NOT NULL;
+CREATE INDEX lots_of_account ON lots (account_id, seq);
+INSERT INTO lots (account_id, reference, category, priority, expires_at_ms, amount, available, reserved, used,
+                  expired, created_at_ms)
+  SELECT account_id, NULL, 'paid', 50, NULL, available, available, 0, 0, 0, created_at_ms FROM accounts
+  WHERE available > 0 ORDER BY account_id;
+ALTER TABLE holds ADD COLUMN lots text CHECK (lots IS NULL OR lots <> '');
+ALTER TABLE events ADD COLUMN lot_seq bigint;
+)sql"},
 };
 
 constexpr int legacy_number(const Version& version, Dialect dialect) {

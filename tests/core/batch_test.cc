@@ -19,6 +19,7 @@
 #include "core/hold_id.h"
 #include "core/invariants.h"
 #include "core/limits.h"
+#include "core/lots.h"
 #include "core/rules.h"
 #include "slices.h"
 
@@ -42,6 +43,7 @@ class World {
   std::map<std::string, ApiKey> keys;
   std::vector<Event> events;
   std::int64_t last_seq = 0;
+  std::map<std::int64_t, Lot> lots;  // by seq
 
   batch::Snapshot load(const batch::Keys& k) const {
     batch::Snapshot s;
@@ -75,6 +77,7 @@ class World {
       s.holds.push_back(h);
       s.accounts.push_back(accounts.at(h.account_id));
     }
+    load_lots(k, s);
     for (const std::string& ref : k.references) {
       if (auto t = transfers.find(ref); t != transfers.end()) s.transfers.push_back(t->second);
     }
@@ -101,7 +104,34 @@ class World {
       if (auto key = keys.find(id); key != keys.end()) s.keys.push_back(key->second);
     }
     for (std::int64_t i = 1; i <= k.new_holds_max; ++i) s.new_hold_seqs.push_back(last_seq + i);
+    const std::int64_t last_lot = lots.empty() ? 0 : lots.rbegin()->first;
+    for (std::int64_t i = 1; i <= k.new_lots_max; ++i) s.new_lot_seqs.push_back(last_lot + i);
     return s;
+  }
+
+  // As the stores: the accounts of the oldest overdue lots (a reaper pass), then every locked
+  // account's live lots, then what the loaded holds of locked accounts drew.
+  void load_lots(const batch::Keys& k, batch::Snapshot& s) const {
+    std::vector<const Lot*> overdue;
+    for (const auto& [seq, lot] : lots) {
+      if (lot.available > 0 && lots::is_overdue(lot, now)) overdue.push_back(&lot);
+    }
+    std::stable_sort(overdue.begin(), overdue.end(), [](const Lot* a, const Lot* b) {
+      return *a->terms.expires_at_ms < *b->terms.expires_at_ms;
+    });
+    for (std::size_t i = 0; i < overdue.size() && static_cast<std::int64_t>(i) < k.overdue_max; ++i) {
+      s.accounts.push_back(accounts.at(overdue[i]->account_id));
+    }
+    std::vector<std::string> locked;
+    for (const Account& a : s.accounts) locked.push_back(a.account_id);
+    const auto is_locked = [&](const std::string& id) { return std::find(locked.begin(), locked.end(), id) != locked.end(); };
+    for (const auto& [seq, lot] : lots) {
+      if (is_locked(lot.account_id) && (lot.available > 0 || lot.reserved > 0)) s.lots.push_back(lot);
+    }
+    for (const Hold& h : s.holds) {
+      if (!is_locked(h.account_id)) continue;
+      for (const LotDraw& d : h.lots) s.lots.push_back(lots.at(d.lot_seq));
+    }
   }
 
   // Applies the effects as a store writes them; returns the event ids it gave.
@@ -131,6 +161,11 @@ class World {
       Transfer tr = t.transfer;
       tr.event_id = ids.at(t.event_index);
       EXPECT_TRUE(transfers.emplace(tr.reference, std::make_pair(tr, events.at(tr.event_id - 1))).second);
+    }
+    for (const Lot& lot : e.new_lots) EXPECT_TRUE(lots.emplace(lot.seq, lot).second);
+    for (const auto& c : e.changed_lots) {
+      EXPECT_EQ(lots.at(c.after.seq), c.before) << "a lot changed behind the batch";
+      lots[c.after.seq] = c.after;
     }
     for (const ApiKey& k : e.new_keys) EXPECT_TRUE(keys.emplace(k.key_id, k).second);
     for (const auto& c : e.changed_keys) keys[c.after.key_id] = c.after;
@@ -170,6 +205,19 @@ class World {
         }
       }
       for (auto& v : invariants::check_account(a, events_of(id), sum, count)) out.push_back(id + ": " + v);
+      std::vector<Lot> own;
+      std::map<std::int64_t, std::int64_t> drawn;
+      for (const auto& [seq, lot] : lots) {
+        if (lot.account_id == id) own.push_back(lot);
+      }
+      for (const auto& [seq, h] : holds) {
+        if (h.account_id != id || h.status != HoldStatus::active) continue;
+        for (const LotDraw& d : h.lots) drawn[d.lot_seq] += d.amount;
+      }
+      if (auto bad = lots::check_account_lots(a, own)) out.push_back(id + ": " + *bad);
+      for (const Lot& lot : own) {
+        if (lot.reserved != drawn[lot.seq]) out.push_back(id + ": " + lot_id(lot.seq) + " reserved differs from its holds' draws");
+      }
     }
     return out;
   }
@@ -556,6 +604,82 @@ TEST_F(BatchDecision, KeysAreCreatedOnceAndAccountKeysRevokedOnceButNeverTheAdmi
   EXPECT_TRUE(w.keys.at("k1").revoked_at_ms.has_value());
 }
 
+// --- credit lots (core/lots.h) --------------------------------------------------------------------
+
+CreditCommand lot_credit(std::string account, std::int64_t amount, std::string ref, std::int64_t priority,
+                         std::optional<std::int64_t> expires_at_ms) {
+  CreditCommand c{std::move(account), amount, std::move(ref)};
+  c.lot = LotTerms{expires_at_ms, priority, LotCategory::promotional};
+  return c;
+}
+
+TEST_F(BatchDecision, ACreditMakesALotAndAHoldDrawsThePromotionalLotFirst) {
+  const auto credited = outcome<TransferOutcome>(w.one(lot_credit("alice", 4, "promo", 10, w.now + 1'000)));
+  ASSERT_TRUE(credited.event.lot_seq.has_value());
+  const auto h = outcome<HoldOutcome>(w.one(reserve("alice", 6, "r1"))).hold;
+  ASSERT_EQ(h.lots.size(), 2u);
+  EXPECT_EQ(h.lots[0], (LotDraw{*credited.event.lot_seq, 4}));
+  EXPECT_EQ(h.lots[1].amount, 2);
+  EXPECT_THAT(w.violations(), IsEmpty());
+}
+
+TEST_F(BatchDecision, ACreditThatExpiresInThePastIsRefusedAndWritesNothing) {
+  const auto events = w.events.size();
+  const CommandResult r = w.one(lot_credit("alice", 4, "late", 50, w.now));
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.error().code, Code::invalid_request);
+  EXPECT_THAT(r.error().detail, HasSubstr("expires_at"));
+  EXPECT_EQ(w.events.size(), events);
+  EXPECT_EQ(w.lots.size(), 1u);
+}
+
+TEST_F(BatchDecision, AnOverdueLotExpiresBeforeTheNextSpendAndTheReaperCountsWhatItExpires) {
+  ASSERT_TRUE(w.one(lot_credit("alice", 4, "promo", 10, w.now + 100)).ok());
+  w.now += 100;
+  const batch::Decision d = w.run({reserve("alice", 12, "r1")});
+  EXPECT_EQ(d.results[0].error().code, Code::insufficient_credits);  // the 4 expired first
+  ASSERT_THAT(types(d.effects.events), ElementsAre(EventType::lot_expired));
+  EXPECT_EQ(w.accounts.at("alice").balances.expired, 4);
+  ASSERT_TRUE(w.one(lot_credit("alice", 3, "promo2", 10, w.now + 100)).ok());
+  w.now += 100;
+  const auto reaped = outcome<ExpireOutcome>(w.one(ExpireOverdueCommand{10}));
+  EXPECT_EQ(reaped.lots_expired, 1);
+  EXPECT_EQ(w.accounts.at("alice").balances.expired, 7);
+  EXPECT_THAT(w.violations(), IsEmpty());
+}
+
+TEST_F(BatchDecision, SpendingPastEveryLotIsDebtThatTheNextCreditPaysFirst) {
+  UpdateAccountCommand overdraft;
+  overdraft.account_id = "alice";
+  overdraft.overdraft_limit = 5;
+  ASSERT_TRUE(w.one(overdraft).ok());
+  const std::string h = hold(14, "r1");
+  ASSERT_TRUE(w.one(commit(h)).ok());
+  EXPECT_EQ(w.accounts.at("alice").balances.available, -4);
+  const auto credited = outcome<TransferOutcome>(w.one(CreditCommand{"alice", 6, "pay-2"}));
+  ASSERT_TRUE(credited.event.lot_seq.has_value());
+  EXPECT_EQ(w.lots.at(*credited.event.lot_seq).amount, 2);  // 4 paid the debt
+  const auto debt_only = outcome<TransferOutcome>(w.one(CreditCommand{"alice", 1, "pay-3"}));
+  EXPECT_TRUE(debt_only.event.lot_seq.has_value());  // no debt left: a lot of 1
+  // The overdraft cannot be lowered below what the base owes, even while lots hold credits.
+  ASSERT_TRUE(w.one(reserve("alice", 8, "r2")).ok());
+  overdraft.overdraft_limit = 0;
+  EXPECT_EQ(w.one(overdraft).error().code, Code::conflict);
+  EXPECT_THAT(w.violations(), IsEmpty());
+}
+
+TEST_F(BatchDecision, AnAccountTakesNoMoreLiveLotsThanTheLimit) {
+  std::vector<Command> credits;
+  for (std::int64_t i = 1; i < limits::kLiveLotsPerAccountMax; ++i) credits.push_back(CreditCommand{"alice", 1, "c" + std::to_string(i)});
+  const batch::Decision d = w.run(credits);
+  for (const auto& r : d.results) ASSERT_TRUE(r.ok());
+  const CommandResult refused = w.one(CreditCommand{"alice", 1, "one-more"});
+  ASSERT_FALSE(refused.ok());
+  EXPECT_EQ(refused.error().code, Code::conflict);
+  ASSERT_TRUE(w.one(DebitCommand{"alice", 10, "spend-the-first", ""}).ok());  // the first lot is spent
+  EXPECT_TRUE(w.one(CreditCommand{"alice", 1, "one-more"}).ok());
+}
+
 // --- every invariant, after seeded random batches ------------------------------------------------
 
 TEST(BatchDecisionProperties, RandomBatchesKeepEveryInvariantAndEveryRefusalWritesNothing) {
@@ -588,7 +712,14 @@ TEST(BatchDecisionProperties, RandomBatchesKeepEveryInvariantAndEveryRefusalWrit
           case 6: batch.push_back(ReleaseCommand{hold}); break;
           case 7: batch.push_back(ExtendCommand{hold, pick(1, 5'000)}); break;
           case 8: batch.push_back(ExpireOverdueCommand{pick(1, 4)}); break;
-          default: batch.push_back(CreditCommand{account, pick(1, 5), "fund-" + std::to_string(n++)}); break;
+          default: {
+            // Credits make lots: some promotional and spent first, some expiring within the rounds.
+            CreditCommand c{account, pick(1, 5), "fund-" + std::to_string(n++)};
+            c.lot.priority = pick(0, 1) ? 50 : pick(0, 100);
+            if (pick(0, 1)) c.lot.expires_at_ms = w.now + pick(1, 3'000);
+            batch.push_back(c);
+            break;
+          }
         }
       }
       const auto events_before = w.events.size();
@@ -609,7 +740,7 @@ TEST(BatchDecisionProperties, RandomBatchesKeepEveryInvariantAndEveryRefusalWrit
       const bool only_refusals = std::all_of(d.results.begin(), d.results.end(), [](const CommandResult& r) {
         return !r.ok() || std::visit([](const auto& o) {
           using T = std::decay_t<decltype(o)>;
-          if constexpr (std::is_same_v<T, ExpireOutcome>) return o.expired == 0;
+          if constexpr (std::is_same_v<T, ExpireOutcome>) return o.expired == 0 && o.lots_expired == 0;
           else if constexpr (std::is_same_v<T, KeyUseOutcome>) return true;  // writes no event
           else if constexpr (std::is_same_v<T, LockOutcome> || std::is_same_v<T, IdempotencyOutcome> ||
                              std::is_same_v<T, RateLimitOutcome> || std::is_same_v<T, PruneOutcome> ||
@@ -620,7 +751,8 @@ TEST(BatchDecisionProperties, RandomBatchesKeepEveryInvariantAndEveryRefusalWrit
       });
       if (only_refusals) {
         for (std::size_t e = events_before; e < w.events.size(); ++e) {
-          EXPECT_EQ(w.events[e].type, EventType::expired) << "seed " << seed << " round " << round;
+          EXPECT_TRUE(w.events[e].type == EventType::expired || w.events[e].type == EventType::lot_expired)
+              << "seed " << seed << " round " << round;
         }
       }
       ASSERT_THAT(w.violations(), IsEmpty()) << "seed " << seed << " round " << round;

@@ -578,6 +578,7 @@ TEST_F(HttpApi, MetricsServeEveryListedMetricInPrometheusText) {
   EXPECT_GE(value_of("tollgate_holds_ended_total{outcome=\"committed\"}"), 1);      // holds ended by outcome
   EXPECT_GE(value_of("tollgate_holds_ended_total{outcome=\"released\"}"), 1);
   EXPECT_GE(value_of("tollgate_holds_ended_total{outcome=\"expired\"}"), 0);
+  EXPECT_GE(value_of("tollgate_lots_expired_total"), 0);  // credit lots the reaper expired
   EXPECT_GE(value_of("tollgate_holds_ended_total{outcome=\"late_charged\"}"), 0);   // late
   EXPECT_GE(value_of("tollgate_holds_ended_total{outcome=\"late_forgiven\"}"), 0);
   EXPECT_GE(value_of("tollgate_reservation_conflicts_total"), 1);                   // insufficient_credits answers

@@ -13,6 +13,7 @@
 #include <fstream>
 #include <string>
 
+#include "core/clock.h"
 #include "http_test_support.h"
 #include "payments/signature.h"
 #include "support/backends.h"
@@ -205,7 +206,8 @@ TEST_F(HttpPayments, SignedButUnusableEventsAreRefusedByNameAndChangeNothing) {
       {"negative", {{"tollgate_credits", "-4"}}, "tollgate_credits must be"},
       {"huge", {{"tollgate_credits", "9007199254740992"}}, "tollgate_credits must be"},
       {"not a number", {{"tollgate_credits", "ten"}}, "tollgate_credits must be"},
-      {"lots", {{"tollgate_credits", "3"}, {"tollgate_expires_in_days", "30"}}, "not supported"},
+      {"no expiry days", {{"tollgate_credits", "3"}, {"tollgate_expires_in_days", "0"}}, "tollgate_expires_in_days must be"},
+      {"negative expiry days", {{"tollgate_credits", "3"}, {"tollgate_expires_in_days", "-2"}}, "tollgate_expires_in_days must be"},
   };
   for (const Case& c : cases) {
     const HttpResponse r = stripe(event("checkout.session.completed", session(unique("cs_test"), account, c.metadata)));
@@ -221,6 +223,27 @@ TEST_F(HttpPayments, SignedButUnusableEventsAreRefusedByNameAndChangeNothing) {
   EXPECT_EQ(stripe(R"({"id":"evt_x","type":"checkout.session.completed"})").status, 400u);
   EXPECT_EQ(jint(get_account(account), "available"), 0);
   EXPECT_EQ(event_count(account), 0u);
+}
+
+TEST_F(HttpPayments, ACheckoutWithExpiresInDaysMakesALotThatExpiresThatManyDaysAfterItsDelivery) {
+  const std::string account = make_account(0);
+  const std::int64_t sent_ms = now_s() * 1000;
+  const HttpResponse paid = stripe(event("checkout.session.completed",
+                                         session(unique("cs_test"), account,
+                                                 {{"tollgate_credits", "7"}, {"tollgate_expires_in_days", "30"}})));
+  ASSERT_EQ(paid.status, 200u) << paid;
+  const std::int64_t answered_ms = (now_s() + 1) * 1000;
+  const HttpResponse lots = admin().get("/v1/accounts/" + account + "/lots");
+  ASSERT_EQ(lots.status, 200u) << lots;
+  const json::array& listed = lots.object().at("lots").as_array();
+  ASSERT_EQ(listed.size(), 1u) << lots;
+  const json::object& lot = listed[0].as_object();
+  EXPECT_EQ(jint(lot, "amount"), 7);
+  const auto expires_at = parse_rfc3339_ms(jstr(lot, "expires_at"));
+  ASSERT_TRUE(expires_at.has_value()) << lots;
+  constexpr std::int64_t kThirtyDaysMs = 30LL * 86'400'000;
+  EXPECT_GE(*expires_at, sent_ms + kThirtyDaysMs);
+  EXPECT_LE(*expires_at, answered_ms + kThirtyDaysMs);
 }
 
 TEST_F(HttpPayments, AnUnknownAccountOrPaymentIsNotFoundSoTheProviderRetries) {
@@ -329,14 +352,35 @@ TEST_F(HttpPayments, AnotherProviderThroughStandardWebhooksCreditsOnceAndRefunds
   EXPECT_EQ(webhook(pay, "msg_5", now_s() - 3600).code(), "invalid_signature");
   HttpClient open(port());
   EXPECT_EQ(open.post("/v1/payments/webhook", pay).code(), "invalid_signature");
-  const std::string with_lot = json::serialize(json::object{{"type", "payment.succeeded"}, {"payment_id", "order-2"},
-                                                            {"account_id", account}, {"credits", 5},
-                                                            {"expires_at", "2030-01-01T00:00:00Z"}});
-  EXPECT_EQ(webhook(with_lot, "msg_6").status, 400u);
+  const std::string bad_lot = json::serialize(json::object{{"type", "payment.succeeded"}, {"payment_id", "order-3"},
+                                                           {"account_id", account}, {"credits", 5}, {"priority", 101}});
+  const HttpResponse refused_lot = webhook(bad_lot, "msg_8");
+  EXPECT_EQ(refused_lot.status, 400u) << refused_lot;
+  EXPECT_NE(refused_lot.body.find("priority"), std::string::npos) << refused_lot;
   const std::string unknown = json::serialize(json::object{
       {"type", "payment.refunded"}, {"payment_id", "order-404"}, {"account_id", account}, {"credits", 1}});
   EXPECT_EQ(webhook(unknown, "msg_7").status, 404u);
   EXPECT_EQ(jint(get_account(account), "available"), 10);
+  // A payment's credits make a lot with its terms, and its refund takes from that lot first.
+  const std::string with_lot = json::serialize(json::object{{"type", "payment.succeeded"}, {"payment_id", "order-2"},
+                                                            {"account_id", account}, {"credits", 5},
+                                                            {"expires_at", "2030-01-01T00:00:00Z"}, {"priority", 90},
+                                                            {"category", "promotional"}});
+  ASSERT_EQ(webhook(with_lot, "msg_6").status, 200u);
+  const HttpResponse lots = admin().get("/v1/accounts/" + account + "/lots?status=active");
+  ASSERT_EQ(lots.status, 200u) << lots;
+  const json::array& listed = lots.object().at("lots").as_array();
+  ASSERT_FALSE(listed.empty());
+  const json::object& last = listed.back().as_object();  // priority 90: spent last
+  EXPECT_EQ(jstr(last, "reference"), "payment:order-2");
+  EXPECT_EQ(jstr(last, "expires_at"), "2030-01-01T00:00:00.000Z");
+  EXPECT_EQ(jstr(last, "category"), "promotional");
+  const std::string refund_2 = json::serialize(json::object{
+      {"type", "payment.refunded"}, {"payment_id", "order-2"}, {"account_id", account}, {"credits", 2}});
+  ASSERT_EQ(webhook(refund_2, "msg_9").status, 200u);
+  const HttpResponse after = admin().get("/v1/accounts/" + account + "/lots?status=active");
+  EXPECT_EQ(jint(after.object().at("lots").as_array().back().as_object(), "available"), 3) << after;
+  EXPECT_EQ(jint(get_account(account), "available"), 13);
 }
 
 TEST_F(HttpPayments, OfficialLibrariesSignaturesAreAcceptedAndTheirWrongOnesRefusedWithNothingChanged) {

@@ -100,6 +100,7 @@ class RecordingStore final : public Store {
       return unsupported();
     }
     Result<TransferRecord> get_transfer(std::string_view) override { return unsupported(); }
+    Result<Page<lots::LotView>> list_lots(const LotQuery&, const PageRequest&) override { return unsupported(); }
   } no_lists_;
   struct NoJobs final : jobs::JobReads {
     Result<jobs::Job> get_job(std::string_view) override { return unsupported(); }

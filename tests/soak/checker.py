@@ -42,7 +42,8 @@ class Report:
 
 # --- the fold of one account's events (the same rules as src/core/invariants.cc, written again) -----
 def fold_events(account_id: str, events: list[dict[str, Any]], r: Report) -> dict[str, int]:
-    # Nothing moves credits to expired yet (no lot expires): the fold keeps it at 0.
+    # Credits move to expired when a lot expires (lot_expired), or when a hold or refund gives back
+    # to a lot that has expired (the event's expired_after says how many, at most all of them).
     b = {"available": 0, "reserved": 0, "used": 0, "expired": 0, "purchased": 0, "active_holds": 0}
     holds: dict[str, dict[str, Any]] = {}
     last_id = 0
@@ -57,7 +58,16 @@ def fold_events(account_id: str, events: list[dict[str, Any]], r: Report) -> dic
         if amount < 0:
             r.bad(f"{where}: negative amount")
         life = None
-        if t not in ("credited", "debited", "account_updated") + NOTICES:
+
+        def give_back(n: int) -> None:
+            to_expired = e["expired_after"] - b["expired"]
+            if to_expired < 0 or to_expired > n:
+                r.bad(f"{where}: gives back {n} credits but moves {to_expired} to expired")
+                return
+            b["expired"] += to_expired
+            b["available"] += n - to_expired
+
+        if t not in ("credited", "debited", "account_updated", "lot_expired") + NOTICES:
             if not hid:
                 r.bad(f"{where}: a hold event without hold_id")
                 continue
@@ -92,7 +102,7 @@ def fold_events(account_id: str, events: list[dict[str, Any]], r: Report) -> dic
                 r.bad(f"{where}: amount differs from the hold's")
             b["reserved"] -= life["amount"]
             b["used"] += used
-            b["available"] += life["amount"] - used
+            give_back(life["amount"] - used)
             life["ended"], life["expired"] = True, t == "expired"
             b["active_holds"] -= 1
         elif t in ("late_charged", "late_forgiven"):
@@ -110,6 +120,11 @@ def fold_events(account_id: str, events: list[dict[str, Any]], r: Report) -> dic
             assert life is not None
             if life["ended"]:
                 r.bad(f"{where}: hold {hid} extended after it ended")
+        elif t == "lot_expired":
+            if amount < 1 or hid or not e.get("lot_id"):
+                r.bad(f"{where}: a lot_expired event names no lot, moves nothing, or names a hold")
+            b["available"] -= amount
+            b["expired"] += amount
         elif t in NOTICES:
             if amount != 0 or hid:
                 r.bad(f"{where}: a balance notice moves an amount or names a hold")

@@ -11,6 +11,7 @@ Thread safety: one Worker per thread; they share the History (thread-safe) and r
 
 from __future__ import annotations
 
+import datetime
 import http.client
 import json
 import random
@@ -171,8 +172,14 @@ class Worker:
     # --- money ------------------------------------------------------------------------------------
     def credit(self) -> None:
         acct, amount, ref = self._account(), self.rng.randint(1, 20), self._id("cr")
+        body: dict[str, Any] = {"amount": amount, "reference": ref}
+        if self.rng.random() < 0.4:
+            # A credit lot that expires within the run (and one spent first): lot expiry under the faults.
+            expires = datetime.datetime.now(datetime.timezone.utc) + datetime.timedelta(seconds=self.rng.uniform(1, 6))
+            body["expires_at"] = expires.strftime("%Y-%m-%dT%H:%M:%S.%f")[:-3] + "Z"
+            body["priority"] = self.rng.choice([10, 50, 90])
         self.caller.call("credit", {"account_id": acct, "amount": amount, "reference": ref}, "POST",
-                         f"/v1/accounts/{acct}/credits", {"amount": amount, "reference": ref})
+                         f"/v1/accounts/{acct}/credits", body)
 
     def debit(self) -> None:
         acct, amount, ref = self._account(), self.rng.randint(1, 6), self._id("db")

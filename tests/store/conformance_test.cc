@@ -2117,6 +2117,94 @@ TEST_P(StoreConformance, StoppingTheLedgerAnswersItsWaiters) {
   EXPECT_OK(woke.get_future().get());
 }
 
+// --- credit lots (core/lots.h): each backend's loads, writes and reads of them -----------------------
+
+CreditCommand lot_credit(const std::string& account, std::int64_t amount, const std::string& reference,
+                         std::int64_t priority, std::optional<std::int64_t> expires_at_ms) {
+  CreditCommand c{account, amount, reference};
+  c.lot = LotTerms{expires_at_ms, priority, LotCategory::paid};
+  return c;
+}
+
+TEST_P(StoreConformance, LotsAreSpentInOrderAndAnExpiredLotKeepsWhatItsHoldsGiveBack) {
+  make_account("alice");
+  give("alice", 10, "plain");
+  const std::int64_t soon = clock_.now_ms() + 1'000;
+  ASSERT_OK(ledger_->credit(lot_credit("alice", 5, "expiring", 50, soon)));
+  const Hold charged = hold("alice", 3, "r1");   // from the expiring lot: the soonest expiry first
+  const Hold released = hold("alice", 4, "r2");  // 2 from it, 2 from the plain lot
+  ASSERT_EQ(charged.lots.size(), 1u);
+  ASSERT_EQ(released.lots.size(), 2u);
+  EXPECT_EQ(released.lots[0].amount, 2);
+  clock_.advance_ms(1'000);
+  // Read before the reaper: nothing was left available in the expiring lot, so nothing has expired.
+  EXPECT_EQ(balances("alice"), (Bal{8, 7, 0, 15}));
+  ASSERT_OK(ledger_->commit({charged.hold_id, std::nullopt, LateCommitPolicy::charge}));  // a commit still charges
+  ASSERT_OK(ledger_->release({released.hold_id, std::nullopt}));
+  const Account a = account("alice");
+  EXPECT_EQ(a.balances.used, 3);
+  EXPECT_EQ(a.balances.expired, 2);  // what the release gave back to the expired lot
+  EXPECT_EQ(a.balances.available, 10);
+  PageRequest page;
+  auto expired = ledger_->list_lots(LotQuery{"alice", lots::LotStatus::expired}, page);
+  ASSERT_OK(expired);
+  ASSERT_EQ(expired->items.size(), 1u);
+  EXPECT_EQ(expired->items[0].lot.used, 3);
+  EXPECT_EQ(expired->items[0].lot.expired, 2);
+}
+
+TEST_P(StoreConformance, TheReaperExpiresOverdueLotsOfAccountsNoCommandNamesAndReadsShowThemExpiredBefore) {
+  for (const char* id : {"alice", "bob"}) {
+    make_account(id);
+    ASSERT_OK(ledger_->credit(lot_credit(id, 6, std::string("promo-") + id, 10, clock_.now_ms() + 500)));
+    give(id, 4, std::string("paid-") + id);
+  }
+  clock_.advance_ms(500);
+  EXPECT_EQ(balances("alice"), (Bal{4, 0, 0, 10}));  // shown expired before the reaper ran
+  EXPECT_EQ(account("alice").balances.expired, 6);
+  auto reaped = ledger_->reap_once();
+  ASSERT_OK(reaped);
+  for (const char* id : {"alice", "bob"}) {
+    const auto evs = events(id);
+    ASSERT_FALSE(evs.empty());
+    EXPECT_EQ(evs.back().type, EventType::lot_expired) << id;
+    EXPECT_EQ(evs.back().amount, 6) << id;
+    EXPECT_TRUE(evs.back().lot_seq.has_value()) << id;
+    EXPECT_EQ(account(id).balances.expired, 6) << id;
+  }
+  ASSERT_OK(ledger_->reap_once());  // nothing more to expire: no second event
+  const auto after = events("alice");
+  EXPECT_EQ(std::count_if(after.begin(), after.end(), [](const Event& e) { return e.type == EventType::lot_expired; }), 1);
+}
+
+TEST_P(StoreConformance, ARefundGivesBackToTheSpentLotItCameFromAndDebtIsPaidByTheNextCredit) {
+  make_account("alice", /*overdraft=*/5);
+  give("alice", 4, "paid");
+  const Hold h = hold("alice", 7, "r1");  // 4 from the lot, 3 from the overdraft
+  ASSERT_OK(ledger_->commit({h.hold_id, std::nullopt, LateCommitPolicy::charge}));
+  EXPECT_EQ(balances("alice"), (Bal{-3, 0, 7, 4}));
+  auto paid = ledger_->credit({"alice", 5, "top-up"});
+  ASSERT_OK(paid);
+  ASSERT_TRUE(paid->event.lot_seq.has_value());
+  PageRequest page;
+  auto lots = ledger_->list_lots(LotQuery{"alice", std::nullopt}, page);
+  ASSERT_OK(lots);
+  ASSERT_EQ(lots->items.size(), 2u);
+  EXPECT_EQ(lots->items[1].lot.amount, 2);  // 3 of the 5 paid the debt
+  refunds::RefundCommand refund;
+  refund.hold_id = h.hold_id;
+  refund.amount = 6;
+  refund.reason = "the print jammed";
+  refund.request_id = "refund-1";
+  const auto results = run_all({refund});
+  ASSERT_OK(results[0]);
+  lots = ledger_->list_lots(LotQuery{"alice", std::nullopt}, page);
+  ASSERT_OK(lots);
+  EXPECT_EQ(lots->items[0].lot.used, 1);       // 3 back to the base first, then 3 of the lot's 4
+  EXPECT_EQ(lots->items[0].lot.available, 3);
+  EXPECT_EQ(balances("alice"), (Bal{8, 0, 1, 9}));
+}
+
 INSTANTIATE_TEST_SUITE_P(AllBackends, StoreConformance, ::testing::ValuesIn(testing::all_backends()),
                          testing::BackendName());
 

@@ -107,6 +107,19 @@ void expect_release_data(Store& store, const Clock& clock, std::int64_t events_i
   ASSERT_TRUE(story.ok());
   EXPECT_GE(story->size(), 2u);
 
+  // Credit lots (version 16): each account's available credits became one lot without expiry.
+  for (const auto& [id, balances] : expected_balances()) {
+    auto lots = store.lists().list_lots(LotQuery{id, std::nullopt}, page);
+    ASSERT_TRUE(lots.ok()) << lots.error().detail;
+    ASSERT_EQ(lots->items.size(), balances.available > 0 ? 1u : 0u) << id;
+    if (lots->items.empty()) continue;
+    const Lot& lot = lots->items[0].lot;
+    EXPECT_EQ(lot.amount, balances.available) << id;
+    EXPECT_EQ(lot.available, balances.available) << id;
+    EXPECT_EQ(lot.terms, LotTerms{}) << id;  // no expiry, priority 50, paid
+    EXPECT_EQ(lot.reference, std::nullopt) << id;
+  }
+
   auto keys = store.lists().list_keys(std::nullopt, page);
   ASSERT_TRUE(keys.ok()) << keys.error().detail;
   EXPECT_EQ(keys->items.size(), 3u);  // the admin key, alice's (used), bob's (revoked)
@@ -270,8 +283,8 @@ TEST_F(SqliteSchema, TheReleaseDatabaseMigratesOnceWithItsDataIntact) {
   EXPECT_EQ(migrated.schema(), fresh.schema());
   // Old rows keep their times (SQLite's 1–2 stay, 3–7 become 4–8); version 3 was recorded now.
   std::map<int, std::int64_t> at;
-  // (Versions after the release, 9 to 15, were recorded now.)
-  const int old_number_of[] = {0, 1, 2, 0, 3, 4, 5, 6, 7, 0, 0, 0, 0, 0, 0, 0};
+  // (Versions after the release, 9 to 16, were recorded now.)
+  const int old_number_of[] = {0, 1, 2, 0, 3, 4, 5, 6, 7, 0, 0, 0, 0, 0, 0, 0, 0};
   static_assert(std::size(old_number_of) == static_cast<std::size_t>(schema::kCurrentVersion) + 1);
   for (const schema::Version& v : schema::versions()) {
     const int old = old_number_of[v.number];
@@ -493,7 +506,13 @@ TEST_F(PgSchemaTest, TheReleaseDatabaseMigratesOnceWithItsDataIntact) {
   {
     auto store = open(release);
     ASSERT_TRUE(store.ok()) << store.error().detail;
-    EXPECT_EQ(pg_data(*db, &old_columns), old_data);  // the open alone changes no row
+    // The open alone changes no row; version 16 made each account's available credits a lot.
+    auto migrated_data = pg_data(*db, &old_columns);
+    std::erase(migrated_data.at("(sequences)"), "lots_seq 2");
+    EXPECT_EQ(migrated_data, old_data);
+    EXPECT_EQ(pg_rows(*db, "SELECT concat_ws(',', account_id, amount, available, reserved, used, expired, priority, "
+                           "category, coalesce(expires_at_ms::text, '-'), coalesce(reference, '-')) FROM lots ORDER BY seq"),
+              (std::vector<std::string>{"alice,86,86,0,0,0,50,paid,-,-", "bob,18,18,0,0,0,50,paid,-,-"}));
     EXPECT_EQ(pg_rows(*db, "SELECT count(*) FROM accounts WHERE low_balance_threshold IS NOT NULL"),
               std::vector<std::string>{"0"});
     EXPECT_EQ(old_columns.count("webhook_endpoints"), 0u);  // version 10's table: new, and empty

@@ -120,7 +120,8 @@ TEST(WebhookEndpoint, EventTypesAreKnownNamedOnceAndSuggested) {
   EXPECT_FALSE(check_event_types({}, "event_types").ok());
   EXPECT_FALSE(check_event_types({""}, "event_types").ok());
   EXPECT_FALSE(check_event_types({"credited", "credited"}, "event_types").ok());
-  EXPECT_EQ(event_type_names().size(), 14u);
+  EXPECT_EQ(event_type_names().size(), 15u);
+  EXPECT_TRUE(check_event_types({"lot_expired"}, "event_types").ok());
   EXPECT_EQ(split_event_types(join_event_types({"a", "b"})), (std::vector<std::string>{"a", "b"}));
   EXPECT_TRUE(split_event_types("").empty());
   Endpoint all;

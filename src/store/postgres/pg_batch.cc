@@ -6,6 +6,7 @@
 #include <unordered_set>
 
 #include "core/hold_id.h"
+#include "core/lots.h"
 #include "store/postgres/pg_slices.h"
 #include "store/postgres/pg_rows.h"
 #include "store/postgres/pg_write.h"
@@ -27,10 +28,23 @@ const std::string kSetNow =
 const std::string kLockAccounts = std::string("SELECT ") + kAccountColumns +
                                   " FROM accounts WHERE account_id = ANY(" TG_NAMED_ACCOUNTS
                                   ") ORDER BY account_id FOR UPDATE";
+// The reaper's: the accounts of the oldest overdue holds ($1 of them) and of the oldest overdue lots ($2).
 const std::string kLockReaperAccounts =
     std::string("SELECT ") + kAccountColumns +
-    " FROM accounts WHERE account_id = ANY(ARRAY(SELECT account_id FROM holds WHERE status = 'active' AND "
-    "expires_at_ms <= " TG_NOW " ORDER BY expires_at_ms, seq LIMIT $1)) ORDER BY account_id FOR UPDATE SKIP LOCKED";
+    " FROM accounts WHERE account_id = ANY(ARRAY((SELECT account_id FROM holds WHERE status = 'active' AND "
+    "expires_at_ms <= " TG_NOW " ORDER BY expires_at_ms, seq LIMIT $1) UNION (SELECT account_id FROM lots "
+    "WHERE available > 0 AND expires_at_ms <= " TG_NOW " ORDER BY expires_at_ms, seq LIMIT $2))) "
+    "ORDER BY account_id FOR UPDATE SKIP LOCKED";
+// Credit lots (batch.h LedgerSnapshot::lots): the live lots of the accounts named, and what the holds
+// named by seq drew from.
+const std::string kLiveLots = std::string("SELECT ") + kLotColumns + " FROM lots WHERE account_id = ANY(" TG_NAMED_ACCOUNTS
+                              ") AND (available > 0 OR reserved > 0)";
+const std::string kDrawnLots = std::string("SELECT ") + kLotColumns +
+                               " FROM lots WHERE seq = ANY(ARRAY(SELECT split_part(d, ':', 1)::bigint FROM holds h "
+                               "CROSS JOIN LATERAL unnest(string_to_array(h.lots, ',')) d WHERE h.seq = ANY($1::bigint[])))";
+const std::string kNewLotSeqs = "SELECT nextval('lots_seq') FROM generate_series(1, $1::bigint)";
+const std::string kReaperLots = std::string("SELECT ") + kLotColumns +
+                                " FROM lots WHERE account_id = ANY($1::text[]) AND (available > 0 OR reserved > 0)";
 const std::string kHoldsBySeq = std::string("SELECT ") + kHoldColumns + " FROM holds WHERE seq = ANY($1::bigint[])";
 const std::string kHoldsByRequest =
     std::string("SELECT ") + kHoldColumns + " FROM holds WHERE request_id = ANY($1::text[])";
@@ -80,17 +94,17 @@ const std::string kUpdateAccounts =
     "SELECT tollgate_assert(count(*) = $14, 'an account changed behind the batch''s lock') FROM u";
 const std::string kInsertHolds =
     "INSERT INTO holds (seq, hold_id, account_id, request_id, amount, committed_amount, status, late_outcome, "
-    "created_at_ms, expires_at_ms, closed_at_ms, metadata, release_reason) SELECT * FROM unnest($1::bigint[], "
+    "created_at_ms, expires_at_ms, closed_at_ms, metadata, release_reason, lots) SELECT * FROM unnest($1::bigint[], "
     "$2::text[], $3::text[], $4::text[], $5::bigint[], $6::bigint[], $7::text[], $8::text[], $9::bigint[], "
-    "$10::bigint[], $11::bigint[], $12::text[], $13::text[])";
+    "$10::bigint[], $11::bigint[], $12::text[], $13::text[], $14::text[])";
 const std::string kUpdateHolds =
     "WITH u AS (UPDATE holds h SET status = v.status, committed_amount = v.committed_amount, "
     "late_outcome = v.late_outcome, expires_at_ms = v.expires_at_ms, closed_at_ms = v.closed_at_ms, "
-    "release_reason = v.release_reason, refunded_amount = v.refunded_amount "
+    "release_reason = v.release_reason, refunded_amount = v.refunded_amount, lots = v.lots "
     "FROM unnest($1::bigint[], $2::text[], $3::text[], $4::bigint[], $5::text[], $6::bigint[], $7::bigint[], "
-    "$8::text[], $9::bigint[], $10::text[], $11::bigint[], $13::text[], $14::bigint[], $15::bigint[]) AS v(seq, "
-    "hold_id, status, committed_amount, late_outcome, expires_at_ms, closed_at_ms, b_status, b_committed_amount, "
-    "b_late_outcome, b_expires_at_ms, release_reason, refunded_amount, b_refunded_amount) "
+    "$8::text[], $9::bigint[], $10::text[], $11::bigint[], $13::text[], $14::bigint[], $15::bigint[], $16::text[]) "
+    "AS v(seq, hold_id, status, committed_amount, late_outcome, expires_at_ms, closed_at_ms, b_status, "
+    "b_committed_amount, b_late_outcome, b_expires_at_ms, release_reason, refunded_amount, b_refunded_amount, lots) "
     "WHERE h.seq = v.seq AND h.hold_id = v.hold_id AND h.status = v.b_status "
     "AND h.committed_amount = v.b_committed_amount AND h.late_outcome IS NOT DISTINCT FROM v.b_late_outcome "
     "AND h.expires_at_ms = v.b_expires_at_ms AND h.refunded_amount = v.b_refunded_amount RETURNING 1) "
@@ -101,15 +115,16 @@ const std::string kInsertEvents =
     "WITH n AS (UPDATE event_ids SET last_event_id = last_event_id + $16 RETURNING last_event_id - $16 AS before), "
     "e AS (INSERT INTO events (event_id, account_id, type, amount, hold_id, reference, at_ms, available_after, "
     "reserved_after, used_after, reason, overdraft_limit, max_active_holds, frozen, job_id, expires_at_ms, "
-    "low_balance_threshold, expired_after) "
+    "low_balance_threshold, expired_after, lot_seq) "
     "SELECT n.before + v.ord, v.account_id, v.type, v.amount, v.hold_id, v.reference, v.at_ms, v.available_after, "
     "v.reserved_after, v.used_after, v.reason, v.overdraft_limit, v.max_active_holds, v.frozen, v.job_id, "
-    "v.expires_at_ms, v.low_balance_threshold, v.expired_after FROM n, unnest($1::text[], $2::text[], "
+    "v.expires_at_ms, v.low_balance_threshold, v.expired_after, v.lot_seq FROM n, unnest($1::text[], $2::text[], "
     "$3::bigint[], $4::text[], $5::text[], $6::bigint[], "
     "$7::bigint[], $8::bigint[], $9::bigint[], $17::text[], $18::bigint[], $19::bigint[], $20::boolean[], "
-    "$21::text[], $22::bigint[], $23::bigint[], $24::bigint[]) WITH ORDINALITY AS v(account_id, type, amount, "
-    "hold_id, reference, at_ms, available_after, reserved_after, used_after, reason, overdraft_limit, "
-    "max_active_holds, frozen, job_id, expires_at_ms, low_balance_threshold, expired_after, ord) ORDER BY v.ord "
+    "$21::text[], $22::bigint[], $23::bigint[], $24::bigint[], $25::bigint[]) WITH ORDINALITY AS v(account_id, type, "
+    "amount, hold_id, reference, at_ms, available_after, reserved_after, used_after, reason, overdraft_limit, "
+    "max_active_holds, frozen, job_id, expires_at_ms, low_balance_threshold, expired_after, lot_seq, ord) "
+    "ORDER BY v.ord "
     "RETURNING event_id, account_id, type, hold_id, reference), "
     "t AS (INSERT INTO transfers (reference, account_id, kind, amount, reason, event_id) "
     "SELECT u.reference, u.account_id, u.kind, u.amount, u.reason, e.event_id FROM unnest($10::text[], "
@@ -117,6 +132,18 @@ const std::string kInsertEvents =
     "JOIN e ON e.reference = u.reference AND e.type = u.kind RETURNING 1) "
     "SELECT event_id, account_id, type, hold_id, reference, "
     "tollgate_assert((SELECT count(*) FROM t) = $15, 'a transfer did not find its event') FROM e";
+const std::string kInsertLots =
+    "INSERT INTO lots (seq, account_id, reference, category, priority, expires_at_ms, amount, available, reserved, "
+    "used, expired, created_at_ms) SELECT * FROM unnest($1::bigint[], $2::text[], $3::text[], $4::text[], "
+    "$5::bigint[], $6::bigint[], $7::bigint[], $8::bigint[], $9::bigint[], $10::bigint[], $11::bigint[], $12::bigint[])";
+const std::string kUpdateLots =
+    "WITH u AS (UPDATE lots l SET amount = v.amount, available = v.available, reserved = v.reserved, used = v.used, "
+    "expired = v.expired FROM unnest($1::bigint[], $2::bigint[], $3::bigint[], $4::bigint[], $5::bigint[], "
+    "$6::bigint[], $7::bigint[], $8::bigint[], $9::bigint[], $10::bigint[], $11::bigint[]) AS v(seq, amount, "
+    "available, reserved, used, expired, b_amount, b_available, b_reserved, b_used, b_expired) "
+    "WHERE l.seq = v.seq AND l.amount = v.b_amount AND l.available = v.b_available AND l.reserved = v.b_reserved "
+    "AND l.used = v.b_used AND l.expired = v.b_expired RETURNING 1) "
+    "SELECT tollgate_assert(count(*) = $12, 'a lot changed behind the batch''s lock') FROM u";
 const std::string kInsertKey =
     "INSERT INTO api_keys (key_id, account_id, secret_sha256, created_at_ms, revoked_at_ms, last_used_at_ms, scopes, "
     "expires_at_ms, name) VALUES ($1, $2, $3, $4, $5, $6::bigint, $7, $8::bigint, $9)";
@@ -137,6 +164,49 @@ const std::string kCommit = "COMMIT";
 std::optional<std::string> late_or_null(LateOutcome outcome) {
   if (outcome == LateOutcome::none) return std::nullopt;
   return std::string(late_outcome_name(outcome));
+}
+
+std::optional<std::string> draws_or_null(const std::vector<LotDraw>& draws) {
+  if (draws.empty()) return std::nullopt;
+  return lots::draws_text(draws);
+}
+
+// The batch's new and changed credit lots (after the holds, before the slices' rows).
+void add_lot_writes(const batch::Effects& e, std::vector<Conn::Pipelined>& st) {
+  if (!e.new_lots.empty()) {
+    const auto& n = e.new_lots;
+    st.push_back({&kInsertLots,
+                  Params(int_array(column(n, [](const Lot& x) { return x.seq; })),
+                         text_array(column(n, [](const Lot& x) { return x.account_id; })),
+                         text_array(column(n, [](const Lot& x) { return x.reference; })),
+                         text_array(column(n, [](const Lot& x) { return std::string(lot_category_name(x.terms.category)); })),
+                         int_array(column(n, [](const Lot& x) { return x.terms.priority; })),
+                         int_array(column(n, [](const Lot& x) { return x.terms.expires_at_ms; })),
+                         int_array(column(n, [](const Lot& x) { return x.amount; })),
+                         int_array(column(n, [](const Lot& x) { return x.available; })),
+                         int_array(column(n, [](const Lot& x) { return x.reserved; })),
+                         int_array(column(n, [](const Lot& x) { return x.used; })),
+                         int_array(column(n, [](const Lot& x) { return x.expired; })),
+                         int_array(column(n, [](const Lot& x) { return x.created_at_ms; })))});
+  }
+  if (!e.changed_lots.empty()) {
+    using C = batch::Change<Lot>;
+    const auto& c = e.changed_lots;
+    for (const C& x : c) TG_ASSERT(x.before.seq == x.after.seq && x.before.terms == x.after.terms);
+    st.push_back({&kUpdateLots,
+                  Params(int_array(column(c, [](const C& x) { return x.after.seq; })),
+                         int_array(column(c, [](const C& x) { return x.after.amount; })),
+                         int_array(column(c, [](const C& x) { return x.after.available; })),
+                         int_array(column(c, [](const C& x) { return x.after.reserved; })),
+                         int_array(column(c, [](const C& x) { return x.after.used; })),
+                         int_array(column(c, [](const C& x) { return x.after.expired; })),
+                         int_array(column(c, [](const C& x) { return x.before.amount; })),
+                         int_array(column(c, [](const C& x) { return x.before.available; })),
+                         int_array(column(c, [](const C& x) { return x.before.reserved; })),
+                         int_array(column(c, [](const C& x) { return x.before.used; })),
+                         int_array(column(c, [](const C& x) { return x.before.expired; })),
+                         static_cast<std::int64_t>(c.size()))});
+  }
 }
 
 std::int64_t seq_of(const Hold& h) {
@@ -185,7 +255,7 @@ batch::Snapshot PgBatchIo::begin_and_load(const batch::Keys& keys) {
   };
   const std::size_t lock_at = named ? add(kLockAccounts, Params(accounts, seqs)) : kNone;
   const std::size_t reaper_at =
-      keys.overdue_max > 0 ? add(kLockReaperAccounts, Params(keys.reaper_load_bound())) : kNone;
+      keys.overdue_max > 0 ? add(kLockReaperAccounts, Params(keys.reaper_load_bound(), keys.overdue_max)) : kNone;
   const std::size_t by_seq_at = keys.hold_seqs.empty() ? kNone : add(kHoldsBySeq, Params(seqs));
   const std::size_t by_request_at =
       keys.request_ids.empty() ? kNone : add(kHoldsByRequest, Params(text_array(keys.request_ids)));
@@ -199,6 +269,9 @@ batch::Snapshot PgBatchIo::begin_and_load(const batch::Keys& keys) {
       keys.view_accounts.empty() ? kNone : add(kViewOldest, Params(views, keys.oldest_live_needed()));
   const std::size_t keys_at = keys.key_ids.empty() ? kNone : add(kKeys, Params(text_array(keys.key_ids)));
   const std::size_t new_seqs_at = keys.new_holds_max > 0 ? add(kNewSeqs, Params(keys.new_holds_max)) : kNone;
+  const std::size_t live_lots_at = named ? add(kLiveLots, Params(accounts, seqs)) : kNone;
+  const std::size_t drawn_lots_at = keys.hold_seqs.empty() ? kNone : add(kDrawnLots, Params(seqs));
+  const std::size_t new_lot_seqs_at = keys.new_lots_max > 0 ? add(kNewLotSeqs, Params(keys.new_lots_max)) : kNone;
   // Each slice's loads, by its loader for this dialect (pg_slices.h), in registration order.
   const auto slice_loads = add_slice_loads(keys, st);
   std::size_t failed = 0;
@@ -253,10 +326,20 @@ batch::Snapshot PgBatchIo::begin_and_load(const batch::Keys& keys) {
     for (int i = 0; i < r[new_seqs_at].size(); ++i) s.new_hold_seqs.push_back(r[new_seqs_at].int64(i, 0));
     std::sort(s.new_hold_seqs.begin(), s.new_hold_seqs.end());
   }
+  const auto take_lots = [&](const Rows& rows) {
+    for (int i = 0; i < rows.size(); ++i) s.lots.push_back(read_lot(rows, i));
+  };
+  if (live_lots_at != kNone) take_lots(r[live_lots_at]);
+  if (drawn_lots_at != kNone) take_lots(r[drawn_lots_at]);
+  if (new_lot_seqs_at != kNone) {
+    for (int i = 0; i < r[new_lot_seqs_at].size(); ++i) s.new_lot_seqs.push_back(r[new_lot_seqs_at].int64(i, 0));
+    std::sort(s.new_lot_seqs.begin(), s.new_lot_seqs.end());
+  }
   take_slice_rows(slice_loads, r, s);
   if (!reaper_accounts.empty()) {
     // Read after the accounts were locked (a statement of its own: a fresh snapshot).
     take_holds(db.query(kReaperHolds, text_array(reaper_accounts), keys.reaper_load_max(overdue_loaded)));
+    take_lots(db.query(kReaperLots, text_array(reaper_accounts)));
   }
   return s;
 }
@@ -321,7 +404,8 @@ std::vector<std::int64_t> PgBatchIo::write_and_commit(const batch::Effects& e) {
                          int_array(column(h, [](const Hold& x) { return x.expires_at_ms; })),
                          int_array(column(h, [](const Hold& x) { return x.closed_at_ms; })),
                          text_array(column(h, [](const Hold& x) { return x.metadata_json; })),
-                         text_array(column(h, [](const Hold& x) { return x.release_reason; })))});
+                         text_array(column(h, [](const Hold& x) { return x.release_reason; })),
+                         text_array(column(h, [](const Hold& x) { return draws_or_null(x.lots); })))});
   }
   if (!e.changed_holds.empty()) {
     using C = batch::Change<Hold>;
@@ -342,8 +426,10 @@ std::vector<std::int64_t> PgBatchIo::write_and_commit(const batch::Effects& e) {
                 static_cast<std::int64_t>(c.size()),
                 text_array(column(c, [](const C& x) { return x.after.release_reason; })),
                 int_array(column(c, [](const C& x) { return x.after.refunded_amount; })),
-                int_array(column(c, [](const C& x) { return x.before.refunded_amount; })))});
+                int_array(column(c, [](const C& x) { return x.before.refunded_amount; })),
+                text_array(column(c, [](const C& x) { return draws_or_null(x.after.lots); })))});
   }
+  add_lot_writes(e, st);
   // Each slice's rows, by its writer for this dialect (pg_slices.h), in registration order: before
   // the keys and the events (the event ids' lock must be the batch's last, pg_store.h).
   batch::for_each_slice(e, [&](const auto& effects) { add_writes(effects, st); });
@@ -399,7 +485,8 @@ std::vector<std::int64_t> PgBatchIo::write_and_commit(const batch::Effects& e) {
                          int_array(column(v, [](const Event& x) {
                            return x.settings ? x.settings->low_balance_threshold : std::optional<std::int64_t>();
                          })),
-                         int_array(column(v, [](const Event& x) { return x.expired_after; })))});
+                         int_array(column(v, [](const Event& x) { return x.expired_after; })),
+                         int_array(column(v, [](const Event& x) { return x.lot_seq; })))});
   } else {
     TG_ASSERT(e.transfers.empty());
   }

@@ -28,6 +28,7 @@ class Row final : public reads::ReadRow {
   jobs::JobEntry job_entry() const override { return read_job_entry(r_, i_); }
   coord::Lock lock() const override { return read_lock(r_, i_); }
   coord::IdempotencyKey idempotency_key() const override { return read_idem(r_, i_); }
+  Lot lot() const override { return read_lot(r_, i_); }
 
  private:
   const Rows& r_;

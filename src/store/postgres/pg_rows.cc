@@ -4,6 +4,7 @@
 #include <algorithm>
 
 #include "core/hold_id.h"
+#include "core/lots.h"
 #include "core/result.h"
 #include "core/rules.h"
 
@@ -14,7 +15,7 @@ const char* const kNowSql = "SELECT floor(extract(epoch FROM clock_timestamp()) 
 // --- row mapping ----------------------------------------------------------------------------------
 const char* const kHoldColumns =
     "hold_id, account_id, request_id, amount, committed_amount, status, late_outcome, created_at_ms, "
-    "expires_at_ms, closed_at_ms, metadata, release_reason, refunded_amount";
+    "expires_at_ms, closed_at_ms, metadata, release_reason, refunded_amount, lots";
 
 Hold read_hold(const Rows& r, int row, int first) {
   Hold h;
@@ -34,17 +35,20 @@ Hold read_hold(const Rows& r, int row, int first) {
   h.metadata_json = r.text(row, first + 10);
   h.release_reason = r.optional_text(row, first + 11);
   h.refunded_amount = r.int64(row, first + 12);
+  auto draws = lots::parse_draws(r.optional_text(row, first + 13).value_or(""));
+  if (!draws) throw PgError("XX000", false, "hold " + h.hold_id + " has unreadable lots");
+  h.lots = std::move(*draws);
   return h;
 }
 
 const char* const kEventColumns =
     "event_id, account_id, type, amount, hold_id, job_id, reference, at_ms, available_after, reserved_after, "
     "used_after, reason, overdraft_limit, max_active_holds, frozen, expires_at_ms, low_balance_threshold, "
-    "expired_after";
+    "expired_after, lot_seq";
 #define TG_EVENT_COLUMNS_OF_E                                                                             \
   "e.event_id, e.account_id, e.type, e.amount, e.hold_id, e.job_id, e.reference, e.at_ms, e.available_after, " \
   "e.reserved_after, e.used_after, e.reason, e.overdraft_limit, e.max_active_holds, e.frozen, e.expires_at_ms, " \
-  "e.low_balance_threshold, e.expired_after"
+  "e.low_balance_threshold, e.expired_after, e.lot_seq"
 const char* const kEventColumnsOfE = TG_EVENT_COLUMNS_OF_E;
 
 Event read_event(const Rows& r, int row, int first) {
@@ -71,6 +75,7 @@ Event read_event(const Rows& r, int row, int first) {
   }
   e.expires_at_ms = r.optional_int64(row, first + 15);  // extended: the hold's new deadline
   e.expired_after = r.int64(row, first + 17);
+  e.lot_seq = r.optional_int64(row, first + 18);
   return e;
 }
 
@@ -104,17 +109,24 @@ std::optional<Account> account_row(Conn& db, std::string_view account_id, bool f
 
 // The accounts as a reader sees them at $2: the row, its overdue holds' count and sum, its oldest live hold.
 const std::string kAccountViewSql = std::string("SELECT ") + kAccountColumns +
-                                    ", o.overdue_count, o.overdue_sum, o.oldest_live FROM accounts a, LATERAL ("
+                                    ", o.overdue_count, o.overdue_sum, o.oldest_live, ol.overdue_lots, hl.held_in_overdue FROM accounts a, LATERAL ("
                                     "SELECT count(*) FILTER (WHERE expires_at_ms <= $2) AS overdue_count, "
                                     "coalesce(sum(amount) FILTER (WHERE expires_at_ms <= $2), 0) AS overdue_sum, "
                                     "min(created_at_ms) FILTER (WHERE expires_at_ms > $2) AS oldest_live "
-                                    "FROM holds h WHERE h.account_id = a.account_id AND h.status = 'active') o ";
+                                    "FROM holds h WHERE h.account_id = a.account_id AND h.status = 'active') o, LATERAL ("
+                                    "SELECT coalesce(sum(l.available), 0) AS overdue_lots FROM lots l "
+                                    "WHERE l.account_id = a.account_id AND l.available > 0 AND l.expires_at_ms <= $2) ol, "
+                                    "LATERAL (SELECT coalesce(sum(split_part(d, ':', 2)::bigint), 0) AS held_in_overdue "
+                                    "FROM holds h2 CROSS JOIN LATERAL unnest(string_to_array(h2.lots, ',')) d "
+                                    "JOIN lots l2 ON l2.seq = split_part(d, ':', 1)::bigint "
+                                    "WHERE h2.account_id = a.account_id AND h2.status = 'active' AND h2.expires_at_ms <= $2 "
+                                    "AND h2.lots IS NOT NULL AND l2.expires_at_ms <= $2) hl ";
 
 Account read_account_view(const Rows& r, int row, std::int64_t now_ms) {
   Account a = rules::account_view(read_account(r, row), r.int64(row, kAccountColumnCount),
                                   r.int64(row, kAccountColumnCount + 1));
   if (auto oldest = r.optional_int64(row, kAccountColumnCount + 2)) a.oldest_active_hold_age_ms = std::max<std::int64_t>(0, now_ms - *oldest);
-  return a;
+  return lots::account_view(std::move(a), r.int64(row, kAccountColumnCount + 3), r.int64(row, kAccountColumnCount + 4));
 }
 
 // The account as a reader sees it at now_ms: overdue holds already count as available.
@@ -133,6 +145,27 @@ std::optional<Hold> hold_by_id(Conn& db, std::string_view hold_id, bool for_upda
   Rows r = db.query(for_update ? locked : plain, *seq, hold_id);
   if (r.empty()) return std::nullopt;
   return read_hold(r, 0);
+}
+
+const char* const kLotColumns =
+    "seq, account_id, reference, category, priority, expires_at_ms, amount, available, reserved, used, expired, "
+    "created_at_ms";
+
+Lot read_lot(const Rows& r, int row) {
+  Lot lot;
+  lot.seq = r.int64(row, 0);
+  lot.account_id = r.text(row, 1);
+  lot.reference = r.optional_text(row, 2);
+  const auto category = parse_lot_category(r.text(row, 3));
+  if (!category) throw PgError("XX000", false, "lot " + lot_id(lot.seq) + " has an unknown category");
+  lot.terms = LotTerms{r.optional_int64(row, 5), r.int64(row, 4), *category};
+  lot.amount = r.int64(row, 6);
+  lot.available = r.int64(row, 7);
+  lot.reserved = r.int64(row, 8);
+  lot.used = r.int64(row, 9);
+  lot.expired = r.int64(row, 10);
+  lot.created_at_ms = r.int64(row, 11);
+  return lot;
 }
 
 const char* const kKeyColumns = "key_id, account_id, secret_sha256, created_at_ms, revoked_at_ms, last_used_at_ms, scopes, expires_at_ms, name";

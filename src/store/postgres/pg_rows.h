@@ -24,6 +24,7 @@ extern const char* const kEventColumns;
 extern const char* const kEventColumnsOfE;  // the same, of a table aliased `e`
 extern const char* const kAccountColumns;
 extern const char* const kKeyColumns;
+extern const char* const kLotColumns;
 // A transfer joined with its event: FROM transfers t JOIN events e ON e.event_id = t.event_id.
 extern const char* const kTransferColumns;
 // The database's clock in ms since the epoch: the real time, not the transaction's start.
@@ -35,6 +36,7 @@ Hold read_hold(const Rows& r, int row, int first = 0);
 Event read_event(const Rows& r, int row, int first = 0);
 Account read_account(const Rows& r, int row);
 ApiKey read_key(const Rows& r, int row);
+Lot read_lot(const Rows& r, int row);
 std::pair<Transfer, Event> read_transfer(const Rows& r, int row);
 
 // The account row as stored (no overdue adjustment); `for_update` locks it.

@@ -6,6 +6,7 @@
 #include <unordered_set>
 
 #include "core/hold_id.h"
+#include "core/lots.h"
 #include "store/sqlite/sqlite_slices.h"
 #include "store/sqlite/sqlite_rows.h"
 #include "store/sqlite/sqlite_write.h"
@@ -28,6 +29,14 @@ std::vector<Hold> holds_of(Query& q) {
 
 void expect_one_change(Conn& db, const std::string& what) {
   if (db.changes() != 1) changed_behind_the_lock(what);
+}
+
+void bind_draws(Stmt& s, int index, const std::vector<LotDraw>& draws) {
+  if (draws.empty()) {
+    s.bind_null(index);
+  } else {
+    s.bind(index, lots::draws_text(draws));
+  }
 }
 
 void bind_event_details(Stmt& s, int first, const Event& e) {
@@ -109,6 +118,7 @@ batch::Snapshot SqliteBatchIo::begin_and_load(const batch::Keys& keys) {
       s.holds.push_back(std::move(h));
     }
   }
+  load_lots(keys, s, loaded);
   for (const std::string& reference : keys.references) {
     Query q(db_.stmt(transfer.c_str()), reference);
     if (q.step()) s.transfers.push_back(read_transfer(q.row()));
@@ -144,7 +154,45 @@ batch::Snapshot SqliteBatchIo::begin_and_load(const batch::Keys& keys) {
     const std::int64_t last = q->int64(0);
     for (std::int64_t i = 1; i <= keys.new_holds_max; ++i) s.new_hold_seqs.push_back(last + i);
   }
+  if (keys.new_lots_max > 0) {
+    Query q(db_.stmt("SELECT coalesce(max(seq), 0) FROM lots"));
+    TG_ASSERT(q.step());
+    const std::int64_t last = q->int64(0);
+    for (std::int64_t i = 1; i <= keys.new_lots_max; ++i) s.new_lot_seqs.push_back(last + i);
+  }
   return s;
+}
+
+void SqliteBatchIo::load_lots(const batch::Keys& keys, batch::Snapshot& s, std::unordered_set<std::string>& loaded) {
+  static const std::string live = std::string("SELECT ") + kLotColumns +
+                                  " FROM lots WHERE account_id = ?1 AND (available > 0 OR reserved > 0)";
+  static const std::string by_seq = std::string("SELECT ") + kLotColumns + " FROM lots WHERE seq = ?1";
+  // The reaper's pass: the accounts of the oldest overdue lots are locked (the one writer) and loaded.
+  if (keys.overdue_max > 0) {
+    Query q(db_.stmt("SELECT account_id FROM lots WHERE available > 0 AND expires_at_ms <= ?1 "
+                     "ORDER BY expires_at_ms, seq LIMIT ?2"),
+            s.now_ms, keys.overdue_max);
+    while (q.step()) {
+      std::string id = q->text(0);
+      if (!loaded.insert(id).second) continue;
+      auto row = account_row(db_, id);
+      if (!row) throw SqlError(SQLITE_CORRUPT, "a lot of account " + id + " has no account");
+      s.accounts.push_back(std::move(*row));
+    }
+  }
+  for (const Account& a : s.accounts) {
+    Query q(db_.stmt(live.c_str()), a.account_id);
+    while (q.step()) s.lots.push_back(read_lot(q.row()));
+  }
+  // What the loaded holds drew (a refund gives back to a spent lot too).
+  for (const Hold& h : s.holds) {
+    if (loaded.count(h.account_id) == 0) continue;  // a hold the batch only answers (a reserve's replay)
+    for (const LotDraw& d : h.lots) {
+      Query q(db_.stmt(by_seq.c_str()), d.lot_seq);
+      if (!q.step()) throw SqlError(SQLITE_CORRUPT, "hold " + h.hold_id + " drew from a lot that does not exist");
+      s.lots.push_back(read_lot(q.row()));
+    }
+  }
 }
 
 std::vector<std::int64_t> SqliteBatchIo::write_and_commit(const batch::Effects& e) {
@@ -174,8 +222,8 @@ std::vector<std::int64_t> SqliteBatchIo::write_and_commit(const batch::Effects& 
   }
   insert_rows(db_,
               "INSERT INTO holds (seq, hold_id, account_id, request_id, amount, committed_amount, status, "
-              "late_outcome, created_at_ms, expires_at_ms, closed_at_ms, metadata, release_reason)",
-              13, e.new_holds, [](Stmt& s, int i, const Hold& h) {
+              "late_outcome, created_at_ms, expires_at_ms, closed_at_ms, metadata, release_reason, lots)",
+              14, e.new_holds, [](Stmt& s, int i, const Hold& h) {
                 const auto seq = hold_id_seq(h.hold_id);
                 TG_ASSERT(seq.has_value());
                 TG_ASSERT(h.refunded_amount == 0);  // a new hold has charged nothing (the column's default)
@@ -196,18 +244,21 @@ std::vector<std::int64_t> SqliteBatchIo::write_and_commit(const batch::Effects& 
                 s.bind(i + 10, h.closed_at_ms);
                 s.bind(i + 11, h.metadata_json);
                 s.bind(i + 12, h.release_reason);
+                bind_draws(s, i + 13, h.lots);
               });
   for (const auto& [before, after] : e.changed_holds) {
     const auto seq = hold_id_seq(after.hold_id);
     TG_ASSERT(seq.has_value());
     Query q(db_.stmt("UPDATE holds SET status = ?3, committed_amount = ?4, late_outcome = nullif(?5, ''), "
-                     "expires_at_ms = ?6, closed_at_ms = ?7, release_reason = ?12, refunded_amount = ?13 "
+                     "expires_at_ms = ?6, closed_at_ms = ?7, release_reason = ?12, refunded_amount = ?13, "
+                     "lots = nullif(?15, '') "
                      "WHERE seq = ?1 AND hold_id = ?2 AND status = ?8 AND committed_amount = ?9 "
                      "AND coalesce(late_outcome, '') = ?10 AND expires_at_ms = ?11 AND refunded_amount = ?14"),
             *seq, after.hold_id, hold_status_name(after.status), after.committed_amount,
             late_outcome_name(after.late_outcome), after.expires_at_ms, after.closed_at_ms,
             hold_status_name(before.status), before.committed_amount, late_outcome_name(before.late_outcome),
-            before.expires_at_ms, after.release_reason, after.refunded_amount, before.refunded_amount);
+            before.expires_at_ms, after.release_reason, after.refunded_amount, before.refunded_amount,
+            lots::draws_text(after.lots));
     q.step();
     expect_one_change(db_, "hold " + after.hold_id);
   }
@@ -222,8 +273,8 @@ std::vector<std::int64_t> SqliteBatchIo::write_and_commit(const batch::Effects& 
     insert_rows(db_,
                 "INSERT INTO events (event_id, account_id, type, amount, hold_id, job_id, reference, at_ms, "
                 "available_after, reserved_after, used_after, reason, overdraft_limit, max_active_holds, frozen, "
-                "expires_at_ms, low_balance_threshold, expired_after)",
-                18, e.events, [&, index = std::size_t{0}](Stmt& s, int i, const Event& ev) mutable {
+                "expires_at_ms, low_balance_threshold, expired_after, lot_seq)",
+                19, e.events, [&, index = std::size_t{0}](Stmt& s, int i, const Event& ev) mutable {
                   s.bind(i, ids[index++]);
                   s.bind(i + 1, ev.account_id);
                   s.bind(i + 2, event_type_name(ev.type));
@@ -237,6 +288,7 @@ std::vector<std::int64_t> SqliteBatchIo::write_and_commit(const batch::Effects& 
                   s.bind(i + 10, ev.used_after);
                   bind_event_details(s, i + 11, ev);
                   s.bind(i + 17, ev.expired_after);
+                  s.bind(i + 18, ev.lot_seq);
                 });
   }
   for (const auto& [t, event_index] : e.transfers) {
@@ -264,11 +316,42 @@ std::vector<std::int64_t> SqliteBatchIo::write_and_commit(const batch::Effects& 
     q.step();
     expect_one_change(db_, "key " + after.key_id);
   }
+  write_lots(e);
   // Each slice's rows, by its writer for this dialect (sqlite_slices.h), in registration order.
   batch::for_each_slice(e, [&](const auto& effects) { write_rows(db_, effects); });
   db_.exec("COMMIT");  // durable once the store's sync() returns (synchronous=NORMAL)
   if (!ids.empty()) last_event_id_ = std::max(last_event_id_, ids.back());
   return ids;
+}
+
+void SqliteBatchIo::write_lots(const batch::Effects& e) {
+  insert_rows(db_,
+              "INSERT INTO lots (seq, account_id, reference, category, priority, expires_at_ms, amount, available, "
+              "reserved, used, expired, created_at_ms)",
+              12, e.new_lots, [](Stmt& s, int i, const Lot& lot) {
+                s.bind(i, lot.seq);
+                s.bind(i + 1, lot.account_id);
+                s.bind(i + 2, lot.reference);
+                s.bind(i + 3, lot_category_name(lot.terms.category));
+                s.bind(i + 4, lot.terms.priority);
+                s.bind(i + 5, lot.terms.expires_at_ms);
+                s.bind(i + 6, lot.amount);
+                s.bind(i + 7, lot.available);
+                s.bind(i + 8, lot.reserved);
+                s.bind(i + 9, lot.used);
+                s.bind(i + 10, lot.expired);
+                s.bind(i + 11, lot.created_at_ms);
+              });
+  for (const auto& [before, after] : e.changed_lots) {
+    // A lot's balances change; its account, reference, terms and creation never do.
+    TG_ASSERT(before.seq == after.seq && before.account_id == after.account_id && before.terms == after.terms);
+    Query q(db_.stmt("UPDATE lots SET amount = ?2, available = ?3, reserved = ?4, used = ?5, expired = ?6 "
+                     "WHERE seq = ?1 AND amount = ?7 AND available = ?8 AND reserved = ?9 AND used = ?10 AND expired = ?11"),
+            after.seq, after.amount, after.available, after.reserved, after.used, after.expired, before.amount,
+            before.available, before.reserved, before.used, before.expired);
+    q.step();
+    expect_one_change(db_, "lot " + lot_id(after.seq));
+  }
 }
 
 void SqliteBatchIo::rollback() noexcept {

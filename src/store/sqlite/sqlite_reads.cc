@@ -28,6 +28,7 @@ class Row final : public reads::ReadRow {
   jobs::JobEntry job_entry() const override { return read_job_entry(s_); }
   coord::Lock lock() const override { return read_lock(s_); }
   coord::IdempotencyKey idempotency_key() const override { return read_idem(s_); }
+  Lot lot() const override { return read_lot(s_); }
 
  private:
   Stmt& s_;

@@ -3,8 +3,10 @@
 
 #include <algorithm>
 #include <string>
+#include <vector>
 
 #include "core/hold_id.h"
+#include "core/lots.h"
 #include "core/result.h"
 #include "core/rules.h"
 
@@ -13,7 +15,7 @@ namespace tollgate::sqlite {
 // --- row mapping ----------------------------------------------------------------------------------
 const char* const kHoldColumns =
     "hold_id, account_id, request_id, amount, committed_amount, status, late_outcome, created_at_ms, "
-    "expires_at_ms, closed_at_ms, metadata, release_reason, refunded_amount";
+    "expires_at_ms, closed_at_ms, metadata, release_reason, refunded_amount, lots";
 
 Hold read_hold(Stmt& s, int first) {
   Hold h;
@@ -33,17 +35,20 @@ Hold read_hold(Stmt& s, int first) {
   h.metadata_json = s.text(first + 10);
   h.release_reason = s.optional_text(first + 11);
   h.refunded_amount = s.int64(first + 12);
+  auto draws = lots::parse_draws(s.optional_text(first + 13).value_or(""));
+  if (!draws) throw SqlError(SQLITE_CORRUPT, "hold " + h.hold_id + " has unreadable lots");
+  h.lots = std::move(*draws);
   return h;
 }
 
 const char* const kEventColumns =
     "event_id, account_id, type, amount, hold_id, job_id, reference, at_ms, available_after, reserved_after, "
     "used_after, reason, overdraft_limit, max_active_holds, frozen, expires_at_ms, low_balance_threshold, "
-    "expired_after";
+    "expired_after, lot_seq";
 #define TG_EVENT_COLUMNS_OF_E                                                                             \
   "e.event_id, e.account_id, e.type, e.amount, e.hold_id, e.job_id, e.reference, e.at_ms, e.available_after, " \
   "e.reserved_after, e.used_after, e.reason, e.overdraft_limit, e.max_active_holds, e.frozen, e.expires_at_ms, " \
-  "e.low_balance_threshold, e.expired_after"
+  "e.low_balance_threshold, e.expired_after, e.lot_seq"
 const char* const kEventColumnsOfE = TG_EVENT_COLUMNS_OF_E;
 
 Event read_event(Stmt& s, int first) {
@@ -70,7 +75,29 @@ Event read_event(Stmt& s, int first) {
   }
   e.expires_at_ms = s.optional_int64(first + 15);  // extended: the hold's new deadline
   e.expired_after = s.int64(first + 17);
+  e.lot_seq = s.optional_int64(first + 18);
   return e;
+}
+
+const char* const kLotColumns =
+    "seq, account_id, reference, category, priority, expires_at_ms, amount, available, reserved, used, expired, "
+    "created_at_ms";
+
+Lot read_lot(Stmt& s) {
+  Lot lot;
+  lot.seq = s.int64(0);
+  lot.account_id = s.text(1);
+  lot.reference = s.optional_text(2);
+  const auto category = parse_lot_category(s.text(3));
+  if (!category) throw SqlError(SQLITE_CORRUPT, "lot " + lot_id(lot.seq) + " has an unknown category");
+  lot.terms = LotTerms{s.optional_int64(5), s.int64(4), *category};
+  lot.amount = s.int64(6);
+  lot.available = s.int64(7);
+  lot.reserved = s.int64(8);
+  lot.used = s.int64(9);
+  lot.expired = s.int64(10);
+  lot.created_at_ms = s.int64(11);
+  return lot;
 }
 
 const char* const kJobColumns =
@@ -151,7 +178,30 @@ std::optional<Account> account_view(Conn& db, std::string_view account_id, std::
   TG_ASSERT(q.step());
   a = rules::account_view(*a, q->int64(0), q->int64(1));
   if (auto oldest = q->optional_int64(2)) a->oldest_active_hold_age_ms = std::max<std::int64_t>(0, now_ms - *oldest);
-  return a;
+  // Overdue lots: their available credits, and what overdue holds drew from them, are expired.
+  Query lots(db.stmt("SELECT seq, available FROM lots WHERE account_id = ?1 AND expires_at_ms <= ?2 "
+                     "AND (available > 0 OR reserved > 0)"),
+             account_id, now_ms);
+  std::vector<std::int64_t> overdue_lots;
+  std::int64_t overdue_available = 0;
+  while (lots.step()) {
+    overdue_lots.push_back(lots->int64(0));
+    overdue_available += lots->int64(1);
+  }
+  std::int64_t from_overdue = 0;
+  if (!overdue_lots.empty()) {
+    Query held(db.stmt("SELECT lots FROM holds WHERE account_id = ?1 AND status = 'active' AND expires_at_ms <= ?2 "
+                       "AND lots IS NOT NULL"),
+               account_id, now_ms);
+    while (held.step()) {
+      const auto draws = lots::parse_draws(held->text(0));
+      if (!draws) throw SqlError(SQLITE_CORRUPT, "a hold of account " + std::string(account_id) + " has unreadable lots");
+      for (const LotDraw& d : *draws) {
+        if (std::find(overdue_lots.begin(), overdue_lots.end(), d.lot_seq) != overdue_lots.end()) from_overdue += d.amount;
+      }
+    }
+  }
+  return lots::account_view(std::move(*a), overdue_available, from_overdue);
 }
 
 std::optional<Hold> hold_by_id(Conn& db, std::string_view hold_id) {

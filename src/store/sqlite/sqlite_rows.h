@@ -20,6 +20,7 @@ extern const char* const kHoldColumns;
 extern const char* const kEventColumns;
 extern const char* const kEventColumnsOfE;  // the same, of a table aliased `e`
 extern const char* const kKeyColumns;
+extern const char* const kLotColumns;
 // A transfer joined with its event: FROM transfers t JOIN events e ON e.event_id = t.event_id.
 extern const char* const kTransferColumns;
 
@@ -32,6 +33,7 @@ extern const char* const kJobEntryColumns;
 Hold read_hold(Stmt& s, int first = 0);
 Event read_event(Stmt& s, int first = 0);
 ApiKey read_key(Stmt& s);
+Lot read_lot(Stmt& s);
 std::pair<Transfer, Event> read_transfer(Stmt& s);
 jobs::Job read_job(Stmt& s);
 jobs::JobEntry read_job_entry(Stmt& s);

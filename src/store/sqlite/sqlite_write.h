@@ -17,6 +17,7 @@
 #include <mutex>
 #include <span>
 #include <string>
+#include <unordered_set>
 #include <utility>
 #include <vector>
 
@@ -41,6 +42,10 @@ class SqliteBatchIo final : public BatchIo {
   std::int64_t last_event_id() const { return last_event_id_; }
 
  private:
+  // The credit lots of the snapshot (batch.h LedgerSnapshot::lots); `loaded`: the accounts in it.
+  void load_lots(const batch::Keys& keys, batch::Snapshot& s, std::unordered_set<std::string>& loaded);
+  void write_lots(const batch::Effects& e);
+
   Conn& db_;
   const Clock& clock_;
   std::int64_t last_event_id_ = 0;
@@ -54,6 +59,8 @@ void expect_one_change(Conn& db, const std::string& what);
 // low_balance_threshold (NULL where
 // unset) from parameter `first` on, in that order (the column order of kEventColumns after used_after).
 void bind_event_details(Stmt& s, int first, const Event& e);
+// Binds a hold's draws in their stored form (NULL for none: core/lots.h draws_text).
+void bind_draws(Stmt& s, int index, const std::vector<LotDraw>& draws);
 
 // Inserts rows with multi-row INSERT statements — a third cheaper per row than one statement per
 // row, measured here — in chunks of 64, 16, 4 and 1 rows. `head` is "INSERT INTO t (c1, …, cN)";
