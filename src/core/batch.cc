@@ -196,8 +196,14 @@ class LedgerBatch::State {
     settle(it->second.now);
     return &it->second.now;
   }
-  // Expires the account's overdue lots (lot_expired events) unless this batch did; answers how many.
-  std::int64_t settle(Account& a);  // below, with the moves
+  // The account row without settling it (a hold's end inside a settle or a reaper's pass).
+  Account* row(std::string_view id) {
+    auto it = accounts_.find(std::string(id));
+    return it == accounts_.end() ? nullptr : &it->second.now;
+  }
+  // Brings the account to what readers see, once per batch: expires its overdue holds, then its
+  // overdue lots' available credits (lot_expired events); answers how many lots. Below, with the moves.
+  std::int64_t settle(Account& a);
   std::int64_t settle(std::string_view id) {
     auto it = accounts_.find(std::string(id));
     return it == accounts_.end() ? 0 : settle(it->second.now);
@@ -528,10 +534,51 @@ void append_settings_event(State& s, const Account& a, std::optional<std::string
   if (reason) e.reason = std::string(*reason);
   s.append(std::move(e));
 }
+// Ends an active hold: `committed` of its amount to used, the rest back to the lots it came from.
+void end_hold(State& s, Hold& h, HoldStatus status, std::int64_t committed, std::int64_t closed_at_ms, bool overdue) {
+  TG_ASSERT(h.status == HoldStatus::active && status != HoldStatus::active);
+  Account* a = s.row(h.account_id);  // not settled here: a settle ends holds through this
+  TG_ASSERT(a != nullptr);  // the account of a hold the batch changes is loaded (and locked)
+  TG_ASSERT(a->active_holds >= 1);
+  const lots::GivenBack given = lots::end_hold(s.lots_of(h.account_id), h.lots, h.amount, committed, s.now());
+  set_balances(*a, to_expired(rules::commit(a->balances, h.amount, committed), given.to_expired));
+  a->active_holds -= 1;
+  h.status = status;
+  h.committed_amount = committed;
+  h.closed_at_ms = closed_at_ms;
+  s.hold_left_active(h, overdue);
+}
+
+// Expires one active hold whose deadline passed: its amount back to available, `expired` event.
+void expire(State& s, Hold& h) {
+  TG_ASSERT(rules::is_overdue(h, s.now()));
+  end_hold(s, h, HoldStatus::expired, 0, h.expires_at_ms, /*overdue=*/true);
+  s.append(hold_event(s, h, EventType::expired, h.amount, s.row(h.account_id)->balances));
+}
+
+// No caller waits on a zombie: expires the account's overdue holds (at most the reaper's pass),
+// so that a refusal on the stored row is tried once more against what readers see.
+bool expire_overdue_of(State& s, std::string_view account_id) {
+  const auto overdue = s.overdue(account_id, limits::kReaperBatchMaxDefault);
+  for (Hold* h : overdue) expire(s, *h);
+  return !overdue.empty();
+}
+
+// A hold about to change: expired first when it is overdue, so that the rules see stored states.
+Hold* hold_for_change(State& s, std::string_view hold_id) {
+  Hold* h = s.hold(hold_id);
+  if (h) s.account(h->account_id);  // settles the account: its overdue holds expire, this one too
+  if (h && rules::is_overdue(*h, s.now())) expire(s, *h);
+  return h;
+}
+
 }  // namespace
 
+// An account the batch touches is first brought to what readers see: its overdue holds expire
+// (their credits back in their lots) and then its overdue lots' available credits expire.
 std::int64_t LedgerBatch::State::settle(Account& a) {
   if (!settled_.insert(a.account_id).second) return 0;
+  expire_overdue_of(*this, a.account_id);
   std::vector<Lot*> overdue;
   for (Lot* lot : lots_of(a.account_id)) {
     if (lots::is_overdue(*lot, now_) && lot->available > 0) overdue.push_back(lot);
@@ -550,43 +597,6 @@ std::int64_t LedgerBatch::State::settle(Account& a) {
 }
 
 namespace {
-
-// Ends an active hold: `committed` of its amount to used, the rest back to the lots it came from.
-void end_hold(State& s, Hold& h, HoldStatus status, std::int64_t committed, std::int64_t closed_at_ms, bool overdue) {
-  TG_ASSERT(h.status == HoldStatus::active && status != HoldStatus::active);
-  Account* a = s.account(h.account_id);
-  TG_ASSERT(a != nullptr);  // the account of a hold the batch changes is loaded (and locked)
-  TG_ASSERT(a->active_holds >= 1);
-  const lots::GivenBack given = lots::end_hold(s.lots_of(h.account_id), h.lots, h.amount, committed, s.now());
-  set_balances(*a, to_expired(rules::commit(a->balances, h.amount, committed), given.to_expired));
-  a->active_holds -= 1;
-  h.status = status;
-  h.committed_amount = committed;
-  h.closed_at_ms = closed_at_ms;
-  s.hold_left_active(h, overdue);
-}
-
-// Expires one active hold whose deadline passed: its amount back to available, `expired` event.
-void expire(State& s, Hold& h) {
-  TG_ASSERT(rules::is_overdue(h, s.now()));
-  end_hold(s, h, HoldStatus::expired, 0, h.expires_at_ms, /*overdue=*/true);
-  s.append(hold_event(s, h, EventType::expired, h.amount, s.account(h.account_id)->balances));
-}
-
-// No caller waits on a zombie: expires the account's overdue holds (at most the reaper's pass),
-// so that a refusal on the stored row is tried once more against what readers see.
-bool expire_overdue_of(State& s, std::string_view account_id) {
-  const auto overdue = s.overdue(account_id, limits::kReaperBatchMaxDefault);
-  for (Hold* h : overdue) expire(s, *h);
-  return !overdue.empty();
-}
-
-// A hold about to change: expired first when it is overdue, so that the rules see stored states.
-Hold* hold_for_change(State& s, std::string_view hold_id) {
-  Hold* h = s.hold(hold_id);
-  if (h && rules::is_overdue(*h, s.now())) expire(s, *h);
-  return h;
-}
 
 Result<AccountOutcome> decide_one(Context& x, const CreateAccountCommand& c) {
   State& s = x.state;
@@ -826,7 +836,7 @@ Result<AccountOutcome> decide_one(Context& x, const UpdateAccountCommand& c) {
 Result<ExpireOutcome> decide_one(Context& x, const ExpireOverdueCommand& c) {
   TG_ASSERT(c.max_holds >= 1);
   const auto overdue = x.state.overdue(std::nullopt, c.max_holds);
-  for (Hold* h : overdue) expire(x.state, *h);
+  for (Hold* h : overdue) expire(x.state, *h);  // one by one, oldest first: the pass's bound holds
   std::int64_t lots_expired = 0;
   for (const std::string& id : x.state.overdue_lot_accounts()) {
     if (lots_expired >= c.max_holds) break;

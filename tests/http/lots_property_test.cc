@@ -705,7 +705,8 @@ bool HttpLotsProperty::step(const Op& op, Seen& seen) {
     }
   }
   if (kept.empty()) {
-    ADD_FAILURE() << describe(op) << "\n  → " << r << "\n  the model expected otherwise: " << why;
+    ADD_FAILURE() << describe(op) << "\n  → " << r << "\n  the model expected otherwise: " << why
+                  << "\n  the steps on that account:\n" << steps_on(history_, op.account);
     return false;
   }
   candidates_ = std::move(kept);
