@@ -37,6 +37,7 @@ void add_keys(const CreditCommand& c, LedgerKeys& k) {
   k.references.push_back(c.reference);
   k.view_accounts.push_back(c.account_id);
   ++k.new_lots_max;
+  ++k.zombie_expiring_commands;  // a credit judges debt on what readers see
 }
 void add_keys(const DebitCommand& c, LedgerKeys& k) {
   k.accounts.push_back(c.account_id);
@@ -201,8 +202,8 @@ class LedgerBatch::State {
     auto it = accounts_.find(std::string(id));
     return it == accounts_.end() ? nullptr : &it->second.now;
   }
-  // Brings the account to what readers see, once per batch: expires its overdue holds, then its
-  // overdue lots' available credits (lot_expired events); answers how many lots. Below, with the moves.
+  // Expires the account's overdue lots' available credits (lot_expired events), once per batch;
+  // answers how many lots. Below, with the moves.
   std::int64_t settle(Account& a);
   std::int64_t settle(std::string_view id) {
     auto it = accounts_.find(std::string(id));
@@ -567,18 +568,16 @@ bool expire_overdue_of(State& s, std::string_view account_id) {
 // A hold about to change: expired first when it is overdue, so that the rules see stored states.
 Hold* hold_for_change(State& s, std::string_view hold_id) {
   Hold* h = s.hold(hold_id);
-  if (h) s.account(h->account_id);  // settles the account: its overdue holds expire, this one too
+  if (h) s.account(h->account_id);  // settled before anything of it changes: its overdue lots expire first
   if (h && rules::is_overdue(*h, s.now())) expire(s, *h);
   return h;
 }
 
 }  // namespace
 
-// An account the batch touches is first brought to what readers see: its overdue holds expire
-// (their credits back in their lots) and then its overdue lots' available credits expire.
+// An account the batch touches first has its overdue lots' available credits expired.
 std::int64_t LedgerBatch::State::settle(Account& a) {
   if (!settled_.insert(a.account_id).second) return 0;
-  expire_overdue_of(*this, a.account_id);
   std::vector<Lot*> overdue;
   for (Lot* lot : lots_of(a.account_id)) {
     if (lots::is_overdue(*lot, now_) && lot->available > 0) overdue.push_back(lot);
@@ -650,6 +649,9 @@ Result<TransferOutcome> transfer(Context& x, const TransferCommand& c, EventType
   }
   Account* a = s.account(c.account_id);
   if (!a) return account_not_found(c.account_id);
+  // Money is judged on what readers see: a debit draws from the lots as they read, and an overdue
+  // overdraft hold is no debt for a credit to pay. The account's zombies expire first.
+  expire_overdue_of(s, c.account_id);
   if (kind == EventType::debited) {
     if (auto open = rules::check_not_frozen(*a); !open) return open.error();
   }
@@ -662,13 +664,9 @@ Result<TransferOutcome> transfer(Context& x, const TransferCommand& c, EventType
   const auto move = [&] { return kind == EventType::credited ? rules::credit(a->balances, c.amount)
                                                              : rules::debit(a->balances, c.amount); };
   Result<Balances> after = move();
-  if (!after && kind == EventType::debited && expire_overdue_of(s, c.account_id)) after = move();
   if (!after) return after.error();
   std::optional<std::int64_t> lot_seq;
   if constexpr (std::is_same_v<TransferCommand, CreditCommand>) {
-    // What pays debt is judged on what readers see: an overdue hold's overdraft is no debt.
-    if (expire_overdue_of(s, c.account_id)) after = move();
-    if (!after) return after.error();
     auto lot = new_lot(s, *a, c);  // before the balances change: what pays the base's debt
     if (!lot) return lot.error();
     lot_seq = *lot;
@@ -702,9 +700,9 @@ Result<HoldOutcome> decide_one(Context& x, const ReserveCommand& c) {
   TG_ASSERT(c.ttl_ms.has_value());
   Account* a = s.account(c.account_id);
   if (!a) return account_not_found(c.account_id);
+  expire_overdue_of(s, c.account_id);  // a hold draws from the lots as readers see them
   if (auto open = rules::check_not_frozen(*a); !open) return open.error();
   Result<Balances> after = rules::reserve(*a, c.amount);
-  if (!after && expire_overdue_of(s, c.account_id)) after = rules::reserve(*a, c.amount);
   if (!after) return after.error();
   set_balances(*a, *after);
   a->active_holds += 1;
@@ -744,8 +742,8 @@ Result<HoldOutcome> commit_hold(Context& x, const CommitCommand& c) {
       s.append(hold_event(s, *h, EventType::committed, plan->amount, a->balances));
       return HoldOutcome{*h, true};
     case rules::CommitAction::late_charge: {
+      expire_overdue_of(s, h->account_id);  // the charge draws from the lots as readers see them
       Result<Balances> after = rules::late_charge(*a, plan->amount);
-      if (!after && expire_overdue_of(s, h->account_id)) after = rules::late_charge(*a, plan->amount);
       if (after) {
         set_balances(*a, *after);
         h->late_outcome = LateOutcome::charged;
@@ -1008,7 +1006,7 @@ Result<LedgerBatch::TakenBack> LedgerBatch::take_back(const TakeBack& t) {
   }
   Account* a = s.account(t.account_id);
   if (!a) return account_not_found(t.account_id);
-  if (a->balances.available < t.amount) expire_overdue_of(s, t.account_id);  // what readers see as available
+  expire_overdue_of(s, t.account_id);  // what readers see: available, and the lots it takes from
   const std::int64_t there = std::max<std::int64_t>(a->balances.available, 0);
   auto taken = rules::take_back(a->balances, t.amount, t.into_debt);
   if (!taken) return taken.error();

@@ -756,7 +756,8 @@ TEST_F(MultiInstance, ReapersOnEveryInstanceExpireEachOverdueHoldExactlyOnce) {
   }
 
   // Holds reserved through every instance, expiring spread over 0.3–1.9 s, so that expiries keep
-  // coming while the three reapers run. The credits never run short: no reservation expires anything.
+  // coming while the three reapers run. A reservation expires its account's zombies first (the
+  // reaper's work done early, not counted by the reapers' metric): the events are the record.
   std::vector<std::vector<std::string>> hold_ids(ports.size());
   std::vector<std::string> errors(ports.size());
   {
@@ -794,11 +795,17 @@ TEST_F(MultiInstance, ReapersOnEveryInstanceExpireEachOverdueHoldExactlyOnce) {
     for (double x : v) s += x;
     return s;
   };
-  const bool all_reaped = eventually([&] { return sum(expired_by()) >= kHolds; }, kPatience, 50ms);
+  auto expired_events = [&] {
+    std::size_t n = 0;
+    for (const std::string& account : accounts) {
+      for (const json::object& e : all_events(admin, account)) n += jstr(e, "type") == "expired" ? 1 : 0;
+    }
+    return n;
+  };
+  const bool all_reaped = eventually([&] { return expired_events() >= static_cast<std::size_t>(kHolds); }, kPatience, 100ms);
   const std::vector<double> counts = expired_by();
-  std::printf("[ multi ] holds expired by instance: %.0f %.0f %.0f\n", counts[0], counts[1], counts[2]);
-  ASSERT_TRUE(all_reaped) << "the reapers expired " << sum(counts) << " of " << kHolds << " holds\n"
-                          << instances->logs();
+  std::printf("[ multi ] holds expired by instance's reapers: %.0f %.0f %.0f\n", counts[0], counts[1], counts[2]);
+  ASSERT_TRUE(all_reaped) << expired_events() << " of " << kHolds << " holds expired\n" << instances->logs();
 
   // The ledger: every hold expired by exactly one `expired` event, the credits are back.
   for (const std::string& account : accounts) {
@@ -825,7 +832,8 @@ TEST_F(MultiInstance, ReapersOnEveryInstanceExpireEachOverdueHoldExactlyOnce) {
 
   // Read again after the checks (the reapers kept running): still exactly one expiry per hold.
   const std::vector<double> final_counts = expired_by();
-  EXPECT_EQ(sum(final_counts), kHolds) << "some hold was expired more than once, across instances";
+  EXPECT_LE(sum(final_counts), kHolds) << "some hold was expired more than once, across instances";
+  EXPECT_EQ(expired_events(), static_cast<std::size_t>(kHolds)) << "one expired event per hold, no more";
   const auto reaping = std::count_if(final_counts.begin(), final_counts.end(), [](double c) { return c > 0; });
   EXPECT_GE(reaping, 2) << "one instance's reaper did all the work: the reapers did not run side by side";
   for (std::size_t i = 0; i < ports.size(); ++i) {

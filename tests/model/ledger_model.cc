@@ -361,6 +361,7 @@ CommandResult LedgerModel::transfer(const std::string& account_id, std::int64_t 
   auto it = accounts_.find(account_id);
   if (it == accounts_.end()) return err(Code::not_found);
   Account& a = it->second;
+  expire_overdue_of(account_id);  // money is judged on what readers see: the zombies give back first
   if (kind == EventType::credited) {
     // Neither available nor purchased may pass 2^53 − 1.
     if (a.balances.available + amount > kMax || a.balances.purchased + amount > kMax) return err(Code::overflow);
@@ -368,8 +369,7 @@ CommandResult LedgerModel::transfer(const std::string& account_id, std::int64_t 
     a.balances.purchased += amount;
   } else {
     if (a.frozen) return err(Code::account_frozen);
-    // A debit never dips into the overdraft; overdue holds give their credits back first.
-    if (a.balances.available < amount) expire_overdue_of(account_id);
+    // A debit never dips into the overdraft.
     if (a.balances.available < amount) return insufficient(a, amount);
     a.balances.available -= amount;
     a.balances.purchased -= amount;
@@ -401,6 +401,7 @@ Result<HoldOutcome> LedgerModel::reserve(const ReserveCommand& c) {
   auto it = accounts_.find(c.account_id);
   if (it == accounts_.end()) return err(Code::not_found);
   Account& a = it->second;
+  expire_overdue_of(c.account_id);  // a hold draws from the lots as readers see them
   if (a.frozen) return err(Code::account_frozen);
   // The order of the refusals: too many holds, not enough credits (down to −overdraft), overflow.
   auto refusal = [&]() -> std::optional<Error> {
@@ -409,9 +410,7 @@ Result<HoldOutcome> LedgerModel::reserve(const ReserveCommand& c) {
     if (a.balances.reserved + c.amount > kMax) return err(Code::overflow);
     return std::nullopt;
   };
-  auto refused = refusal();
-  if (refused && expire_overdue_of(c.account_id)) refused = refusal();
-  if (refused) return *refused;
+  if (auto refused = refusal()) return *refused;
   a.balances.available -= c.amount;
   a.balances.reserved += c.amount;
   a.active_holds += 1;
@@ -465,7 +464,7 @@ Result<HoldOutcome> LedgerModel::commit(const std::string& hold_id, std::optiona
     auto chargeable = [&] {
       return a.balances.available - wanted >= -a.overdraft_limit && a.balances.used + wanted <= kMax;
     };
-    if (!chargeable()) expire_overdue_of(h.account_id);
+    expire_overdue_of(h.account_id);  // the charge draws from the lots as readers see them
     if (chargeable()) {
       a.balances.available -= wanted;
       a.balances.used += wanted;
@@ -1152,7 +1151,7 @@ CommandResult LedgerModel::take_back_payment(const payments::TakeBackPaymentComm
       return PaymentOutcome{p, view(p.account_id), 0, 0, false, false};  // not reached by the generator
     }
     Account& a = accounts_.at(c.account_id);
-    if (a.balances.available < owed) expire_overdue_of(c.account_id);
+    expire_overdue_of(c.account_id);
     const std::int64_t there = std::max<std::int64_t>(0, a.balances.available);
     taken = c.into_debt ? owed : std::min(owed, there);
     if (a.balances.available - taken < -kMax) return err(Code::overflow);
