@@ -772,8 +772,8 @@ ALTER TABLE events ADD COLUMN lot_seq INTEGER;
 CREATE SEQUENCE lots_seq;
 CREATE TABLE lots (
   seq           bigint PRIMARY KEY DEFAULT nextval('lots_seq'),
-  account_id    text   NOT NULL REFERENCES accounts (account_id),
-  reference     text,
+  account_id    text COLLATE "C" NOT NULL REFERENCES accounts (account_id),
+  reference     text COLLATE "C",
   category      text   NOT NULL CHECK (category IN ('paid', 'promotional')),
   priority      bigint NOT NULL CHECK (priority BETWEEN 0 AND 100),
   expires_at_ms bigint,
