@@ -218,7 +218,9 @@ CreditSplit credit_split(std::int64_t amount, std::int64_t base_available) {
 
 std::int64_t base_available(const Balances& account, std::span<Lot* const> lots) {
   std::int64_t in_lots = 0;
-  for (const Lot* lot : lots) in_lots += lot->available;  // each ≤ kBalanceMax, at most kLiveLotsMax of them
+  // Cannot overflow: the sum is the account's available minus the base's, both within ±(kBalanceMax +
+  // kOverdraftLimitMax) (a lot's available only ever comes from the account's).
+  for (const Lot* lot : lots) in_lots += lot->available;
   return account.available - in_lots;
 }
 
