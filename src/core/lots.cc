@@ -12,6 +12,8 @@
 namespace tollgate::lots {
 namespace {
 
+__extension__ using Wide = __int128;  // GCC's and Clang's (no warning under -Wpedantic)
+
 constexpr std::array<std::pair<LotStatus, std::string_view>, 3> kStatuses{{
     {LotStatus::active, "active"},
     {LotStatus::expired, "expired"},
@@ -229,7 +231,7 @@ std::optional<std::string> check_lot(const Lot& lot) {
   if (lot.available < 0 || lot.reserved < 0 || lot.used < 0 || lot.expired < 0) {
     return "lot " + id + " has a negative balance";
   }
-  const __int128 sum = __int128{lot.available} + lot.reserved + lot.used + lot.expired;
+  const Wide sum = Wide{lot.available} + lot.reserved + lot.used + lot.expired;
   if (sum != lot.amount) {
     return "lot " + id + ": available + reserved + used + expired != amount (" + std::to_string(lot.available) + " + " +
            std::to_string(lot.reserved) + " + " + std::to_string(lot.used) + " + " + std::to_string(lot.expired) +
@@ -239,7 +241,7 @@ std::optional<std::string> check_lot(const Lot& lot) {
 }
 
 std::optional<std::string> check_account_lots(const Account& account, std::span<const Lot> lots) {
-  __int128 reserved = 0, used = 0, expired = 0;
+  Wide reserved = 0, used = 0, expired = 0;
   for (const Lot& lot : lots) {
     if (lot.account_id != account.account_id) return "lot " + lot_id(lot.seq) + " is not account " + account.account_id + "'s";
     if (auto bad = check_lot(lot)) return bad;
