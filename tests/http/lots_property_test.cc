@@ -824,7 +824,8 @@ void HttpLotsProperty::verify_end(Seen& seen) {
       ASSERT_NE(it, events.end()) << "no lot_expired event for " << l.id << " of " << a.id;
       EXPECT_EQ(it->second, std::vector<std::int64_t>{l.moved_at_expiry}) << "lot_expired events of " << l.id;
     }
-    for (const auto& [id, amounts] : events) {
+    for (const auto& event : events) {
+      const std::string& id = event.first;  // not a structured binding: clang 14 cannot capture those
       EXPECT_TRUE(std::any_of(a.lots.begin(), a.lots.end(), [&](const MLot& l) { return l.id == id; }))
           << "a lot_expired event for " << id << ", not a lot of " << a.id;
     }
