@@ -10,7 +10,8 @@
 // stdout): sign many payloads in one call, as a process start costs about a third of a second.
 //
 // Where the signer is: TOLLGATE_PAYMENT_SIGNER, the absolute path of sign.mjs in a folder where
-// `npm ci` has installed the pinned libraries (scripts/test does both). Without it a test skips —
+// tests/webhooks/receiver/install (or `npm ci`) has installed the pinned libraries (scripts/test
+// does both). Without it a test skips —
 // and fails under TOLLGATE_REQUIRE_PAYMENT_SIGNER=1 (CI): REQUIRE_PAYMENT_SIGNER below.
 //
 // Thread safety: the functions may be called from any thread (each call runs its own process).
@@ -61,7 +62,7 @@ Headers sign_payload(const SignRequest& request);
   if (!::tollgate::testing::payment_signer_available()) {                                            \
     if (::tollgate::testing::payment_signer_required())                                              \
       FAIL() << "TOLLGATE_REQUIRE_PAYMENT_SIGNER=1 but TOLLGATE_PAYMENT_SIGNER names no sign.mjs";   \
-    GTEST_SKIP() << "no payment signer: run `npm ci` in tests/webhooks/receiver and set "             \
+    GTEST_SKIP() << "no payment signer: run tests/webhooks/receiver/install and set "               \
                     "TOLLGATE_PAYMENT_SIGNER to its sign.mjs (scripts/test does)";                  \
   }                                                                                                   \
   static_assert(true, "")

@@ -8,8 +8,8 @@
 // has its answer, the entry is there). The destructor kills the process.
 //
 // Where the receiver is: TOLLGATE_WEBHOOK_RECEIVER, the absolute path of receiver.mjs in a folder
-// where `npm ci` has installed the pinned library (scripts/test does both). Without it a test skips
-// — and fails under TOLLGATE_REQUIRE_WEBHOOK_RECEIVER=1 (CI): REQUIRE_REFERENCE_RECEIVER below.
+// where tests/webhooks/receiver/install (or `npm ci`) has installed the pinned library
+// (scripts/test does both). Without it a test skips — and fails under TOLLGATE_REQUIRE_WEBHOOK_RECEIVER=1 (CI): REQUIRE_REFERENCE_RECEIVER below.
 //
 // The library refuses a webhook-timestamp more than 5 minutes from the real clock (it has no
 // option to change that): sign with a time stamp near the wall clock.
@@ -94,7 +94,7 @@ class ReferenceReceiver {
   if (!::tollgate::testing::reference_receiver_script()) {                                            \
     if (::tollgate::testing::reference_receiver_required())                                           \
       FAIL() << "TOLLGATE_REQUIRE_WEBHOOK_RECEIVER=1 but TOLLGATE_WEBHOOK_RECEIVER names no receiver.mjs"; \
-    GTEST_SKIP() << "no reference webhook receiver: run `npm ci` in tests/webhooks/receiver and set "  \
+    GTEST_SKIP() << "no reference webhook receiver: run tests/webhooks/receiver/install and set "     \
                     "TOLLGATE_WEBHOOK_RECEIVER to its receiver.mjs (scripts/test does)";             \
   }                                                                                                   \
   static_assert(true, "")

@@ -5,7 +5,7 @@
 // tollgate's own webhooks::verify. So a payment test that sends what the signer made tests tollgate
 // against the providers' libraries, and this suite says the signer is wired up as the tests assume.
 //
-// Needs the signer (TOLLGATE_PAYMENT_SIGNER, set by scripts/test after `npm ci`): skipped without
+// Needs the signer (TOLLGATE_PAYMENT_SIGNER, set by scripts/test after tests/webhooks/receiver/install): skipped without
 // it, failed under TOLLGATE_REQUIRE_PAYMENT_SIGNER=1. No network: both libraries sign locally.
 #include <gtest/gtest.h>
 #include <openssl/evp.h>

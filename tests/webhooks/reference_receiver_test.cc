@@ -6,7 +6,7 @@
 // rotation — and refuses one whose body, secret or webhook-id changed. The receiver's retry
 // behaviours, which the delivery tests rely on, are checked here too.
 //
-// Needs the receiver (TOLLGATE_WEBHOOK_RECEIVER, set by scripts/test after `npm ci`): skipped
+// Needs the receiver (TOLLGATE_WEBHOOK_RECEIVER, set by scripts/test after tests/webhooks/receiver/install): skipped
 // without it, failed under TOLLGATE_REQUIRE_WEBHOOK_RECEIVER=1. The library checks the
 // webhook-timestamp against the real clock (5 minutes either way), so these deliveries are stamped
 // with the wall clock.
