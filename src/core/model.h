@@ -109,6 +109,11 @@ struct Lot {
   friend bool operator==(const Lot&, const Lot&) = default;
 };
 
+// A lot that can still be spent or still has credits out (available or reserved): the batch loads an
+// account's live lots. The stores keep it as a column (`live`) so that their indexes never name the
+// balances a spend changes.
+inline bool lot_is_live(const Lot& lot) { return lot.available > 0 || lot.reserved > 0; }
+
 // What a hold (or a late charge) took from one credit lot. A lot's id is "lot_" + seq.
 struct LotDraw {
   std::int64_t lot_seq = 0;

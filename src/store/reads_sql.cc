@@ -104,9 +104,9 @@ void lot_statements(const Writer& w, const Columns& c, ReadSql& s) {
   const std::string now = w.p(2, "bigint");
   const std::array<std::string, 4> filters = {
       "",
-      " AND (available > 0 OR reserved > 0) AND " + expires + " > " + now,  // active
-      " AND " + expires + " <= " + now,                                    // expired
-      " AND available = 0 AND reserved = 0 AND " + expires + " > " + now,  // spent
+      " AND live = 1 AND " + expires + " > " + now,  // active
+      " AND " + expires + " <= " + now,             // expired
+      " AND live = 0 AND " + expires + " > " + now,  // spent
   };
   s.lots.clear();
   for (std::size_t i = 0; i < filters.size(); ++i) {

@@ -115,7 +115,7 @@ const std::string kAccountViewSql = std::string("SELECT ") + kAccountColumns +
                                     "min(created_at_ms) FILTER (WHERE expires_at_ms > $2) AS oldest_live "
                                     "FROM holds h WHERE h.account_id = a.account_id AND h.status = 'active') o, LATERAL ("
                                     "SELECT coalesce(sum(l.available), 0) AS overdue_lots FROM lots l "
-                                    "WHERE l.account_id = a.account_id AND l.available > 0 AND l.expires_at_ms <= $2) ol, "
+                                    "WHERE l.account_id = a.account_id AND l.live = 1 AND l.available > 0 AND l.expires_at_ms <= $2) ol, "
                                     "LATERAL (SELECT coalesce(sum(split_part(d, ':', 2)::bigint), 0) AS held_in_overdue "
                                     "FROM holds h2 CROSS JOIN LATERAL unnest(string_to_array(h2.lots, ',')) d "
                                     "JOIN lots l2 ON l2.seq = split_part(d, ':', 1)::bigint "

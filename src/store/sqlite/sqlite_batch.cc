@@ -165,12 +165,12 @@ batch::Snapshot SqliteBatchIo::begin_and_load(const batch::Keys& keys) {
 
 void SqliteBatchIo::load_lots(const batch::Keys& keys, batch::Snapshot& s, std::unordered_set<std::string>& loaded) {
   static const std::string live = std::string("SELECT ") + kLotColumns +
-                                  " FROM lots WHERE account_id = ?1 AND (available > 0 OR reserved > 0)";
+                                  " FROM lots WHERE account_id = ?1 AND live = 1";
   static const std::string by_seq = std::string("SELECT ") + kLotColumns + " FROM lots WHERE seq = ?1";
   // The reaper's pass: the accounts of the oldest overdue lots are locked (the one writer) and loaded.
   if (keys.overdue_max > 0) {
-    Query q(db_.stmt("SELECT account_id FROM lots WHERE available > 0 AND expires_at_ms <= ?1 "
-                     "ORDER BY expires_at_ms, seq LIMIT ?2"),
+    Query q(db_.stmt("SELECT account_id FROM lots WHERE live = 1 AND expires_at_ms IS NOT NULL AND "
+                     "expires_at_ms <= ?1 AND available > 0 ORDER BY expires_at_ms, seq LIMIT ?2"),
             s.now_ms, keys.overdue_max);
     while (q.step()) {
       std::string id = q->text(0);
@@ -328,8 +328,8 @@ std::vector<std::int64_t> SqliteBatchIo::write_and_commit(const batch::Effects& 
 void SqliteBatchIo::write_lots(const batch::Effects& e) {
   insert_rows(db_,
               "INSERT INTO lots (seq, account_id, reference, category, priority, expires_at_ms, amount, available, "
-              "reserved, used, expired, created_at_ms)",
-              12, e.new_lots, [](Stmt& s, int i, const Lot& lot) {
+              "reserved, used, expired, created_at_ms, live)",
+              13, e.new_lots, [](Stmt& s, int i, const Lot& lot) {
                 s.bind(i, lot.seq);
                 s.bind(i + 1, lot.account_id);
                 s.bind(i + 2, lot.reference);
@@ -342,14 +342,23 @@ void SqliteBatchIo::write_lots(const batch::Effects& e) {
                 s.bind(i + 9, lot.used);
                 s.bind(i + 10, lot.expired);
                 s.bind(i + 11, lot.created_at_ms);
+                s.bind(i + 12, std::int64_t{lot_is_live(lot)});
               });
   for (const auto& [before, after] : e.changed_lots) {
     // A lot's balances change; its account, reference, terms and creation never do.
     TG_ASSERT(before.seq == after.seq && before.account_id == after.account_id && before.terms == after.terms);
-    Query q(db_.stmt("UPDATE lots SET amount = ?2, available = ?3, reserved = ?4, used = ?5, expired = ?6 "
-                     "WHERE seq = ?1 AND amount = ?7 AND available = ?8 AND reserved = ?9 AND used = ?10 AND expired = ?11"),
-            after.seq, after.amount, after.available, after.reserved, after.used, after.expired, before.amount,
-            before.available, before.reserved, before.used, before.expired);
+    // `live` is SET only when it changes: SQLite rewrites the entries of an index whose key or WHERE
+    // names a SET column, and lots_live and lots_overdue name only `live` (schema 16).
+    // (The same eleven parameters in both; the second reads `live` from the balances it sets.)
+    const char* sql = lot_is_live(after) == lot_is_live(before)
+                          ? "UPDATE lots SET amount = ?2, available = ?3, reserved = ?4, used = ?5, expired = ?6 "
+                            "WHERE seq = ?1 AND amount = ?7 AND available = ?8 AND reserved = ?9 AND used = ?10 "
+                            "AND expired = ?11"
+                          : "UPDATE lots SET amount = ?2, available = ?3, reserved = ?4, used = ?5, expired = ?6, "
+                            "live = (?3 > 0 OR ?4 > 0) WHERE seq = ?1 AND amount = ?7 AND available = ?8 AND "
+                            "reserved = ?9 AND used = ?10 AND expired = ?11";
+    Query q(db_.stmt(sql), after.seq, after.amount, after.available, after.reserved, after.used, after.expired,
+            before.amount, before.available, before.reserved, before.used, before.expired);
     q.step();
     expect_one_change(db_, "lot " + lot_id(after.seq));
   }

@@ -179,8 +179,7 @@ std::optional<Account> account_view(Conn& db, std::string_view account_id, std::
   a = rules::account_view(*a, q->int64(0), q->int64(1));
   if (auto oldest = q->optional_int64(2)) a->oldest_active_hold_age_ms = std::max<std::int64_t>(0, now_ms - *oldest);
   // Overdue lots: their available credits, and what overdue holds drew from them, are expired.
-  Query lots(db.stmt("SELECT seq, available FROM lots WHERE account_id = ?1 AND expires_at_ms <= ?2 "
-                     "AND (available > 0 OR reserved > 0)"),
+  Query lots(db.stmt("SELECT seq, available FROM lots WHERE account_id = ?1 AND live = 1 AND expires_at_ms <= ?2"),
              account_id, now_ms);
   std::vector<std::int64_t> overdue_lots;
   std::int64_t overdue_available = 0;
