@@ -46,6 +46,9 @@
 //   --database URI     run the tollgate cells on PostgreSQL instead (see below)
 //   --instances N      with --database: N tollgate instances in this process (default 1)
 //   --lots LIST        credit lots in play (see below): each tollgate cell runs once per value
+//   --priced           every reservation by feature (quantity 1 of a feature priced at 1 credit): the
+//                      batch reads the price and writes the hold's priced row (prices/price_batch.h);
+//                      the same credits move, so every check below holds; compare with a run without
 //
 // Credit lots (--lots 1,20): by default each account is funded by one plain credit (kCreditPerAccount;
 // on a ledger with credit lots that is one lot without expiry). With --lots LIST every tollgate cell
@@ -133,6 +136,7 @@ struct Options {
   int wal_autocheckpoint_pages = -1;  // --wal-autocheckpoint (SQLite; -1: the store's default)
   int page_size = 0;                  // --page-size (SQLite, tollgate and baseline; 0: the store's)
   std::vector<int> lots;              // --lots: live lots per account, one tollgate cell per value; empty: one plain credit
+  bool priced = false;                // --priced: reserve by feature (a price read in every reservation's batch)
   bool postgres() const { return !database.empty(); }
 };
 
@@ -164,7 +168,8 @@ constexpr const char* kUsage =
     "                     connection and group committer) on the same schema; callers round-robin (default 1)\n"
     "  --lots LIST        credit lots: each tollgate cell once per value N, every account funded by N\n"
     "                     credits (N live lots, distinct priorities and far expiries); the table and JSON\n"
-    "                     compare each N with the first (e.g. --lots 1,20). Default: one plain credit\n";
+    "                     compare each N with the first (e.g. --lots 1,20). Default: one plain credit\n"
+    "  --priced           tollgate cells reserve by feature (a price of 1 credit per unit, quantity 1)\n";
 
 [[noreturn]] void usage(const char* why) {
   std::fprintf(stderr, "ledger_bench: %s\n%s", why, kUsage);
@@ -244,6 +249,8 @@ Options parse(int argc, char** argv) {
         o.lots.clear();
         for (auto& n : split(value())) o.lots.push_back(std::stoi(n));
         if (o.lots.empty()) usage("--lots is empty");
+      } else if (a == "--priced") {
+        o.priced = true;
       } else if (a == "--keep") {
         o.keep = true;
       } else if (a == "--allow-tmpfs") {
@@ -581,6 +588,22 @@ std::string lots_failure(const Cell& cell, std::int64_t live, std::int64_t lots_
          "), the lots' used " + std::to_string(lots_used) + " (the accounts' " + std::to_string(used) + ")";
 }
 
+// The feature the --priced cells reserve (1 credit per unit, set before the window).
+constexpr const char* kBenchFeature = "bench-unit";
+
+// A lifecycle's reservation of 1 credit: by amount, or (--priced) 1 unit of kBenchFeature.
+tollgate::Command reserve_command(const Options& o, const std::string& account, std::string request_id) {
+  tollgate::ReserveCommand reserve{account, o.priced ? 0 : 1, std::move(request_id), std::nullopt, "", ""};
+  if (!o.priced) return reserve;
+  return tollgate::ReserveByFeatureCommand{std::move(reserve), kBenchFeature, 1};
+}
+
+// The hold a reservation made (by amount or by feature).
+const tollgate::Hold& reserved_hold(const tollgate::CommandResult& r) {
+  if (const auto* priced = std::get_if<tollgate::PricedHoldOutcome>(&r.value())) return priced->hold;
+  return std::get<tollgate::HoldOutcome>(r.value()).hold;
+}
+
 // The measured part of a tollgate cell: `callers` callers loop reserve → commit on `ledgers`
 // (caller i on ledgers[i mod N]) through warm-up and window. Fills the cell's figures and the
 // group-commit counts of the window (summed over the ledgers). at_window_start / at_window_end run
@@ -589,6 +612,13 @@ void run_lifecycles(const Options& o, Cell& cell, const std::vector<tollgate::Le
                     const std::vector<std::string>& ids, bool hot, int callers,
                     const std::function<void()>& at_window_start, const std::function<void()>& at_window_end) {
   const std::size_t n = ledgers.size();
+  if (o.priced) {
+    auto priced = ledgers.front()->run(tollgate::SetPriceCommand{kBenchFeature, 1});
+    if (!priced) {
+      cell.failure = "set price: " + priced.error().detail;
+      return;
+    }
+  }
   std::vector<tollgate::GroupCommitStats> before(n), after(n);
   auto snapshot = [&](std::vector<tollgate::GroupCommitStats>& into) {
     for (std::size_t i = 0; i < n; ++i) into[i] = ledgers[i]->write_stats();
@@ -602,12 +632,12 @@ void run_lifecycles(const Options& o, Cell& cell, const std::vector<tollgate::Le
     while (phase.load(std::memory_order_acquire) != kStop) {
       const std::string& account = ids[hot ? 0 : pick(rng)];
       const bool ok = timed(s, phase, [&] {
-        auto held = ledger.reserve({account, 1, prefix + std::to_string(seq++), std::nullopt, "", ""});
+        const tollgate::CommandResult held = ledger.run(reserve_command(o, account, prefix + std::to_string(seq++)));
         if (!held) {
           s.failure = "reserve: " + std::string(tollgate::code_name(held.code())) + ": " + held.error().detail;
           return false;
         }
-        auto done = ledger.commit({held->hold.hold_id, std::nullopt});
+        auto done = ledger.commit({reserved_hold(held).hold_id, std::nullopt});
         if (!done) {
           s.failure = "commit: " + std::string(tollgate::code_name(done.code())) + ": " + done.error().detail;
           return false;
@@ -635,13 +665,13 @@ void run_lifecycles(const Options& o, Cell& cell, const std::vector<tollgate::Le
     if (c.phase->load(std::memory_order_acquire) == kStop) return c.done();
     c.started = Clock::now();
     const std::string& account = ids[hot ? 0 : c.pick(c.rng)];
-    c.ledger->submit(tollgate::ReserveCommand{account, 1, c.prefix + std::to_string(c.seq++), std::nullopt, "", ""},
+    c.ledger->submit(reserve_command(o, account, c.prefix + std::to_string(c.seq++)),
                      [&](tollgate::CommandResult held) {
                        if (!held) {
                          c.stats->failure = "reserve: " + held.error().detail;
                          return c.done();
                        }
-                       auto hold_id = std::get<tollgate::HoldOutcome>(held.value()).hold.hold_id;
+                       auto hold_id = reserved_hold(held).hold_id;
                        c.ledger->submit(tollgate::CommitCommand{std::move(hold_id), std::nullopt},
                                         [&](tollgate::CommandResult committed) {
                                           if (!committed) {
@@ -814,6 +844,7 @@ class TimedStore final : public tollgate::Store {
   tollgate::coord::CoordReads& coord() override { return inner_->coord(); }
   tollgate::webhooks::WebhookReads& webhooks() override { return inner_->webhooks(); }
   tollgate::payments::PaymentReads& payments() override { return inner_->payments(); }
+  tollgate::prices::PriceReads& prices() override { return inner_->prices(); }
   tollgate::Result<tollgate::EventPage> read_events(std::string_view id, std::int64_t after,
                                                     std::int64_t limit) override {
     return inner_->read_events(id, after, limit);
@@ -1360,6 +1391,7 @@ int main(int argc, char** argv) {
   std::string json;
   if (o.postgres()) {
     json = "{\"bench\":\"ledger_postgres\",\"backend\":\"postgres\"";
+    json += std::string(",\"priced\":") + (o.priced ? "true" : "false");
     json += ",\"instances\":" + std::to_string(o.instances);
     json += ",\"tollgate_lifecycles_per_s\":" + rate_or_null(th);
     json += ",\"p50_us\":" + (th ? num(th->p50_us) : std::string("null"));
@@ -1379,6 +1411,7 @@ int main(int argc, char** argv) {
     json += ",\"fsync\":" + json_string(server.fsync);
   } else {
     json = "{\"bench\":\"ledger\"";
+    json += std::string(",\"priced\":") + (o.priced ? "true" : "false");
     json += ",\"tollgate_lifecycles_per_s\":" + rate_or_null(th);
     json += ",\"baseline_lifecycles_per_s\":" + rate_or_null(bh);
     json += ",\"ratio\":" + (have_ratio ? num(ratio, 2) : std::string("null"));

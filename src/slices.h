@@ -20,6 +20,7 @@
 #include "core/validate.h"
 #include "jobs/job_batch.h"
 #include "payments/payment_batch.h"
+#include "prices/price_batch.h"
 #include "refunds/refund_batch.h"
 #include "webhooks/webhook_batch.h"
 
@@ -30,7 +31,8 @@ using Slices = batch::Registry<jobs::JobSlice,           // jobs and their histo
                                coord::CoordSlice,        // locks, idempotency keys, rate limits (coord/coord_batch.h)
                                webhooks::WebhookSlice,   // webhook endpoints and deliveries (webhooks/webhook_batch.h)
                                refunds::RefundSlice,     // refunds of charged holds (refunds/refund_batch.h)
-                               payments::PaymentSlice>;  // credits from payment providers (payments/payment_batch.h)
+                               payments::PaymentSlice,   // credits from payment providers (payments/payment_batch.h)
+                               prices::PriceSlice>;      // prices, holds by feature (prices/price_batch.h)
 
 // The command kinds of the slices, by their short names (as the ledger's own).
 using jobs::ClaimJobCommand;
@@ -49,6 +51,10 @@ using payments::CreditPaymentCommand;
 using payments::DisputePaymentCommand;
 using payments::PaymentOutcome;
 using payments::TakeBackPaymentCommand;
+using prices::PricedHoldOutcome;
+using prices::PriceOutcome;
+using prices::ReserveByFeatureCommand;
+using prices::SetPriceCommand;
 using refunds::RefundCommand;
 using refunds::RefundOutcome;
 using webhooks::CreateEndpointCommand;

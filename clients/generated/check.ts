@@ -1,13 +1,14 @@
 // A client generated from docs/openapi.json (openapi-typescript-codegen, by ./check) used as an
 // app would: create an account, credit it, reserve 3, commit 2, read the balances, and see a
-// refusal arrive as the generated ApiError carrying the problem document. Compiled with tsc
+// refusal arrive as the generated ApiError carrying the problem document; then price a feature,
+// reserve by feature and quantity, commit by quantity, and check a reservation without making it. Compiled with tsc
 // --strict together with the generated code, so a document that generates bad types fails here.
 // Usage (./check does it): node dist/check.js BASE_URL ADMIN_KEY
 // Node's process, declared here so that the check needs no @types/node.
 declare const process: { argv: string[]; exitCode?: number };
 
-import { AccountsService, ApiError, HoldsService, OpenAPI, Problem } from "./generated";
-import type { Account, Hold } from "./generated";
+import { AccountsService, ApiError, HoldsService, OpenAPI, PricesService, Problem } from "./generated";
+import type { Account, Hold, HoldCheck, Price } from "./generated";
 
 function expect(what: string, got: unknown, want: unknown): void {
   const ok = JSON.stringify(got) === JSON.stringify(want);
@@ -48,6 +49,18 @@ async function main(): Promise<void> {
     const problem = e.body as Problem;
     expect("reserveHold of 100 → ApiError status, problem code", [e.status, problem.code], [409, "insufficient_credits"]);
   }
+
+  const price: Price = await PricesService.setPrice({ feature: "image.gen", requestBody: { credits_per_unit: 2 } });
+  expect("setPrice → feature, credits_per_unit, version", [price.feature, price.credits_per_unit, price.version], ["image.gen", 2, 1]);
+  const priced: Hold = await HoldsService.reserveHold({
+    requestBody: { account_id: "kiosk-1", feature: "image.gen", quantity: 3, request_id: "gen-3" },
+  });
+  expect("reserveHold by feature → amount, unit_price, price_version", [priced.amount, priced.unit_price, priced.price_version], [6, 2, 1]);
+  await PricesService.setPrice({ feature: "image.gen", requestBody: { credits_per_unit: 5 } });
+  const byQuantity: Hold = await HoldsService.commitHold({ holdId: priced.hold_id, requestBody: { quantity: 2 } });
+  expect("commitHold by quantity → committed_amount (the frozen price)", byQuantity.committed_amount, 4);
+  const check: HoldCheck = await HoldsService.checkHold({ requestBody: { account_id: "kiosk-1", feature: "image.gen", quantity: 2 } });
+  expect("checkHold → allowed, requested, reason", [check.allowed, check.requested, check.reason], [false, 10, "insufficient_credits"]);
 }
 
 main().catch((e: unknown) => {

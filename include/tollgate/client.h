@@ -251,10 +251,14 @@ struct UpdateWebhookEndpointRequest {
 
 struct ReserveRequest {
   std::string account_id;
-  std::int64_t amount = 0;
+  std::int64_t amount = 0;  // by amount (feature unset)
   std::string request_id;               // empty: the client makes one (see the retry policy)
   std::optional<std::int64_t> ttl_ms;   // server default hold_ttl_ms
   std::optional<boost::json::object> metadata;
+  // Or by feature (amount ignored): quantity (server default 1) × the feature's price, frozen on the
+  // hold. Last, so that code initializing the fields above in order still compiles.
+  std::optional<std::string> feature;
+  std::optional<std::int64_t> quantity;
 };
 
 // A refund of a charge (admin; api.md "Refunds of a charge").
@@ -292,6 +296,14 @@ struct SubmitJobRequest {
 struct ListWebhookDeliveriesRequest {
   std::optional<std::string> status;  // pending | delivered | failed
   PageRequest page;                   // starting_after: a delivery's webhook_id (evt_…)
+};
+
+// POST /v1/holds/check: what a reservation of `amount`, or of `quantity` × `feature`, would meet now.
+struct CheckHoldRequest {
+  std::string account_id;
+  std::optional<std::int64_t> amount;
+  std::optional<std::string> feature;
+  std::optional<std::int64_t> quantity;
 };
 
 // GET /v1/accounts/{id}/lots: the account's lots in spending order.
@@ -417,6 +429,20 @@ class Client {
   // --- holds
   Response reserve(const ReserveRequest& request);
   Response commit(std::string_view hold_id, std::optional<std::int64_t> amount = {});
+  // POST /v1/holds/{id}/commit {quantity} — a hold reserved by feature: quantity × its frozen unit price.
+  Response commit_quantity(std::string_view hold_id, std::int64_t quantity);
+  // POST /v1/holds/check — 200 {allowed, available, requested, reason?, detail?, …}; writes nothing.
+  Response check_hold(const CheckHoldRequest& request);
+
+  // --- prices (admin)
+  // PUT /v1/prices/{feature} {credits_per_unit} — 201 a new version, 200 the same price again
+  // (absolute: safe to resend).
+  Response set_price(std::string_view feature, std::int64_t credits_per_unit);
+  Response get_price(std::string_view feature);
+  // GET /v1/prices?limit=&starting_after= — {prices, has_more}, by feature.
+  Response list_prices(const PageRequest& page = {});
+  // GET /v1/prices/{feature}/versions — {versions, has_more}, newest first (starting_after: a version).
+  Response list_price_versions(std::string_view feature, const PageRequest& page = {});
   Response release(std::string_view hold_id, std::optional<std::string> reason = {});
   Response extend(std::string_view hold_id, std::int64_t ttl_ms);
   Response get_hold(std::string_view hold_id);

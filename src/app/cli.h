@@ -44,6 +44,7 @@ inline constexpr int kExitLockCancelled = 10;  // lock renew (acquire by the hol
 inline constexpr int kExitReplayed = 11;      // idem begin: finished before; its response is printed
 inline constexpr int kExitInProgress = 12;    // idem begin: claimed by a request still running
 inline constexpr int kExitRateLimited = 13;   // ratelimit check: refused
+inline constexpr int kExitNotAllowed = 14;    // hold check: a reservation would be refused now
 
 // Adds the client subcommands to `app`. The command that runs stores its exit code in `exit_code`,
 // which must outlive app.parse(). Argument errors are thrown as CLI::ParseError (exit 2).

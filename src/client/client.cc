@@ -681,7 +681,13 @@ Response Client::revoke_key(std::string_view key_id) {
 Response Client::reserve(const ReserveRequest& r) {
   // One request_id per logical call: every attempt below sends this same body.
   const std::string request_id = r.request_id.empty() ? new_request_id(impl_->options.request_id_prefix) : r.request_id;
-  json::value body = json::object{{"account_id", r.account_id}, {"amount", r.amount}, {"request_id", request_id}};
+  json::value body = json::object{{"account_id", r.account_id}, {"request_id", request_id}};
+  if (r.feature) {
+    body.as_object()["feature"] = *r.feature;
+    if (r.quantity) body.as_object()["quantity"] = *r.quantity;
+  } else {
+    body.as_object()["amount"] = r.amount;
+  }
   if (r.ttl_ms) body.as_object()["ttl_ms"] = *r.ttl_ms;
   if (r.metadata) body.as_object()["metadata"] = *r.metadata;
   return impl_->perform(bhttp::verb::post, "/v1/holds", &body, Resend::safe, true);
@@ -692,6 +698,29 @@ Response Client::commit(std::string_view hold_id, std::optional<std::int64_t> am
   if (amount) body.as_object()["amount"] = *amount;
   return impl_->perform(bhttp::verb::post, "/v1/holds/" + encode_component(hold_id) + "/commit", &body, Resend::safe,
                         false);
+}
+
+Response Client::commit_quantity(std::string_view hold_id, std::int64_t quantity) {
+  json::value body = json::object{{"quantity", quantity}};
+  return impl_->perform(bhttp::verb::post, "/v1/holds/" + encode_component(hold_id) + "/commit", &body, Resend::safe,
+                        false);
+}
+
+Response Client::check_hold(const CheckHoldRequest& r) {
+  json::value body = json::object{{"account_id", r.account_id}};
+  if (r.amount) body.as_object()["amount"] = *r.amount;
+  if (r.feature) body.as_object()["feature"] = *r.feature;
+  if (r.quantity) body.as_object()["quantity"] = *r.quantity;
+  return impl_->perform(bhttp::verb::post, "/v1/holds/check", &body, Resend::safe, false);  // writes nothing
+}
+
+Response Client::set_price(std::string_view feature, std::int64_t credits_per_unit) {
+  const json::value body = json::object{{"credits_per_unit", credits_per_unit}};
+  return impl_->perform(bhttp::verb::put, "/v1/prices/" + encode_component(feature), &body, Resend::safe, false);
+}
+
+Response Client::get_price(std::string_view feature) {
+  return impl_->perform(bhttp::verb::get, "/v1/prices/" + encode_component(feature), nullptr, Resend::safe, false);
 }
 
 Response Client::release(std::string_view hold_id, std::optional<std::string> reason) {
@@ -905,6 +934,18 @@ Response Client::list_accounts(const PageRequest& page) {
 Response Client::list_lots(std::string_view account_id, const ListLotsRequest& r) {
   Target target("/v1/accounts/" + encode_component(account_id) + "/lots");
   target.add("status", r.status).add("limit", r.page.limit).add("starting_after", r.page.starting_after);
+  return impl_->perform(bhttp::verb::get, target.str(), nullptr, Resend::safe, false);
+}
+
+Response Client::list_prices(const PageRequest& page) {
+  Target target("/v1/prices");
+  target.add("limit", page.limit).add("starting_after", page.starting_after);
+  return impl_->perform(bhttp::verb::get, target.str(), nullptr, Resend::safe, false);
+}
+
+Response Client::list_price_versions(std::string_view feature, const PageRequest& page) {
+  Target target("/v1/prices/" + encode_component(feature) + "/versions");
+  target.add("limit", page.limit).add("starting_after", page.starting_after);
   return impl_->perform(bhttp::verb::get, target.str(), nullptr, Resend::safe, false);
 }
 

@@ -1,6 +1,6 @@
 // tollgate core: money is integers, and integer arithmetic on money is checked.
 //
-// checked_add / checked_sub return std::nullopt instead of wrapping. Callers turn that into
+// checked_add / checked_sub / checked_mul return std::nullopt instead of wrapping. Callers turn that into
 // Code::overflow. Pure functions; thread-safe.
 #pragma once
 
@@ -23,6 +23,12 @@ inline std::optional<std::int64_t> checked_add(std::int64_t a, std::int64_t b) {
 inline std::optional<std::int64_t> checked_sub(std::int64_t a, std::int64_t b) {
   std::int64_t out = 0;
   if (__builtin_sub_overflow(a, b, &out)) return std::nullopt;
+  return out;
+}
+
+inline std::optional<std::int64_t> checked_mul(std::int64_t a, std::int64_t b) {
+  std::int64_t out = 0;
+  if (__builtin_mul_overflow(a, b, &out)) return std::nullopt;
   return out;
 }
 

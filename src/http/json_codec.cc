@@ -349,7 +349,41 @@ void append_json(std::string& out, const TransferRecord& t) {
   o.time("at", t.event.at_ms);
 }
 
-void append_json(std::string& out, const Hold& h) {
+namespace {
+// A hold's fields, and what it was priced at (`priced`: nullptr for a hold made by amount).
+void append_hold(std::string& out, const Hold& h, const prices::PricedHold* priced);
+}  // namespace
+
+void append_json(std::string& out, const Hold& h) { append_hold(out, h, nullptr); }
+void append_json(std::string& out, const PricedHoldView& v) { append_hold(out, v.hold, v.priced ? &*v.priced : nullptr); }
+
+void append_json(std::string& out, const HoldCheck& c) {
+  ObjectWriter o(out);
+  o.boolean("allowed", !c.refusal);
+  o.str("account_id", c.account_id);
+  o.num("available", c.available);
+  o.num("requested", c.requested);
+  if (c.price) {
+    o.str("feature", c.price->feature);
+    o.num("quantity", c.quantity);
+    o.num("unit_price", c.price->credits_per_unit);
+  }
+  if (c.refusal) {
+    o.str("reason", code_name(c.refusal->code));
+    o.str("detail", c.refusal->detail);
+  }
+}
+
+void append_json(std::string& out, const prices::Price& p) {
+  ObjectWriter o(out);
+  o.str("feature", p.feature);
+  o.num("credits_per_unit", p.credits_per_unit);
+  o.num("version", p.version);
+  o.time("updated_at", p.updated_at_ms);
+}
+
+namespace {
+void append_hold(std::string& out, const Hold& h, const prices::PricedHold* priced) {
   ObjectWriter o(out);
   o.str("hold_id", h.hold_id);
   o.str("account_id", h.account_id);
@@ -363,6 +397,12 @@ void append_json(std::string& out, const Hold& h) {
   o.time("expires_at", h.expires_at_ms);
   if (h.closed_at_ms) o.time("closed_at", *h.closed_at_ms);
   if (h.release_reason) o.str("release_reason", *h.release_reason);
+  if (priced != nullptr) {
+    o.str("feature", priced->feature);
+    o.num("quantity", priced->quantity);
+    o.num("unit_price", priced->unit_price);
+    o.num("price_version", priced->price_version);
+  }
   o.key("lots");
   out += '[';
   for (std::size_t i = 0; i < h.lots.size(); ++i) {
@@ -376,6 +416,7 @@ void append_json(std::string& out, const Hold& h) {
   const bool object_text = h.metadata_json.size() >= 2 && h.metadata_json.front() == '{' && h.metadata_json.back() == '}';
   out += object_text ? std::string_view(h.metadata_json) : std::string_view("{}");
 }
+}  // namespace
 
 void append_json(std::string& out, const jobs::Job& j) {
   ObjectWriter o(out);

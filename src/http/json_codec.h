@@ -21,6 +21,7 @@
 #include "core/model.h"
 #include "jobs/job.h"
 #include "core/result.h"
+#include "prices/price_batch.h"
 #include "ledger/ledger.h"  // the values the ledger answers with (pages, audit reports, keys)
 
 namespace tollgate::http {
@@ -88,6 +89,24 @@ class FieldReader {
 // at the edge (FieldReader::object), so it is valid JSON.
 void append_json(std::string& out, const Account& account);
 void append_json(std::string& out, const Hold& hold);
+// A hold with what it was priced at when it was reserved by feature (prices/price_batch.h): the
+// hold's fields and feature, quantity, unit_price and price_version.
+struct PricedHoldView {
+  Hold hold;
+  std::optional<prices::PricedHold> priced;  // unset: a hold made by amount
+};
+void append_json(std::string& out, const PricedHoldView& view);
+void append_json(std::string& out, const prices::Price& price);
+// The answer of POST /v1/holds/check: what a reservation would meet now.
+struct HoldCheck {
+  std::string account_id;
+  std::int64_t available = 0;  // as readers see it now
+  std::int64_t requested = 0;
+  std::optional<prices::Price> price;  // a check by feature: its current price
+  std::int64_t quantity = 0;           // and the units asked for
+  std::optional<Error> refusal;        // unset: allowed
+};
+void append_json(std::string& out, const HoldCheck& check);
 void append_json(std::string& out, const Event& event);
 void append_json(std::string& out, const lots::LotView& lot);
 void append_json(std::string& out, const jobs::Job& job);

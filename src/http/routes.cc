@@ -38,6 +38,7 @@ constexpr std::array kRoutes{
     Route{"GET", "/v1/events", needs(Scope::admin_read), Runs::reader, &events_feed},
     Route{"GET", "/v1/transfers/{reference}", needs(Scope::read), Runs::reader, &get_transfer},
     Route{"POST", "/v1/holds", needs(Scope::holds_write), Runs::io, &reserve},
+    Route{"POST", "/v1/holds/check", needs(Scope::holds_write), Runs::reader, &check_hold},
     Route{"GET", "/v1/holds", needs(Scope::read), Runs::reader, &list_holds},
     Route{"GET", "/v1/holds/{hold_id}", needs(Scope::read), Runs::reader, &get_hold},
     Route{"POST", "/v1/holds/{hold_id}/commit", needs(Scope::holds_write), Runs::io, &commit_hold},
@@ -73,6 +74,10 @@ constexpr std::array kRoutes{
     Route{"GET", "/v1/webhook-endpoints/{endpoint_id}/deliveries", needs(Scope::admin_read), Runs::reader,
           &list_webhook_deliveries},
     Route{"POST", "/v1/webhook-endpoints/{endpoint_id}/replay", needs(Scope::admin), Runs::io, &replay_webhook_endpoint},
+    Route{"PUT", "/v1/prices/{feature}", needs(Scope::admin), Runs::io, &put_price},
+    Route{"GET", "/v1/prices", needs(Scope::admin_read), Runs::reader, &list_prices},
+    Route{"GET", "/v1/prices/{feature}", needs(Scope::admin_read), Runs::reader, &get_price},
+    Route{"GET", "/v1/prices/{feature}/versions", needs(Scope::admin_read), Runs::reader, &list_price_versions},
     Route{"GET", "/v1/audit", needs(Scope::admin_read), Runs::reader, &audit},
 };
 

@@ -158,6 +158,15 @@ void rotate_webhook_secret(Context&, Call&);
 void list_webhook_deliveries(Context&, Call&);
 void replay_webhook_endpoint(Context&, Call&);
 
+// routes_prices.cc
+void put_price(Context&, Call&);
+void get_price(Context&, Call&);
+void list_prices(Context&, Call&);
+void list_price_versions(Context&, Call&);
+void check_hold(Context&, Call&);
+// A reservation (or its check) names either an amount or a feature (with an optional quantity).
+Status priced_or_amount(const std::optional<std::int64_t>& amount, const std::optional<std::string>& feature,
+                        const std::optional<std::int64_t>& quantity);
 // routes_refunds.cc
 void refund_hold(Context&, Call&);
 void refund_job(Context&, Call&);

@@ -160,6 +160,8 @@ class Ledger {
   // The webhook reads as they are, for the deliverer (webhooks/delivery_worker.h).
   webhooks::WebhookReads& webhook_reads() { return store_.webhooks(); }
   payments::PaymentReads& payment_reads() { return store_.payments(); }
+  // The prices' reads (prices/price_reads.h): prices, their versions, what holds were priced at.
+  prices::PriceReads& price_reads() { return store_.prices(); }
 
   // The reads of jobs (jobs/job_store.h); ids are checked here.
   Result<jobs::Job> get_job(std::string_view client_request_id);

@@ -630,3 +630,69 @@ Result<payments::Payment> PaymentReads::find_payment(payments::Provider provider
 }
 
 }  // namespace tollgate::reads
+
+// --- prices ---------------------------------------------------------------------------------------
+namespace tollgate::reads {
+namespace {
+
+prices::Price price_of(const ReadRow& r) { return prices::Price{r.text(0), r.int64(1), r.int64(2), r.int64(3)}; }
+
+}  // namespace
+
+Result<prices::Price> PriceReads::get_price(std::string_view feature) {
+  if (auto s = check_id(feature, "feature"); !s) return s.error();
+  const ReadSql& sql = source_.sql();
+  return read<prices::Price>(source_, [&](ReadConn& db, std::int64_t) -> Result<prices::Price> {
+    auto found = first_of(db, sql.price, {feature}, price_of);
+    if (!found) return Error::make(Code::not_found, "feature " + std::string(feature) + " has no price");
+    return std::move(*found);
+  });
+}
+
+Result<Page<prices::Price>> PriceReads::list_prices(const PageRequest& page) {
+  if (auto s = validate_page(page); !s) return s.error();
+  const ReadSql& sql = source_.sql();
+  return read<Page<prices::Price>>(source_, [&](ReadConn& db, std::int64_t) -> Result<Page<prices::Price>> {
+    if (page.starting_after && !first_of(db, sql.price, {*page.starting_after}, price_of)) {
+      return unknown_cursor("feature", *page.starting_after);
+    }
+    return page_of(rows_of(db, sql.prices_after, {page.starting_after.value_or(""), page.limit + 1}, price_of), page);
+  });
+}
+
+Result<Page<prices::Price>> PriceReads::list_versions(std::string_view feature, const PageRequest& page) {
+  if (auto s = check_id(feature, "feature"); !s) return s.error();
+  if (auto s = validate_page(page); !s) return s.error();
+  std::int64_t before = limits::kAmountMax;
+  if (page.starting_after) {
+    const auto version = parse_int(*page.starting_after, 1, limits::kAmountMax);
+    if (!version) return invalid("starting_after must be a version number of the feature's price");
+    before = *version;
+  }
+  const ReadSql& sql = source_.sql();
+  return read<Page<prices::Price>>(source_, [&](ReadConn& db, std::int64_t) -> Result<Page<prices::Price>> {
+    const auto current = first_of(db, sql.price, {feature}, price_of);
+    if (!current) return Error::make(Code::not_found, "feature " + std::string(feature) + " has no price");
+    if (page.starting_after && before > current->version) return unknown_cursor("version", *page.starting_after);
+    return page_of(rows_of(db, sql.price_versions, {feature, before, page.limit + 1}, price_of), page);
+  });
+}
+
+Result<std::map<std::int64_t, prices::PricedHold>> PriceReads::priced_holds(std::span<const std::int64_t> hold_seqs) {
+  using Answer = std::map<std::int64_t, prices::PricedHold>;
+  TG_ASSERT(static_cast<std::int64_t>(hold_seqs.size()) <= limits::kListPageMax);
+  if (hold_seqs.empty()) return Answer{};
+  std::string seqs;
+  for (std::int64_t seq : hold_seqs) seqs += (seqs.empty() ? "" : ",") + std::to_string(seq);
+  const ReadSql& sql = source_.sql();
+  return read<Answer>(source_, [&](ReadConn& db, std::int64_t) -> Result<Answer> {
+    Answer out;
+    db.each(sql.priced_holds, {seqs}, [&](const ReadRow& r) {
+      out.emplace(r.int64(0), prices::PricedHold{r.text(1), r.text(2), r.text(3), r.text(4), r.int64(5), r.int64(6),
+                                                 r.int64(7)});
+    });
+    return out;
+  });
+}
+
+}  // namespace tollgate::reads

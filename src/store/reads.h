@@ -39,6 +39,7 @@
 #include "store/schema.h"
 #include "store/store.h"
 #include "payments/payment_reads.h"
+#include "prices/price_reads.h"
 #include "webhooks/webhook_reads.h"
 
 namespace tollgate::reads {
@@ -98,6 +99,10 @@ struct ReadSql {
   std::string webhook_oldest_pending;        // 1 endpoint_id → event_at_ms
   std::string payment;                       // 1 payment_id (the columns payment_of() decodes)
   std::string payment_by_provider;           // 1 provider, 2 provider_payment; oldest first
+  std::string price;                         // 1 feature (feature, credits_per_unit, version, updated_at_ms)
+  std::string prices_after;                  // 1 feature (after it), 2 limit
+  std::string price_versions;                // 1 feature, 2 version (before it), 3 limit; newest first
+  std::string priced_holds;                  // 1 hold_seqs, comma-separated (kPricedHoldColumns)
   std::string lot_by_seq;                    // 1 seq (kLotColumns)
   std::string lots_of_account;               // 1 account_id: every lot, by seq
   std::string active_hold_draws;             // 1 account_id → lots of its active holds that drew any
@@ -235,6 +240,18 @@ class PaymentReads final : public payments::PaymentReads {
   explicit PaymentReads(ReadSource& source) : source_(source) {}
   Result<payments::Payment> get_payment(std::string_view payment_id) override;
   Result<payments::Payment> find_payment(payments::Provider provider, std::string_view provider_payment) override;
+
+ private:
+  ReadSource& source_;
+};
+
+class PriceReads final : public prices::PriceReads {
+ public:
+  explicit PriceReads(ReadSource& source) : source_(source) {}
+  Result<prices::Price> get_price(std::string_view feature) override;
+  Result<Page<prices::Price>> list_prices(const PageRequest& page) override;
+  Result<Page<prices::Price>> list_versions(std::string_view feature, const PageRequest& page) override;
+  Result<std::map<std::int64_t, prices::PricedHold>> priced_holds(std::span<const std::int64_t> hold_seqs) override;
 
  private:
   ReadSource& source_;

@@ -38,6 +38,7 @@ struct Columns {
 class Writer {
  public:
   explicit Writer(Dialect dialect) : dialect_(dialect) {}
+  Dialect dialect() const { return dialect_; }
 
   // Parameter n: ?n on SQLite; $n (with its type when given) on PostgreSQL.
   std::string p(int n, const char* type = nullptr) const {
@@ -188,11 +189,28 @@ void list_statements(const Writer& w, const Columns& c, ReadSql& s) {
   lot_statements(w, c, s);
 }
 
+// Prices by their primary key (a feature), their versions through (feature, version), priced holds
+// by their key (hold_seq): a page's holds in one statement, their seqs as one comma-separated text.
+void price_statements(const Writer& w, ReadSql& s) {
+  const std::string prices = "SELECT feature, credits_per_unit, version, updated_at_ms FROM prices WHERE ";
+  s.price = prices + "feature = " + w.p(1);
+  s.prices_after = prices + "feature > " + w.p(1) + " ORDER BY feature LIMIT " + w.p(2, "bigint");
+  s.price_versions = "SELECT feature, credits_per_unit, version, created_at_ms FROM price_versions WHERE feature = " +
+                     w.p(1) + " AND version < " + w.p(2, "bigint") + " ORDER BY version DESC LIMIT " +
+                     w.p(3, "bigint");
+  const std::string seqs = w.dialect() == Dialect::sqlite
+                               ? "hold_seq IN (SELECT value FROM json_each('[' || ?1 || ']'))"
+                               : "hold_seq = ANY(string_to_array($1::text, ',')::bigint[])";
+  s.priced_holds = "SELECT hold_seq, request_id, hold_id, account_id, feature, quantity, unit_price, price_version "
+                   "FROM priced_holds WHERE " + seqs;
+}
+
 ReadSql build(Dialect dialect, const Columns& columns) {
   const Writer w(dialect);
   ReadSql s;
   ledger_statements(w, columns, s);
   list_statements(w, columns, s);
+  price_statements(w, s);
   return s;
 }
 

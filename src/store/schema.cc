@@ -802,6 +802,65 @@ INSERT INTO lots (account_id, reference, category, priority, expires_at_ms, amou
 ALTER TABLE holds ADD COLUMN lots text CHECK (lots IS NULL OR lots <> '');
 ALTER TABLE events ADD COLUMN lot_seq bigint;
 )sql"},
+    // 17: prices (prices/price_batch.h; docs/api.md "Prices"): each feature's current price (what a
+    // reservation by feature reads, by its key), every version it had (the history), and what each
+    // hold reserved by feature was priced at — its own row, written with the hold and never changed,
+    // so the holds table is not widened for a feature most holds do not use. A hold's page of a list
+    // finds its priced rows by hold_seq (the key); a batch finds them by request_id (a replay).
+    {17, "prices",
+     /*sqlite_legacy=*/0, /*postgres_legacy=*/0,
+     // SQLite
+     R"sql(
+CREATE TABLE prices (
+  feature          TEXT    PRIMARY KEY,
+  credits_per_unit INTEGER NOT NULL CHECK (credits_per_unit BETWEEN 1 AND 9007199254740991),
+  version          INTEGER NOT NULL CHECK (version >= 1),
+  updated_at_ms    INTEGER NOT NULL
+) WITHOUT ROWID;
+CREATE TABLE price_versions (
+  feature          TEXT    NOT NULL,
+  version          INTEGER NOT NULL CHECK (version >= 1),
+  credits_per_unit INTEGER NOT NULL CHECK (credits_per_unit BETWEEN 1 AND 9007199254740991),
+  created_at_ms    INTEGER NOT NULL,
+  PRIMARY KEY (feature, version)
+) WITHOUT ROWID;
+CREATE TABLE priced_holds (
+  hold_seq      INTEGER PRIMARY KEY,
+  request_id    TEXT    NOT NULL UNIQUE,
+  hold_id       TEXT    NOT NULL,
+  account_id    TEXT    NOT NULL,
+  feature       TEXT    NOT NULL,
+  quantity      INTEGER NOT NULL CHECK (quantity >= 1),
+  unit_price    INTEGER NOT NULL CHECK (unit_price >= 1),
+  price_version INTEGER NOT NULL CHECK (price_version >= 1)
+);
+)sql",
+     // PostgreSQL
+     R"sql(
+CREATE TABLE prices (
+  feature          text COLLATE "C" PRIMARY KEY,
+  credits_per_unit bigint NOT NULL CHECK (credits_per_unit BETWEEN 1 AND 9007199254740991),
+  version          bigint NOT NULL CHECK (version >= 1),
+  updated_at_ms    bigint NOT NULL
+);
+CREATE TABLE price_versions (
+  feature          text COLLATE "C" NOT NULL,
+  version          bigint NOT NULL CHECK (version >= 1),
+  credits_per_unit bigint NOT NULL CHECK (credits_per_unit BETWEEN 1 AND 9007199254740991),
+  created_at_ms    bigint NOT NULL,
+  PRIMARY KEY (feature, version)
+);
+CREATE TABLE priced_holds (
+  hold_seq      bigint PRIMARY KEY,
+  request_id    text COLLATE "C" NOT NULL UNIQUE,
+  hold_id       text COLLATE "C" NOT NULL,
+  account_id    text COLLATE "C" NOT NULL,
+  feature       text COLLATE "C" NOT NULL,
+  quantity      bigint NOT NULL CHECK (quantity >= 1),
+  unit_price    bigint NOT NULL CHECK (unit_price >= 1),
+  price_version bigint NOT NULL CHECK (price_version >= 1)
+);
+)sql"},
 };
 
 constexpr int legacy_number(const Version& version, Dialect dialect) {

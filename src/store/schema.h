@@ -61,7 +61,7 @@ struct Version {
   const char* postgres;     // the DDL on PostgreSQL ("": nothing to do there)
 };
 
-inline constexpr int kCurrentVersion = 16;
+inline constexpr int kCurrentVersion = 17;
 
 // Every version, in order: versions()[i].number == i + 1; the last is kCurrentVersion.
 std::span<const Version> versions();

@@ -39,6 +39,7 @@
 #include "coord/coord_reads.h"
 #include "jobs/job_store.h"
 #include "payments/payment_reads.h"
+#include "prices/price_reads.h"
 #include "webhooks/webhook_reads.h"
 
 namespace tollgate {
@@ -114,6 +115,8 @@ class Store {
   virtual webhooks::WebhookReads& webhooks() = 0;
   // The payments' reads (payments/payment_reads.h).
   virtual payments::PaymentReads& payments() = 0;
+  // The prices' reads (prices/price_reads.h).
+  virtual prices::PriceReads& prices() = 0;
 
   virtual Result<LedgerStats> stats() = 0;
   // Account ids greater than `after`, in order, at most `limit` (1..limits::kHoldsPageMax).

@@ -79,6 +79,7 @@ class RecordingStore final : public Store {
   coord::CoordReads& coord() override { return no_coord_; }
   webhooks::WebhookReads& webhooks() override { return no_webhooks_; }
   payments::PaymentReads& payments() override { return no_payments_; }
+  prices::PriceReads& prices() override { return no_prices_; }
   Result<EventPage> read_events(std::string_view, std::int64_t, std::int64_t) override { return unsupported(); }
   Result<EventPage> read_feed(std::int64_t, std::int64_t) override { return unsupported(); }
   Result<std::int64_t> last_event_id() override { return unsupported(); }
@@ -132,6 +133,14 @@ class RecordingStore final : public Store {
       return Error::make(Code::not_found, "none");
     }
   } no_payments_;
+  struct NoPrices final : prices::PriceReads {
+    Result<prices::Price> get_price(std::string_view) override { return unsupported(); }
+    Result<Page<prices::Price>> list_prices(const PageRequest&) override { return unsupported(); }
+    Result<Page<prices::Price>> list_versions(std::string_view, const PageRequest&) override { return unsupported(); }
+    Result<std::map<std::int64_t, prices::PricedHold>> priced_holds(std::span<const std::int64_t>) override {
+      return unsupported();
+    }
+  } no_prices_;
   std::mutex mu_;
   std::uint64_t seq_ = 0;
   std::vector<Batch> batches_;

@@ -210,6 +210,10 @@ CommandResult LedgerModel::apply(const Command& command, std::int64_t now_ms) {
           return take_back_payment(c);
         } else if constexpr (std::is_same_v<T, payments::DisputePaymentCommand>) {
           return dispute_payment(c);
+        } else if constexpr (std::is_same_v<T, prices::SetPriceCommand>) {
+          return set_price(c);
+        } else if constexpr (std::is_same_v<T, prices::ReserveByFeatureCommand>) {
+          return reserve_by_feature(c);
         } else {
           static_assert(!sizeof(T*), "a command kind the model does not know: add its rules here");
         }
@@ -1204,6 +1208,65 @@ CommandResult LedgerModel::dispute_payment(const payments::DisputePaymentCommand
   }
   payment_events_[c.reference] = payments::PaymentEvent{c.reference, c.payment_id, payments::EventKind::dispute, 0, 0, now_};
   return PaymentOutcome{p, view(c.account_id), 0, 0, true, froze};
+}
+
+// --- prices (docs/api.md "Prices") ----------------------------------------------------------------
+// A feature's price changes by versions 1, 2, …; setting the same price again changes nothing. A hold
+// by feature costs quantity × the current price (past 2^53 − 1: invalid), is an ordinary reservation
+// of that amount, and keeps what it was priced at. Its request_id again answers the hold as it is,
+// whatever the price is now; with another account, feature or quantity — or a request_id that made a
+// hold by amount — a mismatch. An unknown account is not found, then an unknown feature invalid.
+CommandResult LedgerModel::set_price(const prices::SetPriceCommand& c) {
+  auto it = prices_.find(c.feature);
+  if (it != prices_.end() && it->second.credits_per_unit == c.credits_per_unit) {
+    return prices::PriceOutcome{it->second, false};
+  }
+  const std::int64_t version = it == prices_.end() ? 1 : it->second.version + 1;
+  prices::Price p{c.feature, c.credits_per_unit, version, now_};
+  prices_[c.feature] = p;
+  price_versions_.push_back(p);
+  return prices::PriceOutcome{p, true};
+}
+
+CommandResult LedgerModel::reserve_by_feature(const prices::ReserveByFeatureCommand& c) {
+  const std::string& id = c.reserve.request_id;
+  if (hold_by_request_.count(id)) {
+    auto priced = priced_holds_.find(id);
+    if (priced == priced_holds_.end()) return err(Code::idempotency_mismatch);
+    const prices::PricedHold& p = priced->second;
+    if (p.account_id != c.reserve.account_id || p.feature != c.feature || p.quantity != c.quantity) {
+      return err(Code::idempotency_mismatch);
+    }
+    ReserveCommand again = c.reserve;
+    again.amount = p.quantity * p.unit_price;
+    auto held = reserve(again);
+    if (!held) return held.error();
+    return prices::PricedHoldOutcome{held->hold, p, false};
+  }
+  if (!accounts_.count(c.reserve.account_id)) return err(Code::not_found);
+  auto price = prices_.find(c.feature);
+  if (price == prices_.end()) return err(Code::invalid_request);
+  const std::int64_t unit = price->second.credits_per_unit;
+  if (c.quantity > kMax / unit) return err(Code::invalid_request);
+  ReserveCommand priced = c.reserve;
+  priced.amount = c.quantity * unit;
+  auto held = reserve(priced);
+  if (!held) return held.error();
+  prices::PricedHold p{id, held->hold.hold_id, c.reserve.account_id, c.feature, c.quantity, unit, price->second.version};
+  priced_holds_[id] = p;
+  return prices::PricedHoldOutcome{held->hold, p, true};
+}
+
+std::optional<prices::Price> LedgerModel::price(const std::string& feature) const {
+  auto it = prices_.find(feature);
+  if (it == prices_.end()) return std::nullopt;
+  return it->second;
+}
+
+std::optional<prices::PricedHold> LedgerModel::priced_hold(const std::string& request_id) const {
+  auto it = priced_holds_.find(request_id);
+  if (it == priced_holds_.end()) return std::nullopt;
+  return it->second;
 }
 
 }  // namespace tollgate::testing

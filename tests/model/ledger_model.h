@@ -49,6 +49,9 @@ class LedgerModel {
   std::optional<webhooks::Endpoint> endpoint(const std::string& endpoint_id) const;
   std::optional<webhooks::Delivery> delivery(const std::string& endpoint_id, std::int64_t event_id) const;
   std::optional<payments::Payment> payment(const std::string& payment_id) const;
+  std::optional<prices::Price> price(const std::string& feature) const;
+  std::vector<prices::Price> price_versions() const { return price_versions_; }  // in the order made
+  std::optional<prices::PricedHold> priced_hold(const std::string& request_id) const;
   // Marks the start of a batch: a new endpoint's cursor is the feed's head before the batch (the
   // store reads it when it loads the batch's rows).
   void begin_batch() { feed_head_at_batch_ = next_event_id_ - 1; }
@@ -94,6 +97,9 @@ class LedgerModel {
   CommandResult credit_payment(const payments::CreditPaymentCommand& c);
   CommandResult take_back_payment(const payments::TakeBackPaymentCommand& c);
   CommandResult dispute_payment(const payments::DisputePaymentCommand& c);
+  // prices
+  CommandResult set_price(const prices::SetPriceCommand& c);
+  CommandResult reserve_by_feature(const prices::ReserveByFeatureCommand& c);
 
   // helpers
   bool overdue(const Hold& h) const { return h.status == HoldStatus::active && now_ >= h.expires_at_ms; }
@@ -127,6 +133,9 @@ class LedgerModel {
   std::map<std::string, refunds::Refund> refunds_;  // by request_id
   std::map<std::string, payments::Payment> payments_;             // by payment_id
   std::map<std::string, payments::PaymentEvent> payment_events_;  // by reference
+  std::map<std::string, prices::Price> prices_;                   // by feature: the current one
+  std::vector<prices::Price> price_versions_;
+  std::map<std::string, prices::PricedHold> priced_holds_;        // by request_id
 };
 
 }  // namespace tollgate::testing

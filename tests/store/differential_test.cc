@@ -201,6 +201,17 @@ std::string show(const webhooks::Delivery& d) {
   return o.str();
 }
 
+std::string show(const prices::Price& p) {
+  return "price " + p.feature + " credits_per_unit=" + std::to_string(p.credits_per_unit) +
+         " version=" + std::to_string(p.version) + " at=" + std::to_string(p.updated_at_ms);
+}
+
+std::string show(const prices::PricedHold& h, const Names& n) {
+  return "priced " + h.request_id + " hold=" + n.hold(h.hold_id) + " account=" + h.account_id + " feature=" + h.feature +
+         " quantity=" + std::to_string(h.quantity) + " unit_price=" + std::to_string(h.unit_price) +
+         " version=" + std::to_string(h.price_version);
+}
+
 std::string show(const Error& e) {
   return std::string("error ") + std::string(code_name(e.code)) + " available=" + opt(e.available) +
          " requested=" + opt(e.requested) + " reserved=" + opt(e.reserved) + " expires_at=" + opt(e.expires_at_ms) +
@@ -253,6 +264,10 @@ std::string show(const CommandResult& r, const Names& n) {
         } else if constexpr (std::is_same_v<T, PaymentOutcome>) {
           return made(o.created) + show(o.payment) + " | " + show(o.account) + " moved=" + std::to_string(o.moved) +
                  " owed=" + std::to_string(o.owed) + " froze=" + std::to_string(o.froze);
+        } else if constexpr (std::is_same_v<T, PriceOutcome>) {
+          return made(o.created) + show(o.price);
+        } else if constexpr (std::is_same_v<T, PricedHoldOutcome>) {
+          return made(o.created) + show(o.hold, n) + " | " + show(o.priced, n);
         } else {
           static_assert(!sizeof(T*), "an outcome this test does not show");
         }
@@ -294,6 +309,8 @@ std::string kind_of(const Command& c) {
         else if constexpr (std::is_same_v<T, payments::CreditPaymentCommand>) return "credit_payment";
         else if constexpr (std::is_same_v<T, payments::TakeBackPaymentCommand>) return "take_back_payment";
         else if constexpr (std::is_same_v<T, payments::DisputePaymentCommand>) return "dispute_payment";
+        else if constexpr (std::is_same_v<T, prices::SetPriceCommand>) return "set_price";
+        else if constexpr (std::is_same_v<T, prices::ReserveByFeatureCommand>) return "reserve_by_feature";
         else static_assert(!sizeof(T*), "a command kind this test does not generate: add it");
       },
       c);
@@ -344,6 +361,11 @@ std::string describe(const Command& c) {
         if constexpr (std::is_same_v<T, CommitCommand> || std::is_same_v<T, refunds::RefundCommand>) {
           o << " amount=" << opt(x.amount);
         }
+        if constexpr (requires { x.feature; }) o << " feature=" << x.feature;
+        if constexpr (std::is_same_v<T, prices::SetPriceCommand>) o << " credits_per_unit=" << x.credits_per_unit;
+        if constexpr (std::is_same_v<T, prices::ReserveByFeatureCommand>) {
+          o << " account=" << x.reserve.account_id << " request=" << x.reserve.request_id << " quantity=" << x.quantity;
+        }
         if constexpr (requires { x.key; }) o << " key=" << x.key;
         if constexpr (requires { x.key_id; }) o << " key_id=" << x.key_id;
       },
@@ -368,7 +390,8 @@ class Generator {
       : rng_(seed),
         endpoint_rng_(seed ^ 0x77656268'6f6f6b73ULL),
         refund_rng_(seed ^ 0x72656675'6e647321ULL),
-        payment_rng_(seed ^ 0x7061796d'656e7473ULL) {}
+        payment_rng_(seed ^ 0x7061796d'656e7473ULL),
+        price_rng_(seed ^ 0x70726963'65732121ULL) {}
 
   // One batch; hold references are "@<request_id>". `model` tells which holds and jobs exist.
   std::vector<Command> batch(const LedgerModel& model, std::int64_t now_ms) {
@@ -380,6 +403,7 @@ class Generator {
       if (endpoint_pick(100) < 5) out.push_back(delivery_command(model, now_ms));
       if (refund_pick(100) < 8) out.push_back(refund_command(model, now_ms));
       if (payment_pick(100) < 12) out.push_back(payment_command(model));
+      if (price_pick(100) < 10) out.push_back(price_command());
     }
     return out;
   }
@@ -743,6 +767,40 @@ class Generator {
     return payments::DisputePaymentCommand{id, account, "stripe:dp_" + std::to_string(dispute)};
   }
 
+  // Prices: a few features priced and re-priced (now and then near the largest amount), holds by
+  // feature on the accounts — of unknown features too, quantities that overflow, the same request
+  // again (as it was, or with another quantity), and request_ids of holds made by amount.
+  int price_pick(int n) { return static_cast<int>(std::uniform_int_distribution<int>(0, n - 1)(price_rng_)); }
+  bool price_chance(int percent) { return price_pick(100) < percent; }
+  Command price_command() {
+    static const std::vector<std::string> kFeatures = {"photo", "video", "print", "unpriced"};
+    const std::string feature = kFeatures.at(static_cast<std::size_t>(price_pick(price_chance(90) ? 3 : 4)));
+    if (price_chance(30)) {
+      const std::int64_t credits = price_chance(5) ? kMax - price_pick(3) : 1 + price_pick(6);
+      return prices::SetPriceCommand{feature, credits};
+    }
+    prices::ReserveByFeatureCommand c;
+    c.feature = feature;
+    c.quantity = price_chance(5) ? kMax / 2 : 1 + price_pick(4);
+    const std::string account =
+        std::vector<std::string>{"a0", "a1", "a2", "a3", "big", "ghost"}.at(static_cast<std::size_t>(price_pick(6)));
+    std::string request = "p" + std::to_string(next_priced_);
+    if (price_chance(15) && !priced_.empty()) {
+      const auto& earlier = priced_.at(static_cast<std::size_t>(price_pick(static_cast<int>(priced_.size()))));
+      if (price_chance(70)) return earlier;  // the same request again
+      request = earlier.reserve.request_id;  // another quantity or account
+    } else if (price_chance(5) && !requests_.empty()) {
+      request = requests_.front();  // a request_id that made (or may make) a hold by amount
+    } else {
+      ++next_priced_;
+    }
+    c.reserve = ReserveCommand{account, 0, request, 200 + price_pick(3'800), "", ""};
+    const std::string number = std::to_string(next_priced_);
+    c.reserve.hold_id_random = "c" + std::string(15 - number.size(), '0') + number;
+    if (request.rfind('p', 0) == 0 && priced_.size() < 100) priced_.push_back(c);
+    return c;
+  }
+
   Command remember(Command c) {
     if (made_.size() < 200) made_.push_back(c);
     return c;
@@ -752,6 +810,9 @@ class Generator {
   std::mt19937_64 endpoint_rng_;
   std::mt19937_64 refund_rng_;
   std::mt19937_64 payment_rng_;
+  std::mt19937_64 price_rng_;
+  std::vector<prices::ReserveByFeatureCommand> priced_;  // holds by feature asked for, to send again
+  int next_priced_ = 0;
   int next_payment_debit_ = 0;
   std::vector<Command> refund_requests_;  // refunds made, to send again
   int next_refund_ = 0;
@@ -779,6 +840,7 @@ Command resolve(Command c, const Names& n) {
 void learn(const CommandResult& r, Names& n) {
   if (!r.ok()) return;
   if (const auto* h = std::get_if<HoldOutcome>(&r.value())) n.learn(h->hold.hold_id, h->hold.request_id);
+  if (const auto* h = std::get_if<PricedHoldOutcome>(&r.value())) n.learn(h->hold.hold_id, h->hold.request_id);
   if (const auto* j = std::get_if<jobs::JobOutcome>(&r.value())) {
     n.learn(j->job.hold_id, "job:" + j->job.client_request_id);
   }
@@ -845,6 +907,26 @@ std::vector<std::string> store_state(Store& store, const Names& n, const std::ve
     auto p = store.payments().get_payment(id);
     out.push_back(p.ok() ? show(*p) : id + ": " + std::string(code_name(p.code())));
   }
+  for (const std::string feature : {"photo", "video", "print", "unpriced"}) {
+    auto versions = store.prices().list_versions(feature, PageRequest{limits::kListPageMax, std::nullopt});
+    if (!versions.ok()) {
+      out.push_back(feature + ": " + std::string(code_name(versions.code())));
+      continue;
+    }
+    for (auto it = versions->items.rbegin(); it != versions->items.rend(); ++it) out.push_back(show(*it));
+  }
+  {
+    std::vector<std::int64_t> seqs;
+    for (const auto& [name, id] : by_name(n)) {
+      if (auto seq = hold_id_seq(id); seq && seqs.size() < static_cast<std::size_t>(limits::kListPageMax)) seqs.push_back(*seq);
+    }
+    auto priced = store.prices().priced_holds(seqs);
+    std::map<std::string, std::string> by_request;
+    if (priced.ok()) {
+      for (const auto& [seq, h] : *priced) by_request[h.request_id] = show(h, n);
+    }
+    for (const auto& [request, line] : by_request) out.push_back(line);
+  }
   for (const std::string& s : secrets) {
     auto k = store.find_key(s);
     out.push_back(!k.ok() ? "key error" : k->key ? show(*k->key) : "no key " + s.substr(0, 4));
@@ -890,6 +972,22 @@ std::vector<std::string> model_state(const LedgerModel& m, const Names& n, std::
   for (const std::string& id : kPaymentIds) {
     auto p = m.payment(id);
     out.push_back(p ? show(*p) : id + ": not_found");
+  }
+  for (const std::string feature : {"photo", "video", "print", "unpriced"}) {
+    bool any = false;
+    for (const prices::Price& p : m.price_versions()) {
+      if (p.feature != feature) continue;
+      out.push_back(show(p));
+      any = true;
+    }
+    if (!any) out.push_back(feature + ": not_found");
+  }
+  {
+    std::map<std::string, std::string> by_request;
+    for (const auto& [name, id] : by_name(n)) {
+      if (auto h = m.priced_hold(name.substr(1))) by_request[h->request_id] = show(*h, n);
+    }
+    for (const auto& [request, line] : by_request) out.push_back(line);
   }
   for (const std::string& s : secrets) {
     std::optional<ApiKey> found;
@@ -1118,7 +1216,8 @@ TEST_P(Differential, RandomBatchesOfEveryKindMatchTheModel) {
                            "update_account", "expire_overdue", "create_key", "revoke_key", "record_key_use",
                            "submit_job", "claim_job", "end_job", "lock", "idempotency", "rate_limit", "prune_coord",
                            "create_endpoint", "update_endpoint", "delete_endpoint", "rotate_endpoint",
-                           "credit_payment", "take_back_payment", "dispute_payment"}) {
+                           "credit_payment", "take_back_payment", "dispute_payment", "set_price",
+                           "reserve_by_feature"}) {
     EXPECT_GT(table[kind].size(), 0u) << "no " << kind << " ran";
   }
   const std::vector<std::pair<const char*, const char*>> wanted = {
@@ -1142,6 +1241,9 @@ TEST_P(Differential, RandomBatchesOfEveryKindMatchTheModel) {
       {"credit_payment", "not_found"}, {"take_back_payment", "created"}, {"take_back_payment", "replay"},
       {"take_back_payment", "froze"},  {"take_back_payment", "forgiven"}, {"take_back_payment", "not_found"},
       {"dispute_payment", "froze"},    {"dispute_payment", "replay"},
+      {"set_price", "created"},        {"set_price", "replay"},        {"reserve_by_feature", "created"},
+      {"reserve_by_feature", "replay"}, {"reserve_by_feature", "idempotency_mismatch"},
+      {"reserve_by_feature", "invalid_request"}, {"reserve_by_feature", "insufficient_credits"},
       {"balance_notice", "balance_low"}, {"balance_notice", "balance_depleted"},
       {"balance_notice", "balance_recovered"},
   };

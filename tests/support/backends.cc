@@ -41,6 +41,7 @@ class OwningStore final : public Store {
   coord::CoordReads& coord() override { return store_->coord(); }
   webhooks::WebhookReads& webhooks() override { return store_->webhooks(); }
   payments::PaymentReads& payments() override { return store_->payments(); }
+  prices::PriceReads& prices() override { return store_->prices(); }
   Result<EventPage> read_events(std::string_view id, std::int64_t after, std::int64_t limit) override {
     return store_->read_events(id, after, limit);
   }

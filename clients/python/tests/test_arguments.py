@@ -79,6 +79,29 @@ class ArgumentsTest(ServerTestCase):
             ("unknown lot status", lambda: c.list_lots(a, status="open")),
             ("lots limit 0", lambda: c.list_lots(a, limit=0)),
             ("lots starting after a bad id", lambda: c.list_lots(a, starting_after="lot 1")),
+            ("reserve by amount and feature", lambda: c.reserve(a, 1, feature="image.gen")),
+            ("reserve by neither", lambda: c.reserve(a)),
+            ("reserve quantity without feature", lambda: c.reserve(a, 1, quantity=2)),
+            ("reserve feature with a space", lambda: c.reserve(a, feature="image gen")),
+            ("reserve quantity 0", lambda: c.reserve(a, feature="image.gen", quantity=0)),
+            ("reserve quantity 2^53", lambda: c.reserve(a, feature="image.gen", quantity=2**53)),
+            ("hold context by amount and feature", lambda: c.hold(a, 1, feature="image.gen")),
+            ("commit amount and quantity", lambda: c.commit("hold_1", 1, quantity=1)),
+            ("commit quantity 0", lambda: c.commit("hold_1", quantity=0)),
+            ("commit quantity 1.5", lambda: c.commit("hold_1", quantity=1.5)),  # type: ignore[arg-type]
+            ("check by amount and feature", lambda: c.check_hold(a, 1, feature="image.gen")),
+            ("check by neither", lambda: c.check_hold(a)),
+            ("check quantity without feature", lambda: c.check_hold(a, 1, quantity=1)),
+            ("check of a bad account id", lambda: c.check_hold("a b", 1)),
+            ("price 0", lambda: c.set_price("image.gen", 0)),
+            ("price 2^53", lambda: c.set_price("image.gen", 2**53)),
+            ("price '3'", lambda: c.set_price("image.gen", "3")),  # type: ignore[arg-type]
+            ("price of a bad feature", lambda: c.set_price("image/gen", 1)),
+            ("price of an empty feature", lambda: c.get_price("")),
+            ("prices limit 0", lambda: c.list_prices(limit=0)),
+            ("prices starting after a bad feature", lambda: c.list_prices(starting_after="a b")),
+            ("versions starting after 0", lambda: c.list_price_versions("image.gen", starting_after=0)),
+            ("versions starting after a string", lambda: c.list_price_versions("image.gen", starting_after="2")),  # type: ignore[arg-type]
         ]
         for name, call in calls:
             with self.subTest(name):

@@ -52,6 +52,32 @@ class RetryTest(ServerTestCase):
         self.assertEqual([(e.amount, e.reference) for e in refunds], [(2, json.loads(sent[0]["body"])["request_id"])])
         self.assert_balances(self.account, available=7, reserved=0, used=3)
 
+    def test_s1_lost_answer_reserve_by_feature_is_resent_and_reserves_once_at_its_price(self) -> None:
+        feature = f"image.{self.account}"
+        self.admin.set_price(feature, 2)
+        proxy = self.proxy("--drop-first-responses", "1")  # the server reserves; the client never hears
+        with fast_client(proxy.url) as c:
+            hold = c.reserve(self.account, feature=feature, quantity=2)  # the client makes the id, once
+            self.assertEqual(c.last_call, CallInfo(status=200, attempts=2))
+        sent = proxy.requests()
+        self.assertEqual([r["fault"] for r in sent], ["drop", "none"])
+        self.assertEqual(sent[0]["body"], sent[1]["body"])  # the very same bytes
+        self.assertEqual((hold.amount, hold.quantity, hold.unit_price), (4, 2, 2))
+        self.assertEqual(self.holds_of(self.account), 1)
+        self.assert_balances(self.account, available=6, reserved=4, used=0)
+
+    def test_s1_lost_answer_set_price_is_resent_and_makes_one_version(self) -> None:
+        feature = f"image.{self.account}"
+        proxy = self.proxy("--drop-first-responses", "1")  # the server sets it; the client never hears
+        with fast_client(proxy.url) as c:
+            price = c.set_price(feature, 7)
+            self.assertEqual(c.last_call, CallInfo(status=200, attempts=2), "the resend found the same price")
+        sent = proxy.requests()
+        self.assertEqual([(r["method"], r["fault"]) for r in sent], [("PUT", "drop"), ("PUT", "none")])
+        self.assertEqual(sent[0]["body"], sent[1]["body"])
+        self.assertEqual((price.credits_per_unit, price.version), (7, 1))
+        self.assertEqual([p.version for p in self.admin.list_price_versions(feature).versions], [1])
+
     def test_s2_reset_before_the_server_saw_it_is_resent_and_reserves_once(self) -> None:
         proxy = self.proxy("--reset-first-requests", "1")
         with fast_client(proxy.url) as c:

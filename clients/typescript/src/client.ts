@@ -12,7 +12,7 @@
 // Works in Node 18+ and browsers (ES module; fetch, AbortController, Web Crypto). From a browser
 // kiosk page, serve the page and the API from one origin (e.g. a reverse proxy) and give the page
 // an account key, never the admin key.
-import { ArgumentError } from "./errors.js";
+import { ArgumentError, isRecord } from "./errors.js";
 import { withHold as runWithHold } from "./hold.js";
 import type { HoldWork } from "./hold.js";
 import { encodeComponent, newRequestId, withQuery } from "./ids.js";
@@ -28,6 +28,7 @@ import type {
   EventPage,
   Health,
   Hold,
+  HoldCheck,
   HoldPage,
   HoldStatus,
   IdempotencyKey,
@@ -42,6 +43,9 @@ import type {
   LotCategory,
   LotPage,
   LotStatus,
+  Price,
+  PricePage,
+  PriceVersionPage,
   RateLimitDecision,
   RateLimitReset,
   Readiness,
@@ -106,6 +110,27 @@ export interface ReserveOptions {
   /** Server default hold_ttl_ms (5 minutes), bounded by its hold_ttl_max_ms. */
   ttlMs?: number;
   metadata?: Record<string, unknown>;
+}
+
+/**
+ * A reservation (or its check) by feature instead of an amount (api.md, Prices): quantity × the
+ * feature's current price, computed by the server when it reserves.
+ */
+export interface FeatureQuantity {
+  /** A feature that has a price (setPrice). */
+  feature: string;
+  /** 1 to 2^53 − 1; absent: 1. */
+  quantity?: number;
+}
+
+// What a reservation (or its check) holds: {amount}, or {feature, quantity?} — `amount` is a number
+// or a FeatureQuantity.
+function amountOrFeature(amount: number | FeatureQuantity, field: string): Record<string, unknown> {
+  if (!isRecord(amount)) return { amount: checkAmount(amount, field) };
+  const o = checkOptions(amount, field, ["feature", "quantity"]);
+  const body: Record<string, unknown> = { feature: checkId(o.feature, "feature") };
+  if (o.quantity !== undefined) body["quantity"] = checkAmount(o.quantity, "quantity");
+  return body;
 }
 
 /** A new key's options (all optional): what it may do, until when, and a name for lists. */
@@ -493,10 +518,12 @@ export class TollgateClient {
   // --- holds
 
   /**
-   * Moves `amount` from available to reserved. The same requestId again answers that hold as it is
+   * Moves `amount` from available to reserved — or, given `{ feature, quantity? }` instead of a
+   * number, quantity (default 1) × the feature's current price; the hold then keeps feature,
+   * quantity, unit_price and price_version. The same requestId again answers that hold as it is
    * now; 409 insufficient_credits is asked once more at once, then thrown (its detail is showable).
    */
-  async reserve(accountId: string, amount: number, options?: ReserveOptions): Promise<Hold> {
+  async reserve(accountId: string, amount: number | FeatureQuantity, options?: ReserveOptions): Promise<Hold> {
     return (await this.reserveWithStatus(accountId, amount, options)).hold;
   }
 
@@ -505,11 +532,15 @@ export class TollgateClient {
    * existed already — a replay (another click or process with the same id made it, or an attempt
    * of this very call whose answer was lost: the two cannot be told apart).
    */
-  async reserveWithStatus(accountId: string, amount: number, options?: ReserveOptions): Promise<{ hold: Hold; status: number }> {
+  async reserveWithStatus(
+    accountId: string,
+    amount: number | FeatureQuantity,
+    options?: ReserveOptions,
+  ): Promise<{ hold: Hold; status: number }> {
     const o = checkOptions(options, "options", ["requestId", "ttlMs", "metadata"]);
     const body: Record<string, unknown> = {
       account_id: checkId(accountId, "accountId"),
-      amount: checkAmount(amount, "amount"),
+      ...amountOrFeature(amount, "amount"),
       // One request_id per logical call: every attempt sends this same body.
       request_id: o.requestId === undefined ? this.newRequestId() : checkId(o.requestId, "requestId"),
     };
@@ -521,11 +552,31 @@ export class TollgateClient {
     return { hold: answer.body as Hold, status: answer.status };
   }
 
-  /** Moves `amount` (default: all) of the hold to used; the rest goes back. Again: nothing more moves. */
-  async commit(holdId: string, amount?: number): Promise<Hold> {
+  /**
+   * Moves `amount` (default: all) of the hold to used; the rest goes back. Again: nothing more moves.
+   * `{ quantity }` instead of a number (a hold reserved by feature): quantity × the hold's
+   * unit_price, the price it was reserved at.
+   */
+  async commit(holdId: string, amount?: number | { quantity: number }): Promise<Hold> {
     const path = `${holdPath(holdId)}/commit`;
-    const body = amount === undefined ? {} : { amount: checkAmount(amount, "amount") };
+    let body: Record<string, unknown> = {};
+    if (isRecord(amount)) {
+      body = { quantity: checkAmount(checkOptions(amount, "amount", ["quantity"]).quantity, "quantity") };
+    } else if (amount !== undefined) {
+      body = { amount: checkAmount(amount, "amount") };
+    }
     return this.json<Hold>({ method: "POST", path, body, resend: "safe" });
+  }
+
+  /**
+   * The decision a reservation of `amount` (or `{ feature, quantity? }`) would meet now, without
+   * making it (scope read): allowed, and when not, reason (the code a reserve would throw) and
+   * detail. Writes nothing, so it is resent like a read; a refusal is an answer, not an error. It
+   * promises nothing: the reservation decides.
+   */
+  async checkHold(accountId: string, amount: number | FeatureQuantity): Promise<HoldCheck> {
+    const body = { account_id: checkId(accountId, "accountId"), ...amountOrFeature(amount, "amount") };
+    return this.json<HoldCheck>({ method: "POST", path: "/v1/holds/check", body, resend: "safe" });
   }
 
   /** Returns the whole hold to available; `reason` is kept on the hold and its event. */
@@ -578,9 +629,41 @@ export class TollgateClient {
    * A replayed reserve (h.replayed: another caller with this requestId made the hold) is never
    * released — see hold.ts.
    */
-  async withHold<T>(accountId: string, amount: number, options: ReserveOptions, work: HoldWork<T>): Promise<T> {
+  async withHold<T>(accountId: string, amount: number | FeatureQuantity, options: ReserveOptions, work: HoldWork<T>): Promise<T> {
     if (typeof work !== "function") throw new ArgumentError("work", "work must be a function (async h => …)");
     return runWithHold(this, accountId, amount, options, work);
+  }
+
+  // --- prices (admin key; the reads also admin:read)
+
+  /**
+   * What one unit of `feature` costs, in credits (1 to 2^53 − 1): another price than the current one
+   * makes the next version (201), the same one changes nothing (200) — safe to resend. Holds
+   * already reserved keep the price they were reserved at.
+   */
+  async setPrice(feature: string, creditsPerUnit: number): Promise<Price> {
+    const body = { credits_per_unit: checkAmount(creditsPerUnit, "creditsPerUnit") };
+    return this.json<Price>({ method: "PUT", path: pricePath(feature), body, resend: "safe" });
+  }
+
+  /** The feature's current price; 404 not_found when it has none. */
+  async getPrice(feature: string): Promise<Price> {
+    return this.json<Price>({ method: "GET", path: pricePath(feature), resend: "safe" });
+  }
+
+  /** Every feature's current price, by feature ascending; startingAfter: the last one's feature. */
+  async listPrices(options?: PageOptions): Promise<PricePage> {
+    return this.json<PricePage>({ method: "GET", path: withQuery("/v1/prices", page(options, "options")), resend: "safe" });
+  }
+
+  /** The feature's prices, newest version first; startingAfter: the last one's version. 404 when it has no price. */
+  async listPriceVersions(feature: string, options?: { limit?: number; startingAfter?: number }): Promise<PriceVersionPage> {
+    const o = checkOptions(options, "options", PAGE_KEYS);
+    const query = {
+      limit: o.limit === undefined ? undefined : checkInteger(o.limit, "options.limit", 1, PAGE_LIMIT_MAX),
+      starting_after: o.startingAfter === undefined ? undefined : checkInteger(o.startingAfter, "options.startingAfter", 1, Number.MAX_SAFE_INTEGER),
+    };
+    return this.json<PriceVersionPage>({ method: "GET", path: withQuery(`${pricePath(feature)}/versions`, query), resend: "safe" });
   }
 
   // --- jobs: every job call is idempotent by its client_request_id, so each is resent like holds
@@ -739,8 +822,8 @@ export class TollgateClient {
    * Any other call, with the same time-outs and retry policy: `path` is the path and query, already
    * encoded; `body` is sent as JSON. Resolves to the status, the body and the attempts.
    */
-  async call(method: "GET" | "POST" | "PATCH" | "DELETE", path: string, body?: unknown, resend: Resend = "safe"): Promise<Answer> {
-    checkOneOf(method, "method", ["GET", "POST", "PATCH", "DELETE"]);
+  async call(method: "GET" | "POST" | "PUT" | "PATCH" | "DELETE", path: string, body?: unknown, resend: Resend = "safe"): Promise<Answer> {
+    checkOneOf(method, "method", ["GET", "POST", "PUT", "PATCH", "DELETE"]);
     if (typeof path !== "string" || !path.startsWith("/")) throw new ArgumentError("path", "path must start with /");
     checkOneOf(resend, "resend", ["safe", "only_if_unsent"]);
     if (body !== undefined) checkJson(body, "body");
@@ -782,6 +865,10 @@ function normalizeBaseUrl(value: unknown): string {
 
 function accountPath(accountId: string): string {
   return `/v1/accounts/${encodeComponent(checkPathId(accountId, "accountId"))}`;
+}
+
+function pricePath(feature: string): string {
+  return `/v1/prices/${encodeComponent(checkPathId(feature, "feature"))}`;
 }
 
 function holdPath(holdId: string): string {

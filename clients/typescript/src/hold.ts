@@ -26,10 +26,10 @@ import type { Hold } from "./types.js";
 export interface HoldOperations {
   reserveWithStatus(
     accountId: string,
-    amount: number,
+    amount: number | { feature: string; quantity?: number },
     options?: { requestId?: string; ttlMs?: number; metadata?: Record<string, unknown> },
   ): Promise<{ hold: Hold; status: number }>;
-  commit(holdId: string, amount?: number): Promise<Hold>;
+  commit(holdId: string, amount?: number | { quantity: number }): Promise<Hold>;
   release(holdId: string, reason?: string): Promise<Hold>;
   extend(holdId: string, ttlMs: number): Promise<Hold>;
 }
@@ -64,8 +64,11 @@ export class HoldHandle {
     return this.settledBy !== undefined;
   }
 
-  /** Commits `amount` (default: all); the rest goes back to available. */
-  async commit(amount?: number): Promise<Hold> {
+  /**
+   * Commits `amount` (default: all) — or `{ quantity }` units at the hold's unit_price (a hold
+   * reserved by feature); the rest goes back to available.
+   */
+  async commit(amount?: number | { quantity: number }): Promise<Hold> {
     this.current = await this.client.commit(this.current.hold_id, amount);
     this.settledBy = "commit";
     return this.current;
@@ -88,7 +91,7 @@ export class HoldHandle {
 export async function withHold<T>(
   client: HoldOperations,
   accountId: string,
-  amount: number,
+  amount: number | { feature: string; quantity?: number },
   options: { requestId?: string; ttlMs?: number; metadata?: Record<string, unknown> },
   work: HoldWork<T>,
 ): Promise<T> {

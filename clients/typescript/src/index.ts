@@ -2,7 +2,16 @@
 // The client and its options: client.ts; the retry policy: transport.ts; errors: errors.ts; the
 // answers' shapes: types.ts; withHold: hold.ts.
 export { TollgateClient, lockHolder } from "./client.js";
-export type { ClientOptions, CreateKeyOptions, CreditOptions, PageOptions, RefundOptions, ReserveOptions, SubmitJobOptions } from "./client.js";
+export type {
+  ClientOptions,
+  CreateKeyOptions,
+  CreditOptions,
+  FeatureQuantity,
+  PageOptions,
+  RefundOptions,
+  ReserveOptions,
+  SubmitJobOptions,
+} from "./client.js";
 export { HoldHandle } from "./hold.js";
 export type { HoldWork } from "./hold.js";
 export { ArgumentError, ProblemError, TollgateError, TransportError } from "./errors.js";

@@ -87,7 +87,7 @@ export interface TransportOptions {
 }
 
 export interface RequestSpec {
-  method: "GET" | "POST" | "PATCH" | "DELETE";
+  method: "GET" | "POST" | "PUT" | "PATCH" | "DELETE";
   /** Path and query, already encoded, from "/". */
   path: string;
   /** Sent as JSON; undefined sends no body. */

@@ -74,6 +74,58 @@ export interface Hold {
    * is in no lot, so the sum may be less than amount). Absent from servers older than lots.
    */
   lots?: LotDraw[];
+  /**
+   * A hold reserved by feature (api.md, Prices): the feature, the units reserved, the price it was
+   * reserved at (frozen: a commit by quantity charges quantity × unit_price) and that price's version.
+   * Absent on a hold reserved by amount, and from the answers of a commit by amount, a release and an
+   * extend (getHold shows them).
+   */
+  feature?: string;
+  quantity?: number;
+  unit_price?: number;
+  price_version?: number;
+}
+
+/** A feature's price (api.md, Prices): what one unit costs, in credits. */
+export interface Price {
+  feature: string;
+  credits_per_unit: number;
+  /** 1 for the feature's first price; each change of credits_per_unit makes the next. */
+  version: number;
+  /** When this version was set. */
+  updated_at: string;
+}
+
+/** Every feature's current price, by feature ascending. */
+export interface PricePage {
+  prices: Price[];
+  has_more: boolean;
+}
+
+/** A feature's prices, newest version first. */
+export interface PriceVersionPage {
+  versions: Price[];
+  has_more: boolean;
+}
+
+/** Why a reservation would be refused now: the error code a reserve would answer (409). */
+export type HoldCheckReason = "insufficient_credits" | "too_many_holds" | "account_frozen";
+
+/**
+ * The decision a reservation would meet now (POST /v1/holds/check; nothing is written). requested:
+ * the amount, or quantity × unit_price (then feature, quantity and unit_price are there too).
+ */
+export interface HoldCheck {
+  allowed: boolean;
+  account_id: string;
+  available: number;
+  requested: number;
+  feature?: string;
+  quantity?: number;
+  unit_price?: number;
+  /** allowed false: the error code a reservation would be refused with, and its detail. */
+  reason?: HoldCheckReason;
+  detail?: string;
 }
 
 /** What a hold took from one credit lot. */

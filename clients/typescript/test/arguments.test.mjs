@@ -111,6 +111,32 @@ describe("S10 bad arguments rejected before any request", () => {
     await refused(client.listLots("has space"), "accountId");
     await refused(client.listLots("acct", { status: "open" }), "status");
     await refused(client.listLots("acct", { limit: 0 }), "options.limit");
+    for (const quantity of BAD_AMOUNTS) {
+      await refused(client.reserve("acct", { feature: "image.gen", quantity }), "quantity");
+      await refused(client.checkHold("acct", { feature: "image.gen", quantity }), "quantity");
+      await refused(client.commit("hold_1", { quantity }), "quantity");
+      await refused(client.setPrice("image.gen", quantity), "creditsPerUnit");
+    }
+    for (const id of BAD_IDS) {
+      await refused(client.reserve("acct", { feature: id }), "feature");
+      await refused(client.checkHold("acct", { feature: id }), "feature");
+      await refused(client.setPrice(id, 1), "feature");
+      await refused(client.getPrice(id), "feature");
+      await refused(client.listPriceVersions(id), "feature");
+      await refused(client.checkHold(id, 1), "accountId");
+    }
+    await refused(client.getPrice(".."), "feature");
+    await refused(client.reserve("acct", { quantity: 2 }), "feature");
+    await refused(client.reserve("acct", { feature: "image.gen", amount: 2 }), "amount.amount");
+    await refused(client.checkHold("acct"), "amount");
+    await refused(client.commit("hold_1", { quantity: 1, amount: 1 }), "amount.amount");
+    await refused(client.commit("hold_1", {}), "quantity");
+    await refused(client.withHold("acct", { feature: "image.gen", quantity: 0 }, {}, () => 1), "quantity");
+    await refused(client.listPrices({ limit: 0 }), "options.limit");
+    await refused(client.listPrices({ startingAfter: "a b" }), "options.startingAfter");
+    await refused(client.listPriceVersions("image.gen", { startingAfter: 0 }), "options.startingAfter");
+    await refused(client.listPriceVersions("image.gen", { startingAfter: "2" }), "options.startingAfter");
+    await refused(client.listPriceVersions("image.gen", { after: 2 }), "options.after");
   });
 
   test("nothing reached the proxy and nothing changed on the server", async () => {

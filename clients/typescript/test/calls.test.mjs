@@ -169,6 +169,63 @@ store = "shared"
     assert.deepEqual([missing.status, missing.code], [404, "not_found"]);
   });
 
+  test("prices: setPrice (and again), getPrice, listPrices, listPriceVersions; a hold by feature; commit by quantity; checkHold", async () => {
+    await seedAccount(client, "priced"); // 10 credits
+    const first = await client.setPrice("image.gen", 2);
+    assert.deepEqual([first.feature, first.credits_per_unit, first.version], ["image.gen", 2, 1]);
+    assert.deepEqual(await client.setPrice("image.gen", 2), first, "the same price again changes nothing");
+    await client.setPrice("text.tokens", 1);
+
+    const hold = await client.reserve("priced", { feature: "image.gen", quantity: 3 });
+    assert.deepEqual([hold.amount, hold.feature, hold.quantity, hold.unit_price, hold.price_version], [6, "image.gen", 3, 2, 1]);
+    const second = await client.setPrice("image.gen", 5);
+    assert.deepEqual([second.credits_per_unit, second.version], [5, 2]);
+    assert.deepEqual(await client.getPrice("image.gen"), second);
+    assert.equal((await client.getHold(hold.hold_id)).unit_price, 2, "a hold keeps the price it was reserved at");
+    const committed = await client.commit(hold.hold_id, { quantity: 2 });
+    assert.deepEqual([committed.status, committed.committed_amount, committed.unit_price], ["committed", 4, 2]);
+    assert.deepEqual(await balances(client, "priced"), { available: 6, reserved: 0, used: 4 });
+
+    const listed = await client.listPrices();
+    assert.deepEqual(listed.prices.map((p) => [p.feature, p.credits_per_unit]), [["image.gen", 5], ["text.tokens", 1]]);
+    assert.equal(listed.has_more, false);
+    const firstPage = await client.listPrices({ limit: 1 });
+    assert.equal(firstPage.has_more, true);
+    const nextPage = await client.listPrices({ startingAfter: firstPage.prices[0].feature });
+    assert.deepEqual(nextPage.prices.map((p) => p.feature), ["text.tokens"]);
+    const versions = await client.listPriceVersions("image.gen");
+    assert.deepEqual(versions.versions.map((p) => [p.version, p.credits_per_unit]), [[2, 5], [1, 2]]);
+    assert.equal(versions.versions[1].updated_at, first.updated_at, "each version: when it was set");
+    const older = await client.listPriceVersions("image.gen", { limit: 1, startingAfter: 2 });
+    assert.deepEqual([older.versions.map((p) => p.version), older.has_more], [[1], false]);
+
+    const yes = await client.checkHold("priced", 6);
+    assert.deepEqual(yes, { allowed: true, account_id: "priced", available: 6, requested: 6 });
+    const no = await client.checkHold("priced", { feature: "image.gen", quantity: 2 });
+    assert.deepEqual([no.allowed, no.requested, no.feature, no.quantity, no.unit_price, no.reason], [false, 10, "image.gen", 2, 5, "insufficient_credits"]);
+    assert.equal(no.detail, "Not enough credits: 6 available, 10 needed.");
+    assert.deepEqual(await balances(client, "priced"), { available: 6, reserved: 0, used: 4 }, "a check writes nothing");
+
+    const unknown = await client.reserve("priced", { feature: "video.gen" }).catch((e) => e);
+    assert.ok(unknown instanceof ProblemError);
+    assert.deepEqual([unknown.status, unknown.code], [400, "invalid_request"]);
+    assert.ok(unknown.detail.includes("known features: image.gen, text.tokens"), unknown.detail);
+    const byAmount = await client.reserve("priced", 1);
+    const wrongCommit = await client.commit(byAmount.hold_id, { quantity: 1 }).catch((e) => e);
+    assert.deepEqual([wrongCommit.status, wrongCommit.code], [400, "invalid_request"]);
+    const none = await client.getPrice("video.gen").catch((e) => e);
+    assert.deepEqual([none.status, none.code], [404, "not_found"]);
+    const noVersions = await client.listPriceVersions("video.gen").catch((e) => e);
+    assert.deepEqual([noVersions.status, noVersions.code], [404, "not_found"]);
+    const noAccount = await client.checkHold("nobody", 1).catch((e) => e);
+    assert.deepEqual([noAccount.status, noAccount.code], [404, "not_found"]);
+    const viaHelper = await client.withHold("priced", { feature: "text.tokens", quantity: 2 }, {}, async (h) => {
+      await h.commit({ quantity: 1 });
+      return h.hold;
+    });
+    assert.deepEqual([viaHelper.status, viaHelper.committed_amount], ["committed", 1]);
+  });
+
   test("keys: create, list, use, revoke", async () => {
     await seedAccount(client, "kiosk-1");
     await seedAccount(client, "kiosk-2");

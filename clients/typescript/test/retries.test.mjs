@@ -83,6 +83,30 @@ describe("retry policy through a lossy proxy (scenarios.md)", () => {
     await assertServer("s1-refund", 1, { available: 7, reserved: 0, used: 3 });
   });
 
+  test("S1 lost answer: a reserve by feature resent with the same id, reserved once at its price", async () => {
+    await admin.setPrice("s1.image", 2);
+    const { p, seen, client } = await scenario("s1-feature", ["--drop-first-responses", "1"]);
+
+    const hold = await client.reserve("s1-feature", { feature: "s1.image", quantity: 2 });
+
+    assert.deepEqual([seen.answers.at(-1).status, seen.answers.at(-1).attempts], [200, 2]);
+    assertSent(p, ["drop", "none"]);
+    assert.deepEqual([hold.amount, hold.quantity, hold.unit_price], [4, 2, 2]);
+    await assertServer("s1-feature", 1, { available: 6, reserved: 4, used: 0 });
+  });
+
+  test("S1 lost answer: setPrice resent, one version", async () => {
+    const { p, seen, client } = await scenario("s1-price", ["--drop-first-responses", "1"]);
+
+    const price = await client.setPrice("s1.price", 7);
+
+    assert.deepEqual([seen.answers.at(-1).status, seen.answers.at(-1).attempts], [200, 2], "the resend found the same price");
+    const sent = assertSent(p, ["drop", "none"]);
+    assert.deepEqual(sent.map((r) => r.method), ["PUT", "PUT"]);
+    assert.deepEqual([price.credits_per_unit, price.version], [7, 1]);
+    assert.deepEqual((await admin.listPriceVersions("s1.price")).versions.map((v) => v.version), [1]);
+  });
+
   test("S2 reset before the server saw it: resent, reserved once", async () => {
     const { p, seen, client } = await scenario("s2", ["--reset-first-requests", "1"]);
 

@@ -78,6 +78,7 @@ void add_cli_commands(CLI::App& app, int& exit_code) {
   add_key_commands(app, exit_code);
   add_webhook_commands(app, exit_code);
   add_hold_commands(app, exit_code);
+  add_price_commands(app, exit_code);
   add_job_commands(app, exit_code);
   add_refund_commands(app, exit_code);
   add_lock_commands(app, exit_code);
@@ -95,7 +96,8 @@ void add_cli_commands(CLI::App& app, int& exit_code) {
       "unavailable (after bounded retries), 4 audit found violations; `job wait`: 5 the job failed,\n"
       "6 it was cancelled, 7 it had not ended within --timeout-ms; `lock`: 8 held by another owner,\n"
       "9 not the holder any more, 10 cancelled (stop; the lock is freed); `idem begin`: 11 finished\n"
-      "before (its response is printed), 12 in progress elsewhere; `ratelimit check`: 13 refused.");
+      "before (its response is printed), 12 in progress elsewhere; `ratelimit check`: 13 refused;\n"
+      "`hold check`: 14 a reservation would be refused now.");
 }
 
 }  // namespace tollgate::app

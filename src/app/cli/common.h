@@ -89,6 +89,8 @@ struct Args {
   std::vector<std::string> event_types;  // webhook add --event-type (repeated)
   std::string description;            // webhook add
   std::string endpoint_id;            // webhook show, enable, disable, rotate, delete, deliveries, replay
+  std::string feature;                // price; hold reserve, check --feature
+  std::int64_t quantity = 0;          // hold reserve, commit, check --quantity
 };
 
 
@@ -184,6 +186,7 @@ void add_idempotency_commands(CLI::App& app, int& exit_code);  // coord.cc
 void add_ratelimit_commands(CLI::App& app, int& exit_code);    // coord.cc
 void add_events_command(CLI::App& app, int& exit_code);     // events.cc
 void add_lots_command(CLI::App& app, int& exit_code);       // lots.cc
+void add_price_commands(CLI::App& app, int& exit_code);     // prices.cc
 void add_audit_command(CLI::App& app, int& exit_code);
 void add_webhook_commands(CLI::App& app, int& exit_code);   // webhooks.cc      // operations.cc
 

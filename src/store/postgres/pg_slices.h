@@ -16,3 +16,4 @@
 #include "store/postgres/pg_webhooks.h"  // webhooks::WebhookSlice
 #include "store/postgres/pg_refunds.h"  // refunds::RefundSlice
 #include "store/postgres/pg_payments.h"  // payments::PaymentSlice
+#include "store/postgres/pg_prices.h"  // prices::PriceSlice

@@ -73,7 +73,8 @@ PgStore::PgStore(PgOptions options)
       jobs_(source_),
       coord_(source_),
       webhooks_(source_),
-      payments_(source_) {}
+      payments_(source_),
+      prices_(source_) {}
 PgStore::~PgStore() = default;
 
 Result<std::unique_ptr<PgStore>> PgStore::open(const PgOptions& options) {

@@ -13,3 +13,4 @@
 #include "store/sqlite/sqlite_webhooks.h"  // webhooks::WebhookSlice
 #include "store/sqlite/sqlite_refunds.h"  // refunds::RefundSlice
 #include "store/sqlite/sqlite_payments.h"  // payments::PaymentSlice
+#include "store/sqlite/sqlite_prices.h"  // prices::PriceSlice

@@ -134,7 +134,8 @@ SqliteStore::SqliteStore(SqliteOptions options, const Clock& clock, FileLock loc
       jobs_(source_),
       coord_(source_),
       webhooks_(source_),
-      payments_(source_) {
+      payments_(source_),
+      prices_(source_) {
   if (options_.checkpoint_interval_ms > 0) checkpointer_ = std::thread([this] { checkpoint_loop(); });
 }
 

@@ -140,6 +140,7 @@ class SqliteStore final : public Store {
   coord::CoordReads& coord() override { return coord_; }
   webhooks::WebhookReads& webhooks() override { return webhooks_; }
   payments::PaymentReads& payments() override { return payments_; }
+  prices::PriceReads& prices() override { return prices_; }
   Result<LedgerStats> stats() override;
   Result<std::vector<std::string>> list_account_ids(std::string_view after, std::int64_t limit) override;
   Result<KeyLookup> find_key(std::string_view secret_sha256) override;
@@ -186,6 +187,7 @@ class SqliteStore final : public Store {
   reads::CoordReads coord_;
   reads::WebhookReads webhooks_;
   reads::PaymentReads payments_;
+  reads::PriceReads prices_;
   // Background checkpointer.
   Mutex checkpoint_mu_;
   CondVar checkpoint_cv_;

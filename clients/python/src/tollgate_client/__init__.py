@@ -16,19 +16,20 @@ from .client import UNCHANGED, Client
 from .errors import (ForbiddenError, InsufficientCreditsError, InvalidArgumentError, NotFoundError, ProblemError,
                      RateLimitedError, RefundExceedsChargeError, TollgateError, TransportError, UnavailableError)
 from .hold import HoldContext
-from .models import (Account, AccountPage, Audit, AuditViolation, Event, EventPage, Hold, HoldPage, IdempotencyKey,
-                     Job, JobHistory, JobHistoryEntry, JobPage, KeyInfo, KeyPage, KeySummary, Lock, Lot, LotDraw, LotPage, NewKey,
-                     RateLimitDecision, RateLimitReset, Readiness, RevokedKey, Transfer, TransferRecord, DeletedWebhookEndpoint,
-                     WebhookDelivery, WebhookDeliveryPage, WebhookEndpoint, WebhookEndpointPage)
+from .models import (Account, AccountPage, Audit, AuditViolation, Event, EventPage, Hold, HoldCheck, HoldPage,
+                     IdempotencyKey, Job, JobHistory, JobHistoryEntry, JobPage, KeyInfo, KeyPage, KeySummary, Lock, Lot, LotDraw,
+                     LotPage, NewKey, Price, PricePage, PriceVersionPage, RateLimitDecision, RateLimitReset, Readiness,
+                     RevokedKey, Transfer, TransferRecord, DeletedWebhookEndpoint, WebhookDelivery, WebhookDeliveryPage,
+                     WebhookEndpoint, WebhookEndpointPage)
 from .transport import CallInfo, RetryPolicy
 from .version import __version__
 
 __all__ = [
     "Account", "AccountPage", "Audit", "AuditViolation", "CallInfo", "Client", "Event", "EventPage", "ForbiddenError",
-    "Hold",
+    "Hold", "HoldCheck",
     "HoldContext", "HoldPage", "IdempotencyKey", "InsufficientCreditsError", "InvalidArgumentError", "Job",
     "JobHistory", "JobHistoryEntry", "JobPage", "KeyInfo", "KeyPage", "KeySummary", "Lock", "Lot", "LotDraw", "LotPage",
-    "NewKey", "NotFoundError",
+    "NewKey", "NotFoundError", "Price", "PricePage", "PriceVersionPage",
     "ProblemError", "RateLimitDecision", "RateLimitReset", "RateLimitedError", "Readiness", "RefundExceedsChargeError",
     "RetryPolicy", "RevokedKey", "TollgateError", "Transfer", "TransferRecord", "TransportError", "UNCHANGED",
     "UnavailableError", "DeletedWebhookEndpoint", "WebhookDelivery", "WebhookDeliveryPage", "WebhookEndpoint",

@@ -25,10 +25,10 @@ from typing import Any
 from . import validate as v
 from .errors import InvalidArgumentError, ProblemError, TransportError
 from .hold import HoldContext
-from .models import (Account, AccountPage, Audit, EventPage, Hold, HoldPage, IdempotencyKey, Job, JobHistory,
-                     JobPage, KeyInfo, KeyPage, Lock, LotPage, NewKey, RateLimitDecision, RateLimitReset, Readiness, RevokedKey,
-                     Transfer, TransferRecord, DeletedWebhookEndpoint, WebhookDeliveryPage, WebhookEndpoint,
-                     WebhookEndpointPage)
+from .models import (Account, AccountPage, Audit, EventPage, Hold, HoldCheck, HoldPage, IdempotencyKey, Job, JobHistory,
+                     JobPage, KeyInfo, KeyPage, Lock, LotPage, NewKey, Price, PricePage, PriceVersionPage, RateLimitDecision,
+                     RateLimitReset, Readiness, RevokedKey, Transfer, TransferRecord, DeletedWebhookEndpoint,
+                     WebhookDeliveryPage, WebhookEndpoint, WebhookEndpointPage)
 from .transport import CallInfo, Resend, RetryPolicy, Transport, encode_component, new_request_id
 
 REQUEST_ID_PREFIX_PATTERN = re.compile(r"[A-Za-z0-9._:@-]{0,100}")
@@ -56,6 +56,27 @@ def optional_limit(limit: int | None) -> int | None:
 
 def optional_id(name: str, value: str | None) -> str | None:
     return None if value is None else v.identifier(name, value)
+
+
+def amount_or_feature(amount: int | None, feature: str | None, quantity: int | None) -> dict[str, Any]:
+    """What a reservation (or its check) holds: ``{"amount"}``, or ``{"feature", "quantity"?}`` —
+    exactly one of amount and feature, quantity only with feature (api.md, Prices)."""
+    if amount is not None and feature is not None:
+        raise InvalidArgumentError("feature", "give either amount or feature, not both")
+    if amount is None and feature is None:
+        raise InvalidArgumentError("amount", "amount or feature is required")
+    if feature is None:
+        if quantity is not None:
+            raise InvalidArgumentError("quantity", "goes with feature: a reservation by amount has none")
+        return {"amount": v.amount("amount", amount)}
+    body: dict[str, Any] = {"feature": v.identifier("feature", feature)}
+    if quantity is not None:
+        body["quantity"] = v.amount("quantity", quantity)
+    return body
+
+
+def _price_path(feature: str) -> str:
+    return "/v1/prices/" + encode_component(v.identifier("feature", feature))
 
 
 class Client:
@@ -365,12 +386,13 @@ class Client:
 
     # --- holds ----------------------------------------------------------------------------------
 
-    def reserve_body(self, account_id: str, amount: int, request_id: str | None, ttl_ms: int | None,
-                     metadata: dict[str, Any] | None) -> dict[str, Any]:
+    def reserve_body(self, account_id: str, amount: int | None, request_id: str | None, ttl_ms: int | None,
+                     metadata: dict[str, Any] | None, *, feature: str | None = None,
+                     quantity: int | None = None) -> dict[str, Any]:
         """Checks a reservation's arguments; makes the request_id if none is given."""
         body: dict[str, Any] = {
             "account_id": v.identifier("account_id", account_id),
-            "amount": v.amount("amount", amount),
+            **amount_or_feature(amount, feature, quantity),
             "request_id": self.new_request_id() if request_id is None else v.identifier("request_id", request_id),
         }
         if ttl_ms is not None:
@@ -379,18 +401,33 @@ class Client:
             body["metadata"] = v.json_value("metadata", metadata, must_be_object=True)
         return body
 
-    def reserve(self, account_id: str, amount: int, *, request_id: str | None = None, ttl_ms: int | None = None,
+    def reserve(self, account_id: str, amount: int | None = None, *, feature: str | None = None,
+                quantity: int | None = None, request_id: str | None = None, ttl_ms: int | None = None,
                 metadata: dict[str, Any] | None = None) -> Hold:
-        """POST /v1/holds: move ``amount`` from available to reserved.
+        """POST /v1/holds: move ``amount`` from available to reserved — or, with ``feature`` instead
+        of ``amount``, ``quantity`` (default 1) × the feature's current price (set_price); the hold
+        then keeps ``feature``, ``quantity``, ``unit_price`` and ``price_version``. Exactly one of
+        ``amount`` and ``feature``; a feature without a price: 400 (ProblemError).
 
         Every attempt sends the same request_id (made once here when none is given), so a resent
         reservation finds the first one's hold (200) instead of making a second. 409
         insufficient_credits is asked once more at once, then raised as InsufficientCreditsError;
         pass your own ``request_id`` (new_request_id()) to repeat the reservation later."""
-        body = self.reserve_body(account_id, amount, request_id, ttl_ms, metadata)
+        body = self.reserve_body(account_id, amount, request_id, ttl_ms, metadata, feature=feature, quantity=quantity)
         return Hold.from_json(self._post("/v1/holds", body, retry_insufficient_credits=True))
 
-    def hold(self, account_id: str, amount: int, *, request_id: str | None = None, ttl_ms: int | None = None,
+    def check_hold(self, account_id: str, amount: int | None = None, *, feature: str | None = None,
+                   quantity: int | None = None) -> HoldCheck:
+        """POST /v1/holds/check (scope holds:write): the decision a reservation of ``amount`` (or
+        ``quantity`` × ``feature``'s price) would meet now, without making it: ``allowed``, and when
+        not, ``reason`` (the error code a reserve would raise) and ``detail``. Writes nothing, so it is
+        resent like a read; a refusal is an answer, not an exception. It promises nothing: the
+        reservation decides."""
+        body = {"account_id": v.identifier("account_id", account_id), **amount_or_feature(amount, feature, quantity)}
+        return HoldCheck.from_json(self._post("/v1/holds/check", body))
+
+    def hold(self, account_id: str, amount: int | None = None, *, feature: str | None = None,
+             quantity: int | None = None, request_id: str | None = None, ttl_ms: int | None = None,
              metadata: dict[str, Any] | None = None) -> HoldContext:
         """A context manager that reserves on entry and, on exit, commits the whole hold when the
         block ended normally without committing or releasing it, or releases it when the block
@@ -400,14 +437,24 @@ class Client:
                 image = generate()          # an exception here releases the hold
                 h.commit(2)                 # charge what was used; the rest goes back
 
-        The arguments are checked now, before anything is sent; the reservation is made on entry."""
-        body = self.reserve_body(account_id, amount, request_id, ttl_ms, metadata)
+        Reserve by ``feature`` and ``quantity`` instead of ``amount`` as with reserve; ``h.commit(quantity=n)``
+        then charges n units at the hold's price. The arguments are checked now, before anything is
+        sent; the reservation is made on entry."""
+        body = self.reserve_body(account_id, amount, request_id, ttl_ms, metadata, feature=feature, quantity=quantity)
         return HoldContext(self, body)
 
-    def commit(self, hold_id: str, amount: int | None = None) -> Hold:
+    def commit(self, hold_id: str, amount: int | None = None, *, quantity: int | None = None) -> Hold:
         """POST /v1/holds/{hold_id}/commit: ``amount`` (default all) to used, the rest back to available.
-        Committing again with the same amount moves nothing; 409 hold_released if released."""
-        body = {} if amount is None else {"amount": v.amount("amount", amount)}
+        ``quantity`` instead of ``amount`` (a hold reserved by feature): quantity × the hold's
+        ``unit_price``, the price it was reserved at. Committing again with the same amount moves
+        nothing; 409 hold_released if released."""
+        if amount is not None and quantity is not None:
+            raise InvalidArgumentError("quantity", "give either amount or quantity, not both")
+        body: dict[str, Any] = {}
+        if amount is not None:
+            body["amount"] = v.amount("amount", amount)
+        if quantity is not None:
+            body["quantity"] = v.amount("quantity", quantity)
         return Hold.from_json(self._post(f"/v1/holds/{encode_component(v.server_id('hold_id', hold_id))}/commit",
                                          body))
 
@@ -464,6 +511,35 @@ class Client:
         422 idempotency_mismatch for the same request_id with another hold or amount."""
         path = f"/v1/holds/{encode_component(v.server_id('hold_id', hold_id))}/refund"
         return Hold.from_json(self._post(path, self.refund_body(reason, amount, request_id)))
+
+    # --- prices (admin) ----------------------------------------------------------------------------
+
+    def set_price(self, feature: str, credits_per_unit: int) -> Price:
+        """PUT /v1/prices/{feature}: what one unit of ``feature`` costs, in credits (1 to 2^53-1).
+        Another price than the current one makes the next version (201, ``last_call.status``); the
+        same one changes nothing (200), so a resend is safe. Holds already reserved keep their price."""
+        body = {"credits_per_unit": v.amount("credits_per_unit", credits_per_unit)}
+        return Price.from_json(self._transport.call("PUT", _price_path(feature), body, has_body=True,
+                                                    retry=self._retry))
+
+    def get_price(self, feature: str) -> Price:
+        """GET /v1/prices/{feature} (admin read): the current price; NotFoundError when it has none."""
+        return Price.from_json(self._get(_price_path(feature)))
+
+    def list_prices(self, *, limit: int | None = None, starting_after: str | None = None) -> PricePage:
+        """GET /v1/prices (admin read): every feature's current price, by feature ascending; page on
+        with the last one's feature."""
+        path = target("/v1/prices", limit=optional_limit(limit),
+                      starting_after=optional_id("starting_after", starting_after))
+        return PricePage.from_json(self._get(path))
+
+    def list_price_versions(self, feature: str, *, limit: int | None = None,
+                            starting_after: int | None = None) -> PriceVersionPage:
+        """GET /v1/prices/{feature}/versions (admin read): the feature's prices, newest version first;
+        page on with the last one's ``version``. NotFoundError when the feature has no price."""
+        after = None if starting_after is None else v.integer("starting_after", starting_after, 1, 2**63 - 1)
+        path = target(_price_path(feature) + "/versions", limit=optional_limit(limit), starting_after=after)
+        return PriceVersionPage.from_json(self._get(path))
 
     # --- jobs -----------------------------------------------------------------------------------
 

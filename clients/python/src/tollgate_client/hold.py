@@ -1,4 +1,5 @@
-"""``with client.hold(account, amount) as h:`` — reserve, then commit or release, never forget.
+"""``with client.hold(account, amount) as h:`` — reserve, then commit or release, never forget
+(``client.hold(account, feature="image.gen", quantity=2)`` reserves by feature, api.md Prices).
 
 On entry the hold is reserved (the request_id is fixed before, so every attempt and a later look-up
 use the same one). The server answers 201 when this reserve made the hold, 200 when a hold with
@@ -74,15 +75,17 @@ class HoldContext:
 
     def __enter__(self) -> HoldContext:
         b = self._body
-        self._hold = self._client.reserve(b["account_id"], b["amount"], request_id=b["request_id"],
+        self._hold = self._client.reserve(b["account_id"], b.get("amount"), feature=b.get("feature"),
+                                          quantity=b.get("quantity"), request_id=b["request_id"],
                                           ttl_ms=b.get("ttl_ms"), metadata=b.get("metadata"))
         last = self._client.last_call
         self._replayed = last is not None and last.status == 200
         return self
 
-    def commit(self, amount: int | None = None) -> Hold:
-        """Commits ``amount`` (default: all) of the hold; the rest goes back to available."""
-        self._hold = self._client.commit(self.hold_id, amount)
+    def commit(self, amount: int | None = None, *, quantity: int | None = None) -> Hold:
+        """Commits ``amount`` (default: all) of the hold — or ``quantity`` units at its ``unit_price``
+        (a hold reserved by feature); the rest goes back to available."""
+        self._hold = self._client.commit(self.hold_id, amount, quantity=quantity)
         self._ended = True
         return self._hold
 

@@ -115,6 +115,14 @@ class Hold(Model):
     release_reason: str | None = None
     refunded_amount: int = 0
     lots: list[LotDraw] = field(default_factory=list)
+    # A hold reserved by feature (api.md, Prices): the feature, the units reserved, the price it was
+    # reserved at (frozen: a commit by quantity charges quantity × unit_price) and that price's
+    # version. None on a hold reserved by amount, from servers older than prices, and in the answers
+    # of a commit by amount, a release and an extend (get_hold shows them).
+    feature: str | None = None
+    quantity: int | None = None
+    unit_price: int | None = None
+    price_version: int | None = None
 
 
 @dataclass(frozen=True)
@@ -174,6 +182,56 @@ class LotPage(Model):
 
     lots: list[Lot]
     has_more: bool
+
+
+@dataclass(frozen=True)
+class Price(Model):
+    """A feature's price (api.md, Prices): what one unit costs, in credits. ``version`` is 1 for the
+    first price and goes up with each change; ``updated_at`` is when this version was set."""
+
+    feature: str
+    credits_per_unit: int
+    version: int
+    updated_at: str
+
+
+@dataclass(frozen=True)
+class PricePage(Model):
+    """Every feature's current price, by feature ascending; page on with the last one's feature."""
+
+    NESTED = {"prices": Price}
+
+    prices: list[Price]
+    has_more: bool
+
+
+@dataclass(frozen=True)
+class PriceVersionPage(Model):
+    """A feature's prices, newest version first; page on with the last one's version."""
+
+    NESTED = {"versions": Price}
+
+    versions: list[Price]
+    has_more: bool
+
+
+@dataclass(frozen=True)
+class HoldCheck(Model):
+    """The decision a reservation would meet now (POST /v1/holds/check; nothing is written).
+    ``requested``: the amount, or quantity × unit_price (then ``feature``, ``quantity`` and
+    ``unit_price`` are set). ``allowed`` False: ``reason`` is the error code a reservation would be
+    refused with (``insufficient_credits``, ``too_many_holds``, ``account_frozen``) and ``detail``
+    its message."""
+
+    allowed: bool
+    account_id: str
+    available: int
+    requested: int
+    feature: str | None = None
+    quantity: int | None = None
+    unit_price: int | None = None
+    reason: str | None = None
+    detail: str | None = None
 
 
 @dataclass(frozen=True)

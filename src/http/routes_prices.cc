@@ -1,0 +1,113 @@
+// Routes of prices (prices/price_batch.h): set and read a feature's price and its versions, and the
+// check of a reservation without making it (POST /v1/holds/check).
+#include <string>
+
+#include "core/checked.h"
+#include "core/limits.h"
+#include "core/rules.h"
+#include "http/routes.h"
+
+namespace tollgate::http {
+
+namespace {
+
+// The refusal of an unknown feature, naming the known ones (the first kKnownFeaturesListed by name).
+Error unknown_feature(Ledger& ledger, std::string_view feature) {
+  auto known = ledger.price_reads().list_prices(PageRequest{prices::kKnownFeaturesListed, std::nullopt});
+  if (!known) return known.error();
+  if (known->items.empty()) {
+    return invalid("unknown feature \"" + std::string(feature) + "\": no feature has a price yet (PUT /v1/prices/{feature})");
+  }
+  std::string list;
+  for (const prices::Price& p : known->items) list += (list.empty() ? "" : ", ") + p.feature;
+  if (known->has_more) list += ", … (GET /v1/prices lists them all)";
+  return invalid("unknown feature \"" + std::string(feature) + "\"; known features: " + list);
+}
+
+}  // namespace
+
+void put_price(Context& ctx, Call& call) {
+  if (auto s = check_id(call.params[0], "feature"); !s) return call.reply(problem(s.error()));
+  auto body = body_object(call);
+  TG_REPLY_IF_ERROR(body);
+  FieldReader f(*body);
+  auto credits = f.amount("credits_per_unit");
+  TG_REPLY_IF_ERROR(credits);
+  TG_REPLY_IF_ERROR(f.finish());
+  submit(ctx, call, SetPriceCommand{call.params[0], *credits}, [](const CommandResult& r) {
+    const auto& o = outcome<PriceOutcome>(r);
+    return value_response(o.created ? 201 : 200, o.price);
+  });
+}
+
+void get_price(Context& ctx, Call& call) {
+  TG_REPLY_IF_ERROR(known_query(call, {}));
+  auto price = ctx.ledger.price_reads().get_price(call.params[0]);
+  TG_REPLY_IF_ERROR(price);
+  call.reply(value_response(200, *price));
+}
+
+void list_prices(Context& ctx, Call& call) {
+  TG_REPLY_IF_ERROR(known_query(call, {"limit", "starting_after"}));
+  auto page = page_request(call);
+  TG_REPLY_IF_ERROR(page);
+  auto prices = ctx.ledger.price_reads().list_prices(*page);
+  TG_REPLY_IF_ERROR(prices);
+  call.reply(page_response("prices", *prices));
+}
+
+void list_price_versions(Context& ctx, Call& call) {
+  TG_REPLY_IF_ERROR(known_query(call, {"limit", "starting_after"}));
+  auto page = page_request(call);
+  TG_REPLY_IF_ERROR(page);
+  auto versions = ctx.ledger.price_reads().list_versions(call.params[0], *page);
+  TG_REPLY_IF_ERROR(versions);
+  call.reply(page_response("versions", *versions));
+}
+
+// The decision a reservation would meet now, from a read (nothing is written, nothing is locked):
+// the account as readers see it (overdue holds expired) and the feature's current price.
+void check_hold(Context& ctx, Call& call) {
+  auto body = body_object(call);
+  TG_REPLY_IF_ERROR(body);
+  FieldReader f(*body);
+  auto account_id = f.id("account_id");
+  TG_REPLY_IF_ERROR(account_id);
+  auto amount = f.optional_amount("amount");
+  TG_REPLY_IF_ERROR(amount);
+  auto feature = f.optional_id("feature");
+  TG_REPLY_IF_ERROR(feature);
+  auto quantity = f.optional_amount("quantity");
+  TG_REPLY_IF_ERROR(quantity);
+  TG_REPLY_IF_ERROR(f.finish());
+  TG_REPLY_IF_ERROR(priced_or_amount(*amount, *feature, *quantity));
+  if (auto e = check_account_visible(call.principal, *account_id)) return call.reply(problem(*e));
+  auto account = ctx.ledger.get_account(*account_id);
+  TG_REPLY_IF_ERROR(account);
+  std::optional<prices::Price> price;
+  std::int64_t requested = amount->value_or(0);
+  if (*feature) {
+    auto read = ctx.ledger.price_reads().get_price(**feature);
+    if (!read && read.code() == Code::not_found) return call.reply(problem(unknown_feature(ctx.ledger, **feature)));
+    TG_REPLY_IF_ERROR(read);
+    price = *read;
+    auto cost = prices::priced_amount(quantity->value_or(1), price->credits_per_unit);
+    TG_REPLY_IF_ERROR(cost);
+    requested = *cost;
+  }
+  const Result<Balances> decision = rules::reserve(*account, requested);
+  HoldCheck check{account->account_id, account->balances.available, requested, price, quantity->value_or(1),
+                  std::nullopt};
+  if (!decision) check.refusal = decision.error();
+  call.reply(value_response(200, check));
+}
+
+Status priced_or_amount(const std::optional<std::int64_t>& amount, const std::optional<std::string>& feature,
+                        const std::optional<std::int64_t>& quantity) {
+  if (amount && feature) return invalid("give either amount or feature, not both");
+  if (!amount && !feature) return invalid("amount or feature is required");
+  if (quantity && !feature) return invalid("quantity goes with feature: a reservation by amount has none");
+  return ok_status();
+}
+
+}  // namespace tollgate::http

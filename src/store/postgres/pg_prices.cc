@@ -1,0 +1,119 @@
+// Price rows on PostgreSQL (see pg_prices.h; the tables are schema version 17).
+#include "store/postgres/pg_prices.h"
+
+#include <string>
+
+#include "store/postgres/pg_rows.h"
+#include "store/postgres/pg_write.h"
+
+namespace tollgate::pg {
+namespace {
+
+// The array is sorted (PriceSlice::finish) and unnest() yields it in order.
+const std::string kLockFeatures =
+    "SELECT pg_advisory_xact_lock(hashtextextended('tollgate price ' || current_schema() || ' ' || f, 0)) "
+    "FROM unnest($1::text[]) AS f";
+// The named prices (known = 1), and when any of them is unknown, the first known features by name
+// (known = 0): what the refusal lists.
+const std::string kLoadPrices =
+    "SELECT feature, credits_per_unit, version, updated_at_ms, 1 FROM prices WHERE feature = ANY($1::text[]) "
+    "UNION ALL (SELECT feature, 0, 0, 0, 0 FROM prices "
+    "WHERE (SELECT count(*) FROM prices WHERE feature = ANY($1::text[])) < cardinality($1::text[]) "
+    "ORDER BY feature LIMIT $2::bigint)";
+const std::string kLoadPricedHolds =
+    "SELECT request_id, hold_id, account_id, feature, quantity, unit_price, price_version FROM priced_holds "
+    "WHERE request_id = ANY($1::text[])";
+const std::string kInsertPrices =
+    "INSERT INTO prices (feature, credits_per_unit, version, updated_at_ms) "
+    "SELECT * FROM unnest($1::text[], $2::bigint[], $3::bigint[], $4::bigint[])";
+const std::string kUpdatePrices =
+    "WITH u AS (UPDATE prices p SET credits_per_unit = n.credits_per_unit, version = n.version, "
+    "updated_at_ms = n.updated_at_ms "
+    "FROM unnest($1::text[], $2::bigint[], $3::bigint[], $4::bigint[], $5::bigint[]) "
+    "AS n(feature, credits_per_unit, version, updated_at_ms, before_version) "
+    "WHERE p.feature = n.feature AND p.version = n.before_version RETURNING 1) "
+    "SELECT tollgate_assert(count(*) = cardinality($1::text[]), 'a price changed behind the batch''s lock') FROM u";
+const std::string kInsertVersions =
+    "INSERT INTO price_versions (feature, version, credits_per_unit, created_at_ms) "
+    "SELECT * FROM unnest($1::text[], $2::bigint[], $3::bigint[], $4::bigint[])";
+const std::string kInsertPricedHolds =
+    "INSERT INTO priced_holds (request_id, hold_id, hold_seq, account_id, feature, quantity, unit_price, "
+    "price_version) SELECT * FROM unnest($1::text[], $2::text[], $3::bigint[], $4::text[], $5::text[], "
+    "$6::bigint[], $7::bigint[], $8::bigint[])";
+
+}  // namespace
+
+PriceLoads add_loads(const prices::PriceKeys& keys, std::vector<Conn::Pipelined>& st) {
+  PriceLoads at;
+  if (!keys.features.empty()) {
+    if (keys.sets_prices) st.push_back({&kLockFeatures, Params(text_array(keys.features))});
+    st.push_back({&kLoadPrices, Params(text_array(keys.features), prices::kKnownFeaturesListed + 1)});
+    at.prices = st.size() - 1;
+  }
+  if (!keys.request_ids.empty()) {
+    st.push_back({&kLoadPricedHolds, Params(text_array(keys.request_ids))});
+    at.priced_holds = st.size() - 1;
+  }
+  return at;
+}
+
+void take_rows(const PriceLoads& at, const std::vector<Rows>& r, prices::PriceSnapshot& out) {
+  if (at.prices != PriceLoads::kNoLoad) {
+    const Rows& rows = r[at.prices];
+    for (int i = 0; i < rows.size(); ++i) {
+      if (rows.int64(i, 4) == 1) {
+        out.prices.push_back(prices::Price{rows.text(i, 0), rows.int64(i, 1), rows.int64(i, 2), rows.int64(i, 3)});
+      } else {
+        out.known_features.push_back(rows.text(i, 0));
+      }
+    }
+  }
+  if (at.priced_holds != PriceLoads::kNoLoad) {
+    const Rows& rows = r[at.priced_holds];
+    for (int i = 0; i < rows.size(); ++i) {
+      out.priced_holds.push_back(prices::PricedHold{rows.text(i, 0), rows.text(i, 1), rows.text(i, 2), rows.text(i, 3),
+                                                    rows.int64(i, 4), rows.int64(i, 5), rows.int64(i, 6)});
+    }
+  }
+}
+
+void add_writes(const prices::PriceEffects& e, std::vector<Conn::Pipelined>& st) {
+  using P = prices::Price;
+  if (!e.new_prices.empty()) {
+    const auto& v = e.new_prices;
+    st.push_back({&kInsertPrices, Params(text_array(column(v, [](const P& x) { return x.feature; })),
+                                         int_array(column(v, [](const P& x) { return x.credits_per_unit; })),
+                                         int_array(column(v, [](const P& x) { return x.version; })),
+                                         int_array(column(v, [](const P& x) { return x.updated_at_ms; })))});
+  }
+  if (!e.changed.empty()) {
+    using C = batch::Change<P>;
+    const auto& v = e.changed;
+    st.push_back({&kUpdatePrices, Params(text_array(column(v, [](const C& x) { return x.after.feature; })),
+                                         int_array(column(v, [](const C& x) { return x.after.credits_per_unit; })),
+                                         int_array(column(v, [](const C& x) { return x.after.version; })),
+                                         int_array(column(v, [](const C& x) { return x.after.updated_at_ms; })),
+                                         int_array(column(v, [](const C& x) { return x.before.version; })))});
+  }
+  if (!e.versions.empty()) {
+    const auto& v = e.versions;
+    st.push_back({&kInsertVersions, Params(text_array(column(v, [](const P& x) { return x.feature; })),
+                                           int_array(column(v, [](const P& x) { return x.version; })),
+                                           int_array(column(v, [](const P& x) { return x.credits_per_unit; })),
+                                           int_array(column(v, [](const P& x) { return x.updated_at_ms; })))});
+  }
+  if (!e.new_priced_holds.empty()) {
+    using H = prices::PricedHold;
+    const auto& v = e.new_priced_holds;
+    st.push_back({&kInsertPricedHolds, Params(text_array(column(v, [](const H& x) { return x.request_id; })),
+                                              text_array(column(v, [](const H& x) { return x.hold_id; })),
+                                              int_array(column(v, [](const H& x) { return prices::hold_seq_of(x); })),
+                                              text_array(column(v, [](const H& x) { return x.account_id; })),
+                                              text_array(column(v, [](const H& x) { return x.feature; })),
+                                              int_array(column(v, [](const H& x) { return x.quantity; })),
+                                              int_array(column(v, [](const H& x) { return x.unit_price; })),
+                                              int_array(column(v, [](const H& x) { return x.price_version; })))});
+  }
+}
+
+}  // namespace tollgate::pg

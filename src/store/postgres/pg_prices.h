@@ -1,0 +1,28 @@
+// tollgate store/postgres: the price slice's rows in a batch (prices/price_batch.h).
+//
+// Thread safety: one thread at a time, the store's writer.
+#pragma once
+
+#include <cstddef>
+#include <vector>
+
+#include "prices/price_batch.h"
+#include "store/postgres/pg_conn.h"
+
+namespace tollgate::pg {
+
+// The current prices of the batch's features (and, when one is unknown, the first known features by
+// name) and the priced holds of its request_ids (pg_slices.h). A batch that sets prices first takes
+// a transaction-scoped advisory lock per feature (in feature order, after the accounts), so two
+// instances pricing one feature make its versions one after the other and read each other's. A
+// reservation by feature takes no lock: it is priced as the batch read the price.
+struct PriceLoads {
+  static constexpr std::size_t kNoLoad = static_cast<std::size_t>(-1);
+  std::size_t prices = kNoLoad;
+  std::size_t priced_holds = kNoLoad;
+};
+PriceLoads add_loads(const prices::PriceKeys& keys, std::vector<Conn::Pipelined>& st);
+void take_rows(const PriceLoads& at, const std::vector<Rows>& r, prices::PriceSnapshot& out);
+void add_writes(const prices::PriceEffects& effects, std::vector<Conn::Pipelined>& st);
+
+}  // namespace tollgate::pg
