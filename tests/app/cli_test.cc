@@ -1222,14 +1222,14 @@ TEST(CliUsage, AnUnknownOrMissingCommandNamesTheCommandsThatExistAndTheClosest) 
   const std::vector<Case> cases{
       {{"acount", "create", "a"},
        "tollgate: unknown command 'acount' (did you mean account?); the commands are: account, audit, config, demo, events, "
-       "fake-provider, hold, idem, job, key, lock, lots, ratelimit, refund, serve, transfer, version, webhook\n"},
+       "fake-provider, hold, idem, job, key, lock, lots, price, ratelimit, refund, serve, transfer, version, webhook\n"},
       {{"frobnicate"}, "tollgate: unknown command 'frobnicate'; the commands are: account, audit, config, demo, events, "
-                       "fake-provider, hold, idem, job, key, lock, lots, ratelimit, refund, serve, transfer, version, webhook\n"},
+                       "fake-provider, hold, idem, job, key, lock, lots, price, ratelimit, refund, serve, transfer, version, webhook\n"},
       {{"account", "crate", "a", "--url", "http://127.0.0.1:1"},
        "tollgate: unknown command 'account crate' (did you mean create?); the account commands are: create, credit, "
        "debit, list, show, update\n"},
       {{"hold", "comit", "h"},
-       "tollgate: unknown command 'hold comit' (did you mean commit?); the hold commands are: commit, extend, list, "
+       "tollgate: unknown command 'hold comit' (did you mean commit?); the hold commands are: check, commit, extend, list, "
        "release, reserve, show\n"},
       {{"key", "revok", "k"}, "tollgate: unknown command 'key revok' (did you mean revoke?); the key commands are: "
                               "create, list, revoke, whoami\n"},
@@ -1247,12 +1247,12 @@ TEST(CliUsage, AnUnknownOrMissingCommandNamesTheCommandsThatExistAndTheClosest) 
   // A command that needs another, without it.
   ProcessResult r = run_tollgate({"hold"});
   EXPECT_EQ(r.exit_code, 2);
-  EXPECT_EQ(r.err, "tollgate: a command is missing after 'hold'; the hold commands are: commit, extend, list, release, "
+  EXPECT_EQ(r.err, "tollgate: a command is missing after 'hold'; the hold commands are: check, commit, extend, list, release, "
                    "reserve, show\n");
   r = run_tollgate({});
   EXPECT_EQ(r.exit_code, 2);
   EXPECT_EQ(r.err, "tollgate: a command is missing; the commands are: account, audit, config, demo, events, fake-provider, hold, idem, "
-                   "job, key, lock, lots, ratelimit, refund, serve, transfer, version, webhook\n");
+                   "job, key, lock, lots, price, ratelimit, refund, serve, transfer, version, webhook\n");
   r = run_tollgate({"ratelimit"});
   EXPECT_EQ(r.exit_code, 2);
   EXPECT_EQ(r.err, "tollgate: a command is missing after 'ratelimit'; the ratelimit commands are: check, reset\n");

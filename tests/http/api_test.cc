@@ -1134,7 +1134,7 @@ TEST_F(HttpPreciseErrors, AnUnknownFieldOrQueryParameterIsNamedFirstWithTheClose
       // Without an unknown field, the first bad or missing field as before.
       {"POST", "/v1/accounts/{account}/credits", R"({"reference":"r"})", "amount is required"},
       {"POST", "/v1/accounts/{account}/credits", R"({"amount":"1","reference":"r"})", "amount must be an integer"},
-      {"POST", "/v1/holds", R"({"account_id":"{account}","request_id":"r2"})", "amount is required"},
+      {"POST", "/v1/holds", R"({"account_id":"{account}","request_id":"r2"})", "amount or feature is required"},
       {"POST", "/v1/accounts/{account}/debits", R"({"amount":1,"reference":"r"})", "reason is required"},
       // Query parameters.
       {"GET", "/v1/holds?acount_id={account}", "", "unknown query parameter acount_id (did you mean account_id?)"},

@@ -169,9 +169,12 @@ class PricesTest(ServerTestCase):
                 c.check_hold(self.other_account(), 1)  # another account: as if it did not exist
         writer = self.admin.create_key(a, scopes=["holds:write"])
         with fast_client(self.server.url, writer.secret) as c:
+            self.assertTrue(c.check_hold(a, 1).allowed)  # the check is a reservation's question
+        reader = self.admin.create_key(a, scopes=["read"])
+        with fast_client(self.server.url, reader.secret) as c:
             with self.assertRaises(ForbiddenError) as forbidden:
                 c.check_hold(a, 1)
-            self.assertEqual(forbidden.exception.missing_scope, "read")
+            self.assertEqual(forbidden.exception.missing_scope, "holds:write")
 
     def other_account(self) -> str:
         other = f"{self.account}-other"
