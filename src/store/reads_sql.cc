@@ -199,10 +199,10 @@ void price_statements(const Writer& w, ReadSql& s) {
                      w.p(1) + " AND version < " + w.p(2, "bigint") + " ORDER BY version DESC LIMIT " +
                      w.p(3, "bigint");
   const std::string seqs = w.dialect() == Dialect::sqlite
-                               ? "hold_seq IN (SELECT value FROM json_each('[' || ?1 || ']'))"
-                               : "hold_seq = ANY(string_to_array($1::text, ',')::bigint[])";
-  s.priced_holds = "SELECT hold_seq, request_id, hold_id, account_id, feature, quantity, unit_price, price_version "
-                   "FROM priced_holds WHERE " + seqs;
+                               ? "p.hold_seq IN (SELECT value FROM json_each('[' || ?1 || ']'))"
+                               : "p.hold_seq = ANY(string_to_array($1::text, ',')::bigint[])";
+  s.priced_holds = "SELECT p.hold_seq, h.request_id, h.hold_id, h.account_id, p.feature, p.quantity, p.unit_price, "
+                   "p.price_version FROM priced_holds p JOIN holds h ON h.seq = p.hold_seq WHERE " + seqs;
 }
 
 ReadSql build(Dialect dialect, const Columns& columns) {

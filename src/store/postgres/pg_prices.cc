@@ -21,8 +21,8 @@ const std::string kLoadPrices =
     "WHERE (SELECT count(*) FROM prices WHERE feature = ANY($1::text[])) < cardinality($1::text[]) "
     "ORDER BY feature LIMIT $2::bigint)";
 const std::string kLoadPricedHolds =
-    "SELECT request_id, hold_id, account_id, feature, quantity, unit_price, price_version FROM priced_holds "
-    "WHERE request_id = ANY($1::text[])";
+    "SELECT h.request_id, h.hold_id, h.account_id, p.feature, p.quantity, p.unit_price, p.price_version "
+    "FROM holds h JOIN priced_holds p ON p.hold_seq = h.seq WHERE h.request_id = ANY($1::text[])";
 const std::string kInsertPrices =
     "INSERT INTO prices (feature, credits_per_unit, version, updated_at_ms) "
     "SELECT * FROM unnest($1::text[], $2::bigint[], $3::bigint[], $4::bigint[])";
@@ -37,9 +37,8 @@ const std::string kInsertVersions =
     "INSERT INTO price_versions (feature, version, credits_per_unit, created_at_ms) "
     "SELECT * FROM unnest($1::text[], $2::bigint[], $3::bigint[], $4::bigint[])";
 const std::string kInsertPricedHolds =
-    "INSERT INTO priced_holds (request_id, hold_id, hold_seq, account_id, feature, quantity, unit_price, "
-    "price_version) SELECT * FROM unnest($1::text[], $2::text[], $3::bigint[], $4::text[], $5::text[], "
-    "$6::bigint[], $7::bigint[], $8::bigint[])";
+    "INSERT INTO priced_holds (hold_seq, feature, quantity, unit_price, price_version) "
+    "SELECT * FROM unnest($1::bigint[], $2::text[], $3::bigint[], $4::bigint[], $5::bigint[])";
 
 }  // namespace
 
@@ -105,10 +104,7 @@ void add_writes(const prices::PriceEffects& e, std::vector<Conn::Pipelined>& st)
   if (!e.new_priced_holds.empty()) {
     using H = prices::PricedHold;
     const auto& v = e.new_priced_holds;
-    st.push_back({&kInsertPricedHolds, Params(text_array(column(v, [](const H& x) { return x.request_id; })),
-                                              text_array(column(v, [](const H& x) { return x.hold_id; })),
-                                              int_array(column(v, [](const H& x) { return prices::hold_seq_of(x); })),
-                                              text_array(column(v, [](const H& x) { return x.account_id; })),
+    st.push_back({&kInsertPricedHolds, Params(int_array(column(v, [](const H& x) { return prices::hold_seq_of(x); })),
                                               text_array(column(v, [](const H& x) { return x.feature; })),
                                               int_array(column(v, [](const H& x) { return x.quantity; })),
                                               int_array(column(v, [](const H& x) { return x.unit_price; })),

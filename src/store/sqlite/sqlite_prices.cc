@@ -23,8 +23,8 @@ void load_rows(Conn& db, const prices::PriceKeys& keys, std::int64_t /*now_ms*/,
     while (q.step()) out.known_features.push_back(q.row().text(0));
   }
   for (const std::string& id : keys.request_ids) {
-    Query q(db.stmt("SELECT request_id, hold_id, account_id, feature, quantity, unit_price, price_version "
-                    "FROM priced_holds WHERE request_id = ?1"),
+    Query q(db.stmt("SELECT h.request_id, h.hold_id, h.account_id, p.feature, p.quantity, p.unit_price, "
+                    "p.price_version FROM holds h JOIN priced_holds p ON p.hold_seq = h.seq WHERE h.request_id = ?1"),
             id);
     if (!q.step()) continue;
     Stmt& r = q.row();
@@ -56,18 +56,13 @@ void write_rows(Conn& db, const prices::PriceEffects& e) {
                 s.bind(i + 2, p.credits_per_unit);
                 s.bind(i + 3, p.updated_at_ms);
               });
-  insert_rows(db,
-              "INSERT INTO priced_holds (request_id, hold_id, hold_seq, account_id, feature, quantity, unit_price, "
-              "price_version)",
-              8, e.new_priced_holds, [](Stmt& s, int i, const prices::PricedHold& h) {
-                s.bind(i, h.request_id);
-                s.bind(i + 1, h.hold_id);
-                s.bind(i + 2, prices::hold_seq_of(h));
-                s.bind(i + 3, h.account_id);
-                s.bind(i + 4, h.feature);
-                s.bind(i + 5, h.quantity);
-                s.bind(i + 6, h.unit_price);
-                s.bind(i + 7, h.price_version);
+  insert_rows(db, "INSERT INTO priced_holds (hold_seq, feature, quantity, unit_price, price_version)", 5,
+              e.new_priced_holds, [](Stmt& s, int i, const prices::PricedHold& h) {
+                s.bind(i, prices::hold_seq_of(h));
+                s.bind(i + 1, h.feature);
+                s.bind(i + 2, h.quantity);
+                s.bind(i + 3, h.unit_price);
+                s.bind(i + 4, h.price_version);
               });
 }
 
