@@ -1,5 +1,7 @@
 // The API, as the console calls it: same origin only, the admin key from this tab's sessionStorage
-// as a Bearer header (never in a URL or a cookie), errors as thrown ApiError with the problem's code.
+// as a Bearer header (never in a URL or a cookie), errors as thrown ApiError with the problem's code;
+// and what every page uses: /metrics parsed, formatting, h() for the DOM, the pager of a cursor-paged
+// list, the confirmation dialog.
 const KEY = 'tollgate.key';
 
 export const key = {
@@ -20,8 +22,9 @@ export class ApiError extends Error {
 export const hooks = { unauthorized: () => {} };
 
 // `signal` (an AbortSignal) cancels the request: the change feed's long-poll is aborted when the
-// page is hidden or signed out.
-export async function api(path, { method = 'GET', body, keyOverride, text = false, signal } = {}) {
+// page is hidden or signed out. `withStatus`: the answer as {status, value}, for a call whose 200
+// and 201 say different things (PUT /v1/prices/{feature}: 201 a new version, 200 nothing changed).
+export async function api(path, { method = 'GET', body, keyOverride, text = false, signal, withStatus = false } = {}) {
   const headers = { Authorization: `Bearer ${keyOverride ?? key.get() ?? ''}` };
   if (body !== undefined) headers['Content-Type'] = 'application/json';
   const r = await fetch(path, {
@@ -34,7 +37,8 @@ export async function api(path, { method = 'GET', body, keyOverride, text = fals
     if (r.status === 401 && keyOverride === undefined) hooks.unauthorized(detail);
     throw new ApiError(r.status, code, detail || `${method} ${path}: HTTP ${r.status}`);
   }
-  return text ? r.text() : r.json();
+  const value = await (text ? r.text() : r.json());
+  return withStatus ? { status: r.status, value } : value;
 }
 
 export const enc = encodeURIComponent;
@@ -90,6 +94,25 @@ export function h(tag, attrs = {}, ...children) {
   }
   for (const c of children.flat()) if (c != null && c !== false) el.append(c instanceof Node ? c : String(c));
   return el;
+}
+
+// A pager over a cursor-paged list (the webhook pages', the prices'): Previous/Next keep a stack of
+// starting_after values; read() takes a page's items, its has_more and the cursor of an item.
+export function pager(prefix, onMove) {
+  const state = { page: 0, hasMore: false, cursors: [''] };
+  const info = h('span', { class: 'note', id: `${prefix}-page` });
+  const element = h('div', { class: 'pager' },
+    h('button', { type: 'button', id: `${prefix}-prev`, onclick: () => { if (state.page > 0) { state.page--; onMove(); } } }, '← Previous'),
+    h('button', { type: 'button', id: `${prefix}-next`, onclick: () => { if (state.hasMore) { state.page++; onMove(); } } }, 'Next →'),
+    info);
+  const after = () => state.cursors[state.page];
+  const read = (items, hasMore, idOf) => {
+    state.hasMore = hasMore;
+    if (items.length) state.cursors[state.page + 1] = idOf(items[items.length - 1]);
+    info.textContent = `page ${state.page + 1}${hasMore ? '' : ' (last)'}`;
+  };
+  const reset = () => { state.page = 0; state.cursors = ['']; };
+  return { element, after, read, reset };
 }
 
 // An in-page confirmation (a <dialog>): resolves true on Confirm.

@@ -1,5 +1,5 @@
 // The console's shell: sign-in, the routes (#/, #/account/ID, #/hold/ID, #/job/ID, #/locks,
-// #/ratelimits, #/webhooks, #/webhook/ID), and the live loop. Live means the change feed (GET /v1/events, admin), long-polled: one request waits up to
+// #/ratelimits, #/webhooks, #/webhook/ID, #/prices, #/price/FEATURE), and the live loop. Live means the change feed (GET /v1/events, admin), long-polled: one request waits up to
 // FEED_WAIT_MS for an event newer than the last one seen; when events come, the view on screen is
 // asked whether they concern it (affectedBy) and, if so, re-reads what it shows — at once after a
 // quiet spell, at most once every REFRESH_GAP_MS under a steady stream (one refresh at a time, never
@@ -15,6 +15,7 @@ import * as account from './account.js';
 import * as hold from './hold.js';
 import * as coord from './coord.js';
 import * as webhooks from './webhooks.js';
+import * as prices from './prices.js';
 
 const FEED_WAIT_MS = 25_000;     // one long-poll's wait (the server allows up to 60 s)
 const FEED_LIMIT = 1000;         // events a feed answer carries at most (the server's page limit)
@@ -252,6 +253,8 @@ async function route() {
   else if (hash === '#/ratelimits') current = coord.mountRateLimits(ctx);
   else if (hash === '#/webhooks') current = webhooks.mountEndpoints(ctx);
   else if ((m = /^#\/webhook\/(.+)$/.exec(hash))) current = webhooks.mountEndpoint(ctx, decodeURIComponent(m[1]));
+  else if (hash === '#/prices') current = prices.mountPrices(ctx);
+  else if ((m = /^#\/price\/(.+)$/.exec(hash))) current = prices.mountPrice(ctx, decodeURIComponent(m[1]));
   else current = overview.mount(ctx);
   startFeed();
   restartPeriodic();

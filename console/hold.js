@@ -1,9 +1,11 @@
-// One hold, the whole story ("explain this credit"): the hold and the credit lots it drew from,
-// every event of its account that names it (the account's log read through, oldest first), and the
-// job that made it, if any, with the job's history (provider attempts and answers, who ended it and
-// why). A charged hold (committed, or expired and late-charged) with something left to give back
-// has a Refund form: POST /v1/holds/{id}/refund, or /v1/jobs/{id}/refund for a job's hold (the
-// holds route refuses those).
+// One hold, the whole story ("explain this credit"): the hold (GET /v1/holds/{id}) and the credit
+// lots it drew from — and, for a hold reserved by feature, the feature, quantity, unit price and
+// price version it was priced at (frozen on the hold; the feature links to its versions,
+// #/price/FEATURE) —, every event of its account that names it (the account's log read through,
+// oldest first), and the job that made it, if any, with the job's history (provider attempts and
+// answers, who ended it and why). A charged hold (committed, or expired and late-charged) with
+// something left to give back has a Refund form: POST /v1/holds/{id}/refund, or
+// /v1/jobs/{id}/refund for a job's hold (the holds route refuses those).
 import { api, ApiError, enc, num, h, confirmAction, randomRef, drawText } from './api.js';
 
 const MAX_EVENT_PAGES = 20;  // 20 × 1000 events of the account at most
@@ -42,7 +44,11 @@ export function mount(ctx, holdIdGiven, jobId = null) {
     const kv = (k, v) => [h('dt', {}, k), h('dd', { dataset: { field: k } }, v)];
     facts.replaceChildren(
       ...kv('account', h('a', { href: `#/account/${enc(hold.account_id)}` }, hold.account_id)),
-      ...kv('status', hold.status), ...kv('amount', num(hold.amount)), ...kv('from lots', drawText(hold) || '–'),
+      ...kv('status', hold.status), ...kv('amount', num(hold.amount)),
+      ...(hold.feature == null ? [] : [  // reserved by feature: the price it was reserved at, whatever it is now
+        ...kv('feature', h('a', { href: `#/price/${enc(hold.feature)}` }, hold.feature)), ...kv('quantity', num(hold.quantity)),
+        ...kv('unit price', num(hold.unit_price)), ...kv('price version', String(hold.price_version))]),
+      ...kv('from lots', drawText(hold) || '–'),
       ...kv('committed', num(hold.committed_amount)),
       ...kv('refunded', num(hold.refunded_amount ?? 0)), ...kv('request_id', hold.request_id),
       ...kv('created', hold.created_at), ...kv('expires', hold.expires_at), ...kv('closed', hold.closed_at || '–'),

@@ -4,29 +4,11 @@
 // error, the next attempt). Both paged by their cursor. Every event may move a cursor or make a
 // delivery, so the feed refreshes these pages; a delivery's attempts are not ledger events, so they
 // are also re-read every 5 s (periodicMs). The next attempt's countdown ticks in the page.
-import { api, enc, duration, num, h } from './api.js';
+import { api, enc, duration, num, h, pager } from './api.js';
 
 const PAGE = 50;
 const PERIOD_MS = 5000;
 const ADD_COMMAND = 'tollgate webhook add URL';
-
-// A pager over a cursor-paged list: Previous/Next keep a stack of starting_after values.
-function pager(prefix, onMove) {
-  const state = { page: 0, hasMore: false, cursors: [''] };
-  const info = h('span', { class: 'note', id: `${prefix}-page` });
-  const element = h('div', { class: 'pager' },
-    h('button', { type: 'button', id: `${prefix}-prev`, onclick: () => { if (state.page > 0) { state.page--; onMove(); } } }, '← Previous'),
-    h('button', { type: 'button', id: `${prefix}-next`, onclick: () => { if (state.hasMore) { state.page++; onMove(); } } }, 'Next →'),
-    info);
-  const after = () => state.cursors[state.page];
-  const read = (items, hasMore, idOf) => {
-    state.hasMore = hasMore;
-    if (items.length) state.cursors[state.page + 1] = idOf(items[items.length - 1]);
-    info.textContent = `page ${state.page + 1}${hasMore ? '' : ' (last)'}`;
-  };
-  const reset = () => { state.page = 0; state.cursors = ['']; };
-  return { element, after, read, reset };
-}
 
 // What the endpoint is sent: its event types (or every type), of one account (or every account).
 function filterText(e) {

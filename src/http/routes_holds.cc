@@ -56,7 +56,7 @@ Result<Hold> visible_hold(Ledger& ledger, const Call& call) {
 // What the hold was priced at, when it was reserved by feature (nullopt: by amount).
 Result<std::optional<prices::PricedHold>> priced_of(Ledger& ledger, const Hold& hold) {
   const auto seq = hold_id_seq(hold.hold_id);
-  if (!seq) return std::optional<prices::PricedHold>();
+  TG_ASSERT(seq.has_value());  // a stored hold's id is one the ledger made
   const std::int64_t seqs[] = {*seq};
   auto priced = ledger.price_reads().priced_holds(seqs);
   if (!priced) return priced.error();

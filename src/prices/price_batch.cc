@@ -104,15 +104,20 @@ Result<PricedHoldOutcome> PriceState::reserve(const ReserveByFeatureCommand& c, 
     const PricedHold* priced = nullptr;
     if (auto it = loaded_priced_.find(request_id); it != loaded_priced_.end()) priced = &it->second;
     if (auto it = new_priced_.find(request_id); it != new_priced_.end()) priced = &it->second;
+    // What the earlier request was is told only to its own account (a request_id is unique over all
+    // accounts: another account's key must learn nothing of it).
+    if (existing->account_id != c.reserve.account_id) {
+      return Error::make(Code::idempotency_mismatch,
+                         "request_id " + request_id + " was already used for another reservation");
+    }
     if (priced == nullptr) {
       return Error::make(Code::idempotency_mismatch, "request_id " + request_id + " already made a hold of " +
                                                          std::to_string(existing->amount) +
                                                          " by amount, not by feature");
     }
-    if (priced->account_id != c.reserve.account_id || priced->feature != c.feature || priced->quantity != c.quantity) {
-      return Error::make(Code::idempotency_mismatch,
-                         "request_id " + request_id + " already made a hold of " + std::to_string(priced->quantity) +
-                             " × " + priced->feature + " on account " + priced->account_id);
+    if (priced->feature != c.feature || priced->quantity != c.quantity) {
+      return Error::make(Code::idempotency_mismatch, "request_id " + request_id + " already made a hold of " +
+                                                         std::to_string(priced->quantity) + " × " + priced->feature);
     }
     ReserveCommand replay = c.reserve;
     replay.amount = existing->amount;

@@ -1,6 +1,6 @@
 // tollgate prices: the price slice of a write batch (core/batch.h's seam) — the server's price of a
-// feature, and holds reserved by feature and quantity instead of an amount (api.md "Prices and
-// spending policies"). Pure: no I/O, no clock, no threads.
+// feature, and holds reserved by feature and quantity instead of an amount (docs/api.md "Prices:
+// holds by feature and quantity"). Pure: no I/O, no clock, no threads.
 //
 // A price is a feature's credits per unit; every change is a new version (kept: the history is
 // readable), and the current one is what a reservation computes with. A hold reserved by feature
@@ -19,8 +19,8 @@
 // the refusal can list them) and the request_ids of the priced holds (their PricedHold rows); in the
 // ledger's keys, a reservation's account and request_id. On PostgreSQL a price change takes a
 // transaction-scoped advisory lock per feature first (two instances changing one price write
-// versions one after the other); a reservation reads the price without a lock: it is priced as of
-// the moment the batch read it. Effects: changed or new prices (guarded by their version), their
+// versions one after the other), a reservation the same lock shared: a change waits for the
+// reservations in flight that read the old price, and one that reads after it sees the new price. Effects: changed or new prices (guarded by their version), their
 // version rows, new priced holds. The dialects' loaders and writers: store/sqlite/sqlite_prices.h,
 // store/postgres/pg_prices.h.
 //
@@ -63,7 +63,6 @@ struct PricedHold {
   std::int64_t unit_price = 0;  // the price's credits_per_unit when the hold was made
   std::int64_t price_version = 0;
 
-  std::int64_t amount() const { return quantity * unit_price; }  // ≤ limits::kAmountMax (checked when made)
   friend bool operator==(const PricedHold&, const PricedHold&) = default;
 };
 

@@ -6,9 +6,12 @@ webhook endpoints and their deliveries against the API's, an account's credit lo
 in spending order, a live countdown to each expiry, a hold's draw, a lot expiring on the page and its
 lot_expired event), payments (signed Stripe and Standard
 Webhooks events posted to the server: the events' "payment" labels, a shortfall's and a dispute's
-freeze and its reason), an account key kept out, an admin:read key reading everything with no
-control that changes anything (and a read account key's reserve refused, naming holds:write), no
-request outside the server. Screenshots of each
+freeze and its reason), prices (the empty state, the API's prices and versions, the form's new
+version, same price and refusals with the server's detail; a hold reserved by feature showing the
+price it was reserved at), an account key kept out, an admin:read key reading everything with no
+control that changes anything (the prices' form included; its PUT refused with 403 when the form is
+shown by hand; and a read account key's reserve refused, naming holds:write), no request outside the
+server. Screenshots of each
 page go to $CONSOLE_SCREENSHOTS."""
 import base64
 import datetime
@@ -838,6 +841,185 @@ class ConsoleTest(unittest.TestCase):
         wait_for(lambda: self.driver.find_element(By.CSS_SELECTOR, "#hold-facts dd[data-field='from lots']").text == f"{promo} 4",
                  "the hold's lots on its page")
 
+    # --- prices ---------------------------------------------------------------------------------
+    def price_rows(self):
+        """The prices table as shown: [[feature, credits per unit, version, updated at], …]."""
+        rows = self.driver.find_elements(By.CSS_SELECTOR, "#prices-body tr[data-feature]")
+        return [[row.get_attribute("data-feature")] + [td.text for td in row.find_elements(By.TAG_NAME, "td")] for row in rows]
+
+    def prices_match_api(self):
+        expected = self.api.ok("GET", "/v1/prices?limit=50")["prices"]
+        want = [[p["feature"], p["feature"], f"{p['credits_per_unit']:,}", str(p["version"]), p["updated_at"]] for p in expected]
+        return self.price_rows() == want and expected
+
+    def version_rows(self):
+        rows = self.driver.find_elements(By.CSS_SELECTOR, "#versions-body tr[data-version]")
+        return [[td.text for td in row.find_elements(By.TAG_NAME, "td")] for row in rows]
+
+    def versions_match_api(self, feature):
+        """The versions table against the API's, newest first: each in force until the next one was set."""
+        expected = self.api.ok("GET", f"/v1/prices/{feature}/versions")["versions"]
+        until = ["now"] + [v["updated_at"] for v in expected[:-1]]
+        want = [[str(v["version"]), f"{v['credits_per_unit']:,}", v["updated_at"], u] for v, u in zip(expected, until)]
+        return self.version_rows() == want and expected
+
+    def set_price_in_the_form(self, credits, feature=None, confirmed=True):
+        """Types a price into the form (the feature too, on the prices page) and presses Set price…;
+        the confirmation's text (confirmed=False: the page asks none, its read of the price refused)."""
+        if feature is not None:
+            field = self.driver.find_element(By.ID, "price-feature")
+            field.clear()
+            field.send_keys(feature)
+        field = self.driver.find_element(By.ID, "price-credits")
+        field.clear()
+        field.send_keys(str(credits))
+        self.driver.find_element(By.ID, "price-submit").click()
+        if not confirmed:
+            return None
+        wait_for(lambda: self.driver.find_element(By.ID, "confirm-ok").is_displayed(), "the confirmation")
+        question = self.text("confirm-text")
+        self.confirm()
+        return question
+
+    def price_result(self, contains):
+        return wait_for(lambda: (lambda t: t if contains in t else None)(self.text("price-result")),
+                        f"the price form's result to say {contains!r}")
+
+    def test_7h_prices_listed_set_and_refused(self):
+        self.assertEqual(self.api.ok("GET", "/v1/prices")["prices"], [], "no price before this test")
+        self.signed_in()
+        # None yet: the page says how to set one.
+        self.go("#/prices")
+        empty = wait_for(lambda: self.driver.find_element(By.ID, "prices-empty").is_displayed()
+                         and self.driver.find_element(By.ID, "prices-empty"), "the empty state")
+        self.assertIn("tollgate price set FEATURE CREDITS_PER_UNIT", empty.text)
+        self.assertIn("or with the form below", empty.text)
+        self.assertFalse(self.driver.find_element(By.ID, "prices").is_displayed())
+        self.assertTrue(self.driver.find_element(By.ID, "price-form").is_displayed())
+        self.shot("prices-empty")
+
+        # Prices set through the API (the CLI's calls) while the page is open: no event announces
+        # them, the page's own period (5 s) reads them; the table shows the API's numbers.
+        self.mark_page()
+        self.assertEqual(self.api.call("PUT", "/v1/prices/photo", {"credits_per_unit": 3})[0], 201)
+        self.assertEqual(self.api.call("PUT", "/v1/prices/photo", {"credits_per_unit": 5})[0], 201)
+        self.assertEqual(self.api.call("PUT", "/v1/prices/gpu-minute", {"credits_per_unit": 1200})[0], 201)
+        self.assertEqual(self.api.call("PUT", "/v1/prices/tokens.1k", {"credits_per_unit": 1})[0], 201)
+        expected = wait_for(self.prices_match_api, "the API's prices in the table")
+        self.assertEqual([(p["feature"], p["credits_per_unit"], p["version"]) for p in expected],
+                         [("gpu-minute", 1200, 1), ("photo", 5, 2), ("tokens.1k", 1, 1)])
+        self.assertFalse(self.driver.find_element(By.ID, "prices-empty").is_displayed())
+        self.assertEqual(self.text("prices-page"), "page 1 (last)")
+        self.assert_not_reloaded()
+        self.shot("prices")
+
+        # The form: a new version, in the API and in the table at once.
+        question = self.set_price_in_the_form(7, feature="photo")
+        self.assertIn("from 5 to 7 credits per unit (version 3)", question)
+        self.price_result("photo now costs 7 credits per unit (version 3")
+        photo = self.api.ok("GET", "/v1/prices/photo")
+        self.assertEqual((photo["credits_per_unit"], photo["version"]), (7, 3))
+        wait_for(self.prices_match_api, "the new version in the table")
+        self.assertEqual(self.driver.find_element(By.ID, "price-feature").get_attribute("value"), "")
+        # The same price again: no version (a PUT is safe to resend), and the page says so.
+        question = self.set_price_in_the_form(7, feature="photo")
+        self.assertIn("already costs 7 credits per unit (version 3)", question)
+        self.price_result("photo already costs 7 credits per unit (version 3): nothing changed")
+        self.assertEqual(len(self.api.ok("GET", "/v1/prices/photo/versions")["versions"]), 3)
+        # A new feature from the form: its version 1.
+        question = self.set_price_in_the_form(2, feature="scan")
+        self.assertIn("It has none yet: this is its version 1", question)
+        self.price_result("scan now costs 2 credits per unit (version 1")
+        wait_for(lambda: (lambda e: e and [p["feature"] for p in e] == ["gpu-minute", "photo", "scan", "tokens.1k"])(
+            self.prices_match_api()), "the new feature in the table")
+
+        # Refused by the server: its code and detail, as it says them; nothing changes.
+        self.set_price_in_the_form(0, feature="photo")
+        detail = self.price_result("invalid_request")
+        self.assertIn("credits_per_unit must be an integer from 1 to 9007199254740991, got 0", detail)
+        self.assertEqual(self.driver.find_element(By.ID, "price-result").get_attribute("class"), "error")
+        # A feature the server refuses: its read of the price is refused already (no confirmation).
+        self.set_price_in_the_form(4, feature="no spaces", confirmed=False)
+        self.assertIn("feature must be 1-128 characters", self.price_result("invalid_request"))
+        self.assertFalse(self.driver.find_element(By.ID, "confirm").is_displayed())
+        self.assertEqual(self.api.ok("GET", "/v1/prices/photo"), photo)
+        self.assertEqual(len(self.api.ok("GET", "/v1/prices/photo/versions")["versions"]), 3)
+        self.assertEqual(len(self.api.ok("GET", "/v1/prices")["prices"]), 4)
+        wait_for(self.prices_match_api, "the table unchanged")
+        for scheme in ("light", "dark"):  # the table, the form and its refusal readable in both modes
+            try:
+                self.color_scheme(scheme)
+                for selector in ("#prices-body td", "#prices-body a", "#price-form strong", "#price-result", "th"):
+                    self.assertGreaterEqual(self.contrast(selector), 4.5, f"{selector} in {scheme} mode")
+            finally:
+                self.color_scheme("")
+        self.shot("prices-refused")
+
+        # A feature's versions, newest first, each in force until the next one was set.
+        self.driver.find_element(By.LINK_TEXT, "photo").click()
+        wait_for(lambda: self.driver.execute_script("return location.hash") == "#/price/photo", "the feature's page")
+        versions = wait_for(lambda: self.versions_match_api("photo"), "the API's versions in the table")
+        self.assertEqual([(v["version"], v["credits_per_unit"]) for v in versions], [(3, 7), (2, 5), (1, 3)])
+        self.assertEqual(self.driver.find_element(By.CSS_SELECTOR, "#versions-body tr.current").get_attribute("data-version"), "3")
+        fact = lambda field: self.driver.find_element(By.CSS_SELECTOR, f'#price-facts [data-field="{field}"]').text
+        self.assertEqual((fact("credits per unit"), fact("version"), fact("set at")), ("7", "3", photo["updated_at"]))
+        self.shot("price-versions")
+        # Its form sets this feature's price: version 4 on top, in force now.
+        question = self.set_price_in_the_form(9)
+        self.assertIn("Change the price of photo from 7 to 9", question)
+        self.price_result("photo now costs 9 credits per unit (version 4")
+        versions = wait_for(lambda: (lambda v: v and len(v) == 4 and v)(self.versions_match_api("photo")), "version 4 in the table")
+        self.assertEqual((versions[0]["version"], versions[0]["credits_per_unit"]), (4, 9))
+        wait_for(lambda: fact("version") == "4", "the current price's facts")
+        self.assert_not_reloaded()
+
+        # A feature without a price: how to set one.
+        self.go("#/price/no-such-feature")
+        missing = wait_for(lambda: self.driver.find_element(By.ID, "price-missing").is_displayed()
+                           and self.driver.find_element(By.ID, "price-missing"), "the feature's empty state")
+        self.assertIn("tollgate price set no-such-feature CREDITS_PER_UNIT", missing.text)
+        self.assertFalse(self.driver.find_element(By.ID, "versions").is_displayed())
+        self.assertEqual(self.text("error"), "")
+
+    def test_7i_a_hold_reserved_by_feature_shows_its_price(self):
+        self.api.account("acct-7i", 50)
+        self.api.ok("PUT", "/v1/prices/print-7i", {"credits_per_unit": 4})
+        held = self.api.ok("POST", "/v1/holds", {"account_id": "acct-7i", "feature": "print-7i", "quantity": 3,
+                                                 "request_id": "a7i-print"})
+        self.assertEqual((held["amount"], held["unit_price"], held["price_version"]), (12, 4, 1))
+        # A price change after the reservation: the hold keeps what it was priced at.
+        self.api.ok("PUT", "/v1/prices/print-7i", {"credits_per_unit": 6})
+        by_amount = self.api.hold("acct-7i", 5, "a7i-amount")
+        self.signed_in()
+        self.go(f"#/hold/{held['hold_id']}")
+
+        def priced_facts_match_api():
+            hold = self.api.ok("GET", f"/v1/holds/{held['hold_id']}")
+            shown = tuple(self.hold_fact(f) for f in ("feature", "quantity", "unit price", "price version", "amount", "committed"))
+            return shown == (hold["feature"], str(hold["quantity"]), str(hold["unit_price"]), str(hold["price_version"]),
+                             str(hold["amount"]), str(hold["committed_amount"])) and hold
+
+        hold = wait_for(priced_facts_match_api, "the hold's price as the API has it")
+        self.assertEqual((hold["feature"], hold["quantity"], hold["unit_price"], hold["price_version"]), ("print-7i", 3, 4, 1))
+        self.mark_page()
+        # Committed by quantity (2 × its own unit price, 4 — not the 6 of now), live through the feed.
+        self.api.ok("POST", f"/v1/holds/{held['hold_id']}/commit", {"quantity": 2})
+        hold = wait_for(lambda: (lambda x: x and x["status"] == "committed" and x)(priced_facts_match_api()),
+                        "the commit by quantity on the page")
+        self.assertEqual((hold["committed_amount"], hold["unit_price"], hold["price_version"]), (8, 4, 1))
+        self.assertEqual(self.hold_fact("status"), "committed")
+        self.assert_not_reloaded()
+        self.shot("hold-priced")
+        # The feature links to its versions: the hold's version 1, and 2 in force now.
+        self.driver.find_element(By.CSS_SELECTOR, '#hold-facts [data-field="feature"] a').click()
+        versions = wait_for(lambda: self.versions_match_api("print-7i"), "the feature's versions")
+        self.assertEqual([(v["version"], v["credits_per_unit"]) for v in versions], [(2, 6), (1, 4)])
+        # A hold reserved by amount has no price among its facts.
+        self.go(f"#/hold/{by_amount['hold_id']}")
+        wait_for(lambda: self.hold_fact("amount") == "5" and self.hold_fact("request_id") == "a7i-amount", "the hold by amount")
+        self.assertEqual(self.driver.find_elements(By.CSS_SELECTOR, '#hold-facts [data-field="feature"], '
+                                                                    '#hold-facts [data-field="unit price"]'), [])
+
     def test_8_no_request_leaves_the_server(self):
         self.signed_in()
         self.go("#/account/acct-7" if self.api.call("GET", "/v1/accounts/acct-7")[0] == 200 else "#/")
@@ -939,6 +1121,31 @@ class ConsoleTest(unittest.TestCase):
         self.assertEqual(self.api.ok("GET", "/v1/accounts/acct-9b")["reserved"], 0)
         self.assertEqual(self.api.ok("GET", "/v1/holds?account_id=acct-9b")["holds"], [])
 
+
+    def test_9c_an_admin_read_key_reads_prices_and_cannot_set_one(self):
+        self.api.ok("PUT", "/v1/prices/scan-9c", {"credits_per_unit": 2})
+        made = self.api.ok("POST", "/v1/keys", {"scopes": ["admin:read"], "name": "console price auditor"})
+        self.sign_in(made["secret"])
+        wait_for(lambda: self.driver.find_element(By.ID, "read-only-badge").is_displayed(), "the read-only badge")
+        self.go("#/prices")
+        wait_for(lambda: "scan-9c" in [r[0] for r in self.price_rows()], "the price in the table")
+        wait_for(self.prices_match_api, "the API's prices in the table")
+        self.assertFalse(self.driver.find_element(By.ID, "price-actions").is_displayed(), "the form, for a read-only key")
+        self.assertEqual([e for e in self.driver.find_elements(By.CSS_SELECTOR, ".write") if e.is_displayed()], [])
+        self.shot("read-only-prices")
+        self.go("#/price/scan-9c")
+        wait_for(lambda: self.versions_match_api("scan-9c"), "the feature's versions")
+        self.assertFalse(self.driver.find_element(By.ID, "price-actions").is_displayed())
+        # The server refuses such a key anyway: with the form shown by hand, its 403 shows under the
+        # form as any refusal does, and nothing changes.
+        self.driver.execute_script("document.body.classList.remove('read-only')")
+        self.set_price_in_the_form(3)
+        detail = self.price_result("forbidden")
+        self.assertIn("admin", detail)
+        self.assertEqual(self.driver.find_element(By.ID, "price-result").get_attribute("class"), "error")
+        price = self.api.ok("GET", "/v1/prices/scan-9c")
+        self.assertEqual((price["credits_per_unit"], price["version"]), (2, 1))
+        self.driver.find_element(By.ID, "sign-out").click()
 
 if __name__ == "__main__":
     unittest.main(verbosity=2, argv=sys.argv)

@@ -44,7 +44,7 @@ TEST_F(HttpConsole, ThePageIsServedWithAStrictContentSecurityPolicyAndNoKey) {
 
 TEST_F(HttpConsole, TheModulesAreJavaScriptAndTheStylesCss) {
   HttpClient anonymous(server_->port());
-  for (const char* name : {"app.js", "api.js", "overview.js", "account.js", "hold.js", "coord.js"}) {
+  for (const char* name : {"app.js", "api.js", "overview.js", "account.js", "hold.js", "coord.js", "webhooks.js", "prices.js"}) {
     const HttpResponse r = anonymous.get(std::string("/console/") + name);
     ASSERT_EQ(r.status, 200u) << name << ": " << r;
     EXPECT_EQ(r.header("Content-Type"), "text/javascript; charset=utf-8") << name;

@@ -9,6 +9,7 @@
 
 #include <atomic>
 #include <map>
+#include <mutex>
 #include <set>
 #include <string>
 #include <thread>
@@ -398,6 +399,107 @@ TEST(HttpPricesInstances, ThreeInstancesChangingOnePriceMakeOneVersionEachInOrde
   const HttpResponse current = admin.get("/v1/prices/photo");
   EXPECT_EQ(jint(current.object(), "version"), static_cast<std::int64_t>(all.size()));
   EXPECT_EQ(jint(current.object(), "credits_per_unit"), jint(all[0].as_object(), "credits_per_unit"));
+}
+
+// Reservations by feature on two instances at once while a third changes the price: each hold costs
+// what it records, at a price its feature had; one request_id sent to two instances at once makes one
+// hold (the other answers it, or — from another account — a mismatch that tells nothing of it).
+TEST(HttpPricesInstances, ReservationsOnTwoInstancesWhileAThirdChangesThePriceAndOneRequestIdTwice) {
+  REQUIRE_POSTGRES(pg);
+  testing::PgSchema schema(pg);
+  std::vector<std::unique_ptr<ServerProcess>> servers;
+  for (int i = 0; i < 3; ++i) {
+    ServerOptions o = server_options();
+    o.database = schema.uri();
+    servers.push_back(std::make_unique<ServerProcess>(o));
+    ASSERT_EQ(wait_until_ready(servers.back()->port()).status, 200u) << servers.back()->log();
+  }
+  HttpClient admin(servers[0]->port(), kAdminKey);
+  ASSERT_EQ(admin.request("PUT", "/v1/prices/photo", R"({"credits_per_unit":1})", {}).status, 201u);
+  for (const char* account : {"ann", "bob"}) {
+    ASSERT_EQ(admin.post("/v1/accounts", json::object{{"account_id", account}}).status, 201u);
+    ASSERT_EQ(admin.post(std::string("/v1/accounts/") + account + "/credits",
+                         json::object{{"amount", 1'000'000}, {"reference", std::string(account) + "-buy"}})
+                  .status,
+              201u);
+  }
+  std::atomic<bool> stop{false};
+  std::thread pricer([&] {
+    HttpClient client(servers[2]->port(), kAdminKey);
+    for (int price = 2; !stop && price < 10'000; ++price) {
+      EXPECT_EQ(client.request("PUT", "/v1/prices/photo", json::serialize(json::object{{"credits_per_unit", price}}), {})
+                    .status,
+                201u);
+    }
+  });
+  std::vector<json::object> made;
+  std::mutex made_mu;
+  std::vector<std::thread> threads;
+  for (int t = 0; t < 4; ++t) {
+    threads.emplace_back([&, t] {
+      HttpClient client(servers[static_cast<std::size_t>(t % 2)]->port(), kAdminKey);
+      for (int i = 0; i < 15; ++i) {
+        const HttpResponse r = client.post(
+            "/v1/holds", json::object{{"account_id", t % 2 ? "ann" : "bob"}, {"feature", "photo"}, {"quantity", 1 + i % 3},
+                                      {"request_id", "r-" + std::to_string(t) + "-" + std::to_string(i)}});
+        EXPECT_EQ(r.status, 201u) << r;
+        std::lock_guard lock(made_mu);
+        if (r.status == 201u) made.push_back(r.object());
+      }
+    });
+  }
+  // One request_id, the same account, on two instances at once: one hold, answered to both.
+  std::vector<HttpResponse> twice(2);
+  std::vector<std::thread> both;
+  for (std::size_t i = 0; i < 2; ++i) {
+    both.emplace_back([&, i] {
+      HttpClient client(servers[i]->port(), kAdminKey);
+      twice[i] = client.post("/v1/holds", json::object{{"account_id", "ann"}, {"feature", "photo"}, {"quantity", 2},
+                                                      {"request_id", "same-twice"}});
+    });
+  }
+  for (auto& th : both) th.join();
+  // One request_id on two instances at once from two accounts: one hold; the other a mismatch.
+  std::vector<HttpResponse> across(2);
+  std::vector<std::thread> other;
+  for (std::size_t i = 0; i < 2; ++i) {
+    other.emplace_back([&, i] {
+      HttpClient client(servers[i]->port(), kAdminKey);
+      across[i] = client.post("/v1/holds", json::object{{"account_id", i == 0 ? "ann" : "bob"}, {"feature", "photo"},
+                                                       {"request_id", "same-across"}});
+    });
+  }
+  for (auto& th : other) th.join();
+  for (auto& th : threads) th.join();
+  stop = true;
+  pricer.join();
+
+  ASSERT_TRUE(twice[0].status == 201u || twice[1].status == 201u) << twice[0] << twice[1];
+  EXPECT_EQ(twice[0].status + twice[1].status, 401u) << twice[0] << twice[1];  // one 201, one 200
+  EXPECT_EQ(jstr(twice[0].object(), "hold_id"), jstr(twice[1].object(), "hold_id"));
+  EXPECT_EQ(jint(twice[0].object(), "unit_price"), jint(twice[1].object(), "unit_price"));
+  const HttpResponse& made_across = across[0].status == 201u ? across[0] : across[1];
+  const HttpResponse& refused_across = across[0].status == 201u ? across[1] : across[0];
+  EXPECT_EQ(made_across.status, 201u) << across[0] << across[1];
+  EXPECT_TRUE(is_problem(refused_across, 422, "idempotency_mismatch")) << across[0] << across[1];
+  EXPECT_EQ(refused_across.body.find(jstr(made_across.object(), "account_id")), std::string::npos)
+      << "the mismatch names the other account: " << refused_across;
+
+  std::map<std::int64_t, std::int64_t> price_of_version;
+  const HttpResponse versions = admin.get("/v1/prices/photo/versions?limit=1000");
+  for (const auto& v : versions.object().at("versions").as_array()) {
+    price_of_version[jint(v.as_object(), "version")] = jint(v.as_object(), "credits_per_unit");
+  }
+  std::set<std::int64_t> seen;
+  for (const json::object& h : made) {
+    EXPECT_EQ(jint(h, "amount"), jint(h, "quantity") * jint(h, "unit_price")) << h;
+    EXPECT_EQ(price_of_version[jint(h, "price_version")], jint(h, "unit_price")) << h;
+    seen.insert(jint(h, "price_version"));
+  }
+  EXPECT_GE(seen.size(), 2u) << "the price never changed while holds were made: the test saw no race";
+  const HttpResponse audit = admin.get("/v1/audit");
+  ASSERT_EQ(audit.status, 200u) << audit;
+  EXPECT_TRUE(audit.object().at("violations").as_array().empty()) << audit;
 }
 
 }  // namespace

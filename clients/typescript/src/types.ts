@@ -109,7 +109,7 @@ export interface PriceVersionPage {
 }
 
 /** Why a reservation would be refused now: the error code a reserve would answer (409). */
-export type HoldCheckReason = "insufficient_credits" | "too_many_holds" | "account_frozen";
+export type HoldCheckReason = "insufficient_credits" | "too_many_holds" | "account_frozen" | "overflow";
 
 /**
  * The decision a reservation would meet now (POST /v1/holds/check; nothing is written). requested:

@@ -9,9 +9,16 @@
 namespace tollgate::pg {
 namespace {
 
-// The array is sorted (PriceSlice::finish) and unnest() yields it in order.
+// The array is sorted (PriceSlice::finish) and unnest() yields it in order. A price change takes
+// its features' locks exclusively; a batch that only reserves takes them shared (reservations never
+// wait for each other), in a statement of its own before the price is read, so that the read's
+// snapshot is taken with the lock held: a change waits for the reservations that read the old price
+// to commit, and a reservation that reads after a change committed sees it.
 const std::string kLockFeatures =
     "SELECT pg_advisory_xact_lock(hashtextextended('tollgate price ' || current_schema() || ' ' || f, 0)) "
+    "FROM unnest($1::text[]) AS f";
+const std::string kLockFeaturesShared =
+    "SELECT pg_advisory_xact_lock_shared(hashtextextended('tollgate price ' || current_schema() || ' ' || f, 0)) "
     "FROM unnest($1::text[]) AS f";
 // The named prices (known = 1), and when any of them is unknown, the first known features by name
 // (known = 0): what the refusal lists.
@@ -45,7 +52,7 @@ const std::string kInsertPricedHolds =
 PriceLoads add_loads(const prices::PriceKeys& keys, std::vector<Conn::Pipelined>& st) {
   PriceLoads at;
   if (!keys.features.empty()) {
-    if (keys.sets_prices) st.push_back({&kLockFeatures, Params(text_array(keys.features))});
+    st.push_back({keys.sets_prices ? &kLockFeatures : &kLockFeaturesShared, Params(text_array(keys.features))});
     st.push_back({&kLoadPrices, Params(text_array(keys.features), prices::kKnownFeaturesListed + 1)});
     at.prices = st.size() - 1;
   }

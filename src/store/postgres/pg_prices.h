@@ -12,10 +12,13 @@
 namespace tollgate::pg {
 
 // The current prices of the batch's features (and, when one is unknown, the first known features by
-// name) and the priced holds of its request_ids (pg_slices.h). A batch that sets prices first takes
-// a transaction-scoped advisory lock per feature (in feature order, after the accounts), so two
-// instances pricing one feature make its versions one after the other and read each other's. A
-// reservation by feature takes no lock: it is priced as the batch read the price.
+// name) and the priced holds of its request_ids (pg_slices.h). Each feature named is first taken as
+// a transaction-scoped advisory lock (in feature order, after the accounts): exclusively by a batch
+// that sets prices, so two instances pricing one feature make its versions one after the other and
+// read each other's; shared by a batch that only reserves, so a price change and the reservations in
+// flight on every instance are ordered (the change waits for those that read the old price; one
+// that reads after the change committed sees the new price) while reservations never wait for each
+// other.
 struct PriceLoads {
   static constexpr std::size_t kNoLoad = static_cast<std::size_t>(-1);
   std::size_t prices = kNoLoad;
