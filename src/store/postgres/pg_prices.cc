@@ -20,16 +20,22 @@ const std::string kLockFeatures =
 const std::string kLockFeaturesShared =
     "SELECT pg_advisory_xact_lock_shared(hashtextextended('tollgate price ' || current_schema() || ' ' || f, 0)) "
     "FROM unnest($1::text[]) AS f";
-// The named prices (known = 1), and when any of them is unknown, the first known features by name
-// (known = 0): what the refusal lists.
+// One statement (each costs the batch's pipeline its own parse and plan): rows of three kinds, in
+// columns (kind, t1..t4, n1..n3) —
+//   kPrice: a named feature's price (feature, -, -, -, credits_per_unit, version, updated_at_ms);
+//   kKnown: when any named feature is unknown, the first known features by name (feature): what
+//           the refusal lists;
+//   kPriced: a priced hold of a named request_id (request_id, hold_id, account_id, feature,
+//           quantity, unit_price, price_version), found through the holds' own request_id index.
+enum RowKind : std::int64_t { kKnown = 0, kPrice = 1, kPriced = 2 };
 const std::string kLoadPrices =
-    "SELECT feature, credits_per_unit, version, updated_at_ms, 1 FROM prices WHERE feature = ANY($1::text[]) "
-    "UNION ALL (SELECT feature, 0, 0, 0, 0 FROM prices "
+    "SELECT 1::bigint, feature, ''::text, ''::text, ''::text, credits_per_unit, version, updated_at_ms FROM prices "
+    "WHERE feature = ANY($1::text[]) "
+    "UNION ALL (SELECT 0, feature, '', '', '', 0, 0, 0 FROM prices "
     "WHERE (SELECT count(*) FROM prices WHERE feature = ANY($1::text[])) < cardinality($1::text[]) "
-    "ORDER BY feature LIMIT $2::bigint)";
-const std::string kLoadPricedHolds =
-    "SELECT h.request_id, h.hold_id, h.account_id, p.feature, p.quantity, p.unit_price, p.price_version "
-    "FROM holds h JOIN priced_holds p ON p.hold_seq = h.seq WHERE h.request_id = ANY($1::text[])";
+    "ORDER BY feature LIMIT $2::bigint) "
+    "UNION ALL SELECT 2, h.request_id, h.hold_id, h.account_id, p.feature, p.quantity, p.unit_price, p.price_version "
+    "FROM holds h JOIN priced_holds p ON p.hold_seq = h.seq WHERE h.request_id = ANY($3::text[])";
 const std::string kInsertPrices =
     "INSERT INTO prices (feature, credits_per_unit, version, updated_at_ms) "
     "SELECT * FROM unnest($1::text[], $2::bigint[], $3::bigint[], $4::bigint[])";
@@ -51,34 +57,31 @@ const std::string kInsertPricedHolds =
 
 PriceLoads add_loads(const prices::PriceKeys& keys, std::vector<Conn::Pipelined>& st) {
   PriceLoads at;
-  if (!keys.features.empty()) {
-    st.push_back({keys.sets_prices ? &kLockFeatures : &kLockFeaturesShared, Params(text_array(keys.features))});
-    st.push_back({&kLoadPrices, Params(text_array(keys.features), prices::kKnownFeaturesListed + 1)});
-    at.prices = st.size() - 1;
-  }
-  if (!keys.request_ids.empty()) {
-    st.push_back({&kLoadPricedHolds, Params(text_array(keys.request_ids))});
-    at.priced_holds = st.size() - 1;
-  }
+  if (keys.features.empty()) return at;  // every command of the slice names a feature
+  st.push_back({keys.sets_prices ? &kLockFeatures : &kLockFeaturesShared, Params(text_array(keys.features))});
+  st.push_back({&kLoadPrices, Params(text_array(keys.features), prices::kKnownFeaturesListed + 1,
+                                     text_array(keys.request_ids))});
+  at.prices = st.size() - 1;
   return at;
 }
 
 void take_rows(const PriceLoads& at, const std::vector<Rows>& r, prices::PriceSnapshot& out) {
-  if (at.prices != PriceLoads::kNoLoad) {
-    const Rows& rows = r[at.prices];
-    for (int i = 0; i < rows.size(); ++i) {
-      if (rows.int64(i, 4) == 1) {
-        out.prices.push_back(prices::Price{rows.text(i, 0), rows.int64(i, 1), rows.int64(i, 2), rows.int64(i, 3)});
-      } else {
-        out.known_features.push_back(rows.text(i, 0));
-      }
-    }
-  }
-  if (at.priced_holds != PriceLoads::kNoLoad) {
-    const Rows& rows = r[at.priced_holds];
-    for (int i = 0; i < rows.size(); ++i) {
-      out.priced_holds.push_back(prices::PricedHold{rows.text(i, 0), rows.text(i, 1), rows.text(i, 2), rows.text(i, 3),
-                                                    rows.int64(i, 4), rows.int64(i, 5), rows.int64(i, 6)});
+  if (at.prices == PriceLoads::kNoLoad) return;
+  const Rows& rows = r[at.prices];
+  for (int i = 0; i < rows.size(); ++i) {
+    switch (rows.int64(i, 0)) {
+      case kPrice:
+        out.prices.push_back(prices::Price{rows.text(i, 1), rows.int64(i, 5), rows.int64(i, 6), rows.int64(i, 7)});
+        break;
+      case kKnown:
+        out.known_features.push_back(rows.text(i, 1));
+        break;
+      case kPriced:
+        out.priced_holds.push_back(prices::PricedHold{rows.text(i, 1), rows.text(i, 2), rows.text(i, 3), rows.text(i, 4),
+                                                      rows.int64(i, 5), rows.int64(i, 6), rows.int64(i, 7)});
+        break;
+      default:
+        TG_ASSERT(false);  // the statement makes only these kinds
     }
   }
 }

@@ -21,8 +21,7 @@ namespace tollgate::pg {
 // other.
 struct PriceLoads {
   static constexpr std::size_t kNoLoad = static_cast<std::size_t>(-1);
-  std::size_t prices = kNoLoad;
-  std::size_t priced_holds = kNoLoad;
+  std::size_t prices = kNoLoad;  // the prices, the known features and the priced holds: one statement
 };
 PriceLoads add_loads(const prices::PriceKeys& keys, std::vector<Conn::Pipelined>& st);
 void take_rows(const PriceLoads& at, const std::vector<Rows>& r, prices::PriceSnapshot& out);
