@@ -164,9 +164,18 @@ void get_price(Context&, Call&);
 void list_prices(Context&, Call&);
 void list_price_versions(Context&, Call&);
 void check_hold(Context&, Call&);
-// A reservation (or its check) names either an amount or a feature (with an optional quantity).
-Status priced_or_amount(const std::optional<std::int64_t>& amount, const std::optional<std::string>& feature,
-                        const std::optional<std::int64_t>& quantity);
+// What a reservation (or its check) asks for: an account, and either an amount or a feature with an
+// optional quantity.
+struct WhatToReserve {
+  std::string account_id;
+  std::optional<std::int64_t> amount;
+  std::optional<std::string> feature;
+  std::optional<std::int64_t> quantity;
+};
+// Reads those four fields (FieldReader's rules: the caller still calls finish()).
+Result<WhatToReserve> read_what_to_reserve(FieldReader& f);
+// After finish(): exactly one of amount and feature, and quantity only with feature.
+Status priced_or_amount(const WhatToReserve& what);
 // routes_refunds.cc
 void refund_hold(Context&, Call&);
 void refund_job(Context&, Call&);

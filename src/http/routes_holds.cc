@@ -12,14 +12,8 @@ void reserve(Context& ctx, Call& call) {
   auto body = body_object(call);
   TG_REPLY_IF_ERROR(body);
   FieldReader f(*body);
-  auto account_id = f.id("account_id");
-  TG_REPLY_IF_ERROR(account_id);
-  auto amount = f.optional_amount("amount");
-  TG_REPLY_IF_ERROR(amount);
-  auto feature = f.optional_id("feature");
-  TG_REPLY_IF_ERROR(feature);
-  auto quantity = f.optional_amount("quantity");
-  TG_REPLY_IF_ERROR(quantity);
+  auto what = read_what_to_reserve(f);
+  TG_REPLY_IF_ERROR(what);
   auto request_id = id_or_idempotency_key(f, call, "request_id");
   TG_REPLY_IF_ERROR(request_id);
   auto ttl = f.integer("ttl_ms", limits::kHoldTtlMsMin, ctx.ledger.options().hold_ttl_ms_max);
@@ -27,11 +21,11 @@ void reserve(Context& ctx, Call& call) {
   auto metadata = f.object("metadata", limits::kMetadataBytesMax);
   TG_REPLY_IF_ERROR(metadata);
   TG_REPLY_IF_ERROR(f.finish());
-  TG_REPLY_IF_ERROR(priced_or_amount(*amount, *feature, *quantity));
-  if (auto e = check_account_visible(call.principal, *account_id)) return call.reply(problem(*e));
-  ReserveCommand command{*account_id, amount->value_or(0), *request_id, *ttl, metadata->value_or("{}"), ""};
-  if (*feature) {
-    return submit(ctx, call, ReserveByFeatureCommand{std::move(command), **feature, quantity->value_or(1)},
+  TG_REPLY_IF_ERROR(priced_or_amount(*what));
+  if (auto e = check_account_visible(call.principal, what->account_id)) return call.reply(problem(*e));
+  ReserveCommand command{what->account_id, what->amount.value_or(0), *request_id, *ttl, metadata->value_or("{}"), ""};
+  if (what->feature) {
+    return submit(ctx, call, ReserveByFeatureCommand{std::move(command), *what->feature, what->quantity.value_or(1)},
                   [](const CommandResult& r) {
                     const auto& o = outcome<PricedHoldOutcome>(r);
                     return value_response(o.created ? 201 : 200, PricedHoldView{o.hold, o.priced});

@@ -71,42 +71,49 @@ void check_hold(Context& ctx, Call& call) {
   auto body = body_object(call);
   TG_REPLY_IF_ERROR(body);
   FieldReader f(*body);
-  auto account_id = f.id("account_id");
-  TG_REPLY_IF_ERROR(account_id);
-  auto amount = f.optional_amount("amount");
-  TG_REPLY_IF_ERROR(amount);
-  auto feature = f.optional_id("feature");
-  TG_REPLY_IF_ERROR(feature);
-  auto quantity = f.optional_amount("quantity");
-  TG_REPLY_IF_ERROR(quantity);
+  auto what = read_what_to_reserve(f);
+  TG_REPLY_IF_ERROR(what);
   TG_REPLY_IF_ERROR(f.finish());
-  TG_REPLY_IF_ERROR(priced_or_amount(*amount, *feature, *quantity));
-  if (auto e = check_account_visible(call.principal, *account_id)) return call.reply(problem(*e));
-  auto account = ctx.ledger.get_account(*account_id);
+  TG_REPLY_IF_ERROR(priced_or_amount(*what));
+  if (auto e = check_account_visible(call.principal, what->account_id)) return call.reply(problem(*e));
+  const auto& [account_id, amount, feature, quantity] = *what;
+  auto account = ctx.ledger.get_account(account_id);
   TG_REPLY_IF_ERROR(account);
   std::optional<prices::Price> price;
-  std::int64_t requested = amount->value_or(0);
-  if (*feature) {
-    auto read = ctx.ledger.price_reads().get_price(**feature);
-    if (!read && read.code() == Code::not_found) return call.reply(problem(unknown_feature(ctx.ledger, **feature)));
+  std::int64_t requested = amount.value_or(0);
+  if (feature) {
+    auto read = ctx.ledger.price_reads().get_price(*feature);
+    if (!read && read.code() == Code::not_found) return call.reply(problem(unknown_feature(ctx.ledger, *feature)));
     TG_REPLY_IF_ERROR(read);
     price = *read;
-    auto cost = prices::priced_amount(quantity->value_or(1), price->credits_per_unit);
+    auto cost = prices::priced_amount(quantity.value_or(1), price->credits_per_unit);
     TG_REPLY_IF_ERROR(cost);
     requested = *cost;
   }
   const Result<Balances> decision = rules::reserve(*account, requested);
-  HoldCheck check{account->account_id, account->balances.available, requested, price, quantity->value_or(1),
+  HoldCheck check{account->account_id, account->balances.available, requested, price, quantity.value_or(1),
                   std::nullopt};
   if (!decision) check.refusal = decision.error();
   call.reply(value_response(200, check));
 }
 
-Status priced_or_amount(const std::optional<std::int64_t>& amount, const std::optional<std::string>& feature,
-                        const std::optional<std::int64_t>& quantity) {
-  if (amount && feature) return invalid("give either amount or feature, not both");
-  if (!amount && !feature) return invalid("amount or feature is required");
-  if (quantity && !feature) return invalid("quantity goes with feature: a reservation by amount has none");
+Result<WhatToReserve> read_what_to_reserve(FieldReader& f) {
+  WhatToReserve what;
+  auto account_id = f.id("account_id");
+  if (!account_id) return account_id.error();
+  auto amount = f.optional_amount("amount");
+  if (!amount) return amount.error();
+  auto feature = f.optional_id("feature");
+  if (!feature) return feature.error();
+  auto quantity = f.optional_amount("quantity");
+  if (!quantity) return quantity.error();
+  return WhatToReserve{std::move(*account_id), *amount, std::move(*feature), *quantity};
+}
+
+Status priced_or_amount(const WhatToReserve& what) {
+  if (what.amount && what.feature) return invalid("give either amount or feature, not both");
+  if (!what.amount && !what.feature) return invalid("amount or feature is required");
+  if (what.quantity && !what.feature) return invalid("quantity goes with feature: a reservation by amount has none");
   return ok_status();
 }
 

@@ -264,7 +264,7 @@ TEST_F(HttpPrices, BadInputIsRefusedByNameAndChangesNothing) {
   }
   EXPECT_NE(admin().post("/v1/holds", "{" + a + ",\"feature\":\"" + unique("unpriced") + "\"}").body.find(feature),
             std::string::npos);  // the known features listed include this one
-  for (const std::string& body : {R"({"credits_per_unit":0})", R"({"credits_per_unit":-1})", R"({"credits_per_unit":"3"})",
+  for (const char* body : {R"({"credits_per_unit":0})", R"({"credits_per_unit":-1})", R"({"credits_per_unit":"3"})",
                                   R"({"credits_per_unit":9007199254740992})", R"({})", R"({"credits_per_unit":3,"x":1})"}) {
     const HttpResponse r = admin().request("PUT", "/v1/prices/" + feature, body, {});
     EXPECT_TRUE(is_problem(r, 400, "invalid_request")) << body;
@@ -355,6 +355,16 @@ TEST_F(HttpPrices, ConcurrentHoldsWhileThePriceChangesEachCostWhatTheyRecord) {
   EXPECT_TRUE(audit.object().at("violations").as_array().empty()) << audit;
 }
 
+// `n` instances on the schema's database, each ready.
+void start_instances(const testing::PgSchema& schema, int n, std::vector<std::unique_ptr<ServerProcess>>& servers) {
+  for (int i = 0; i < n; ++i) {
+    ServerOptions o = server_options();
+    o.database = schema.uri();
+    servers.push_back(std::make_unique<ServerProcess>(o));
+    ASSERT_EQ(wait_until_ready(servers.back()->port()).status, 200u) << servers.back()->log();
+  }
+}
+
 // Three instances on one PostgreSQL database change one price at once: each change that answered
 // 201 made exactly one version, the versions are 1, 2, … without a gap or a repeat, and the current
 // price is the newest version's (the advisory lock per feature serializes the instances' batches).
@@ -362,12 +372,7 @@ TEST(HttpPricesInstances, ThreeInstancesChangingOnePriceMakeOneVersionEachInOrde
   REQUIRE_POSTGRES(pg);
   testing::PgSchema schema(pg);
   std::vector<std::unique_ptr<ServerProcess>> servers;
-  for (int i = 0; i < 3; ++i) {
-    ServerOptions o = server_options();
-    o.database = schema.uri();
-    servers.push_back(std::make_unique<ServerProcess>(o));
-    ASSERT_EQ(wait_until_ready(servers.back()->port()).status, 200u) << servers.back()->log();
-  }
+  ASSERT_NO_FATAL_FAILURE(start_instances(schema, 3, servers));
   constexpr int kPerThread = 12;
   std::atomic<int> made{0};
   std::vector<std::thread> threads;
@@ -408,12 +413,7 @@ TEST(HttpPricesInstances, ReservationsOnTwoInstancesWhileAThirdChangesThePriceAn
   REQUIRE_POSTGRES(pg);
   testing::PgSchema schema(pg);
   std::vector<std::unique_ptr<ServerProcess>> servers;
-  for (int i = 0; i < 3; ++i) {
-    ServerOptions o = server_options();
-    o.database = schema.uri();
-    servers.push_back(std::make_unique<ServerProcess>(o));
-    ASSERT_EQ(wait_until_ready(servers.back()->port()).status, 200u) << servers.back()->log();
-  }
+  ASSERT_NO_FATAL_FAILURE(start_instances(schema, 3, servers));
   HttpClient admin(servers[0]->port(), kAdminKey);
   ASSERT_EQ(admin.request("PUT", "/v1/prices/photo", R"({"credits_per_unit":1})", {}).status, 201u);
   for (const char* account : {"ann", "bob"}) {
