@@ -11,17 +11,14 @@ namespace tollgate::http {
 
 namespace {
 
-// The refusal of an unknown feature, naming the known ones (the first kKnownFeaturesListed by name).
+// The refusal of an unknown feature, naming the known ones (prices::unknown_feature, as a
+// reservation's: one more than it lists read, so that it knows there are more).
 Error unknown_feature(Ledger& ledger, std::string_view feature) {
-  auto known = ledger.price_reads().list_prices(PageRequest{prices::kKnownFeaturesListed, std::nullopt});
+  auto known = ledger.price_reads().list_prices(PageRequest{prices::kKnownFeaturesListed + 1, std::nullopt});
   if (!known) return known.error();
-  if (known->items.empty()) {
-    return invalid("unknown feature \"" + std::string(feature) + "\": no feature has a price yet (PUT /v1/prices/{feature})");
-  }
-  std::string list;
-  for (const prices::Price& p : known->items) list += (list.empty() ? "" : ", ") + p.feature;
-  if (known->has_more) list += ", … (GET /v1/prices lists them all)";
-  return invalid("unknown feature \"" + std::string(feature) + "\"; known features: " + list);
+  std::vector<std::string> names;
+  for (const prices::Price& p : known->items) names.push_back(p.feature);
+  return prices::unknown_feature(feature, names);
 }
 
 }  // namespace

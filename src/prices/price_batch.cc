@@ -69,17 +69,22 @@ PriceState::PriceState(PriceSnapshot snapshot, std::int64_t now_ms)
   }
 }
 
-Error PriceState::unknown_feature(const std::string& feature) const {
-  std::vector<std::string> known = known_features_;
-  for (const auto& [name, slot] : prices_) known.push_back(name);  // priced earlier in this batch too
-  std::sort(known.begin(), known.end());
-  known.erase(std::unique(known.begin(), known.end()), known.end());
-  if (known.empty()) return invalid("unknown feature \"" + feature + "\": no feature has a price yet (PUT /v1/prices/{feature})");
+Error unknown_feature(std::string_view feature, const std::vector<std::string>& known) {
+  const std::string name(feature);
+  if (known.empty()) return invalid("unknown feature \"" + name + "\": no feature has a price yet (PUT /v1/prices/{feature})");
   std::string list;
   const std::size_t shown = std::min<std::size_t>(known.size(), kKnownFeaturesListed);
   for (std::size_t i = 0; i < shown; ++i) list += (i == 0 ? "" : ", ") + known[i];
   if (known.size() > shown) list += ", … (GET /v1/prices lists them all)";
-  return invalid("unknown feature \"" + feature + "\"; known features: " + list);
+  return invalid("unknown feature \"" + name + "\"; known features: " + list);
+}
+
+Error PriceState::refuse_unknown(const std::string& feature) const {
+  std::vector<std::string> known = known_features_;
+  for (const auto& [name, slot] : prices_) known.push_back(name);  // priced earlier in this batch too
+  std::sort(known.begin(), known.end());
+  known.erase(std::unique(known.begin(), known.end()), known.end());
+  return unknown_feature(feature, known);
 }
 
 Result<PriceOutcome> PriceState::set(const SetPriceCommand& c) {
@@ -129,7 +134,7 @@ Result<PricedHoldOutcome> PriceState::reserve(const ReserveByFeatureCommand& c, 
     return Error::make(Code::not_found, "account " + c.reserve.account_id + " does not exist");
   }
   auto price = prices_.find(c.feature);
-  if (price == prices_.end()) return unknown_feature(c.feature);
+  if (price == prices_.end()) return refuse_unknown(c.feature);
   const Price& p = price->second.now;
   auto amount = priced_amount(c.quantity, p.credits_per_unit);
   if (!amount) return amount.error();

@@ -145,7 +145,7 @@ class PriceState {
     std::optional<Price> loaded;  // as loaded (nullopt: priced by this batch)
     Price now;
   };
-  Error unknown_feature(const std::string& feature) const;
+  Error refuse_unknown(const std::string& feature) const;
 
   std::int64_t now_ms_;
   std::map<std::string, PriceSlot> prices_;
@@ -177,6 +177,10 @@ struct PriceSlice {
   static Status validate(const ReserveByFeatureCommand& c, const ValidationLimits& limits);
   static void complete(ReserveByFeatureCommand& c, const batch::Completion& completion);
 };
+
+// The refusal of a feature that has no price, naming the known ones: `known` sorted by name, as many
+// as are at hand (past kKnownFeaturesListed: "…", GET /v1/prices lists them all). Also the check's.
+Error unknown_feature(std::string_view feature, const std::vector<std::string>& known);
 
 // The amount `quantity` units cost at `unit_price`; invalid_request naming both when past
 // limits::kAmountMax.
